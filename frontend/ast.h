@@ -1,0 +1,76 @@
+// The syntax tree of a .dg program, with a source location on every node.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/diag.h"
+
+namespace gradc::ast {
+
+struct Expr;
+using ExprPtr = std::unique_ptr<Expr>;
+
+struct Index {  // one item of x[...]: a single index, or a slice start:end
+  Loc loc;
+  bool is_slice = false;
+  ExprPtr start, end;  // either may be null in a slice
+};
+
+struct KwArg {
+  std::string name;
+  Loc loc;
+  ExprPtr value;
+};
+
+struct Expr {
+  enum Kind { Number, Name, Unary, Binary, Call, Subscript, List } kind;
+  Loc loc;
+  bool is_int = false;  // Number
+  int64_t ival = 0;
+  double fval = 0;
+  std::string text;            // Name, Call's callee, or the operator of Unary/Binary
+  std::vector<ExprPtr> args;   // operands, positional arguments, list items, or the subscripted value
+  std::vector<KwArg> kwargs;   // Call
+  std::vector<Index> index;    // Subscript
+};
+
+struct Name {
+  std::string text;
+  Loc loc;
+};
+
+struct TypeExpr {
+  Loc loc;
+  std::string dtype;
+  std::vector<ExprPtr> dims;
+};
+
+struct Stmt {
+  enum Kind { World, Input, Assign, Output } kind;
+  Loc loc;
+  std::vector<Name> names;  // targets, outputs, or the input's name
+  ExprPtr value;            // the assigned value, the input's default, or world's count
+  TypeExpr type;            // Input
+  bool shared = false;      // Input
+};
+
+struct Func {
+  Name name;
+  std::vector<Name> params;
+  std::vector<Stmt> body;
+  std::vector<ExprPtr> results;
+  Loc return_loc;
+};
+
+struct Program {
+  std::vector<Stmt> stmts;
+  std::map<std::string, Func> funcs;
+};
+
+}  // namespace gradc::ast
+
+namespace gradc {
+ast::Program parse_program(const std::string& text);
+}

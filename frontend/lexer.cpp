@@ -1,0 +1,118 @@
+#include "frontend/lexer.h"
+
+#include <cctype>
+#include <cstdlib>
+
+namespace gradc {
+
+namespace {
+bool ident_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
+bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+}  // namespace
+
+std::vector<Token> lex(const std::string& s) {
+  std::vector<Token> out;
+  size_t i = 0;
+  int line = 1, col = 1, depth = 0;
+  auto advance = [&](size_t n) {
+    for (size_t k = 0; k < n && i < s.size(); ++k, ++i) {
+      if (s[i] == '\n') {
+        ++line;
+        col = 1;
+      } else {
+        ++col;
+      }
+    }
+  };
+  while (i < s.size()) {
+    char c = s[i];
+    Loc loc{line, col};
+    if (c == ' ' || c == '\t' || c == '\r') {
+      advance(1);
+    } else if (c == '#') {
+      while (i < s.size() && s[i] != '\n') advance(1);
+    } else if (c == '\n') {
+      if (depth == 0 && (out.empty() || out.back().kind != Tok::Newline))
+        out.push_back({Tok::Newline, "\\n", loc});
+      advance(1);
+    } else if (ident_start(c)) {
+      size_t j = i;
+      while (j < s.size() && ident_char(s[j])) ++j;
+      out.push_back({Tok::Ident, s.substr(i, j - i), loc});
+      advance(j - i);
+    } else if (c == '%') {
+      size_t j = i + 1;
+      while (j < s.size() && (ident_char(s[j]) || s[j] == '.')) ++j;
+      if (j == i + 1) user_error(loc, "expected a value name after '%'");
+      out.push_back({Tok::ValueRef, s.substr(i + 1, j - i - 1), loc});
+      advance(j - i);
+    } else if (std::isdigit(static_cast<unsigned char>(c)) ||
+               (c == '.' && i + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1])))) {
+      size_t j = i;
+      bool is_float = false;
+      while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
+      if (j < s.size() && s[j] == '.') {
+        is_float = true;
+        ++j;
+        while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
+      }
+      if (j < s.size() && (s[j] == 'e' || s[j] == 'E')) {
+        size_t k = j + 1;
+        if (k < s.size() && (s[k] == '+' || s[k] == '-')) ++k;
+        if (k < s.size() && std::isdigit(static_cast<unsigned char>(s[k]))) {
+          is_float = true;
+          j = k;
+          while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
+        }
+      }
+      if (j < s.size() && ident_char(s[j]))
+        user_error(loc, "malformed number '{}'", s.substr(i, j - i + 1));
+      Token t{is_float ? Tok::Float : Tok::Int, s.substr(i, j - i), loc};
+      if (is_float) {
+        t.fval = std::strtod(t.text.c_str(), nullptr);
+      } else {
+        errno = 0;
+        t.ival = std::strtoll(t.text.c_str(), nullptr, 10);
+        if (errno == ERANGE) user_error(loc, "integer literal {} is too large", t.text);
+        t.fval = double(t.ival);
+      }
+      out.push_back(t);
+      advance(j - i);
+    } else if (c == '"') {
+      std::string str;
+      size_t j = i + 1;
+      while (j < s.size() && s[j] != '"' && s[j] != '\n') {
+        if (s[j] == '\\' && j + 1 < s.size()) ++j;
+        str += s[j++];
+      }
+      if (j >= s.size() || s[j] != '"') user_error(loc, "unterminated string");
+      out.push_back({Tok::String, str, loc});
+      advance(j + 1 - i);
+    } else {
+      static const char* two[] = {"**", "==", "!=", "<=", ">="};
+      std::string p(1, c);
+      for (const char* t : two)
+        if (s.compare(i, 2, t) == 0) p = t;
+      if (p.size() == 1 && std::string("()[]{},:;=+-*/<>").find(c) == std::string::npos)
+        user_error(loc, "unexpected character '{}'", c);
+      if (p == "(" || p == "[") ++depth;
+      if ((p == ")" || p == "]") && depth > 0) --depth;
+      out.push_back({Tok::Punct, p, loc});
+      advance(p.size());
+    }
+  }
+  out.push_back({Tok::End, "end of file", Loc{line, col}});
+  return out;
+}
+
+std::string describe(const Token& t) {
+  switch (t.kind) {
+    case Tok::Newline: return "end of line";
+    case Tok::End: return "end of file";
+    case Tok::String: return "string \"" + t.text + "\"";
+    case Tok::ValueRef: return "'%" + t.text + "'";
+    default: return "'" + t.text + "'";
+  }
+}
+
+}  // namespace gradc

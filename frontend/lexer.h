@@ -1,0 +1,27 @@
+// The lexer shared by the .dg language and the IR's textual form.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/diag.h"
+
+namespace gradc {
+
+enum class Tok { Ident, Int, Float, String, ValueRef, Punct, Newline, End };
+
+struct Token {
+  Tok kind = Tok::End;
+  std::string text;  // identifier, punctuation, string contents, or %name without the %
+  Loc loc;
+  int64_t ival = 0;
+  double fval = 0;
+  bool is(const char* punct) const { return kind == Tok::Punct && text == punct; }
+  bool is_ident(const char* word) const { return kind == Tok::Ident && text == word; }
+};
+
+// Newlines inside (...) and [...] do not end a statement, so they produce no token.
+std::vector<Token> lex(const std::string& text);
+std::string describe(const Token& t);  // for "expected X, got Y" messages
+
+}  // namespace gradc

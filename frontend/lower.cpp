@@ -1,0 +1,872 @@
+#include "frontend/lower.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "ir/rules.h"
+#include "runtime/comm.h"
+
+namespace gradc {
+namespace {
+
+using ast::Expr;
+
+// A lowered expression: a value in the graph, or a scalar literal not yet
+// materialised (so `2 * world` folds and `x + 2` gets a constant of x's dtype).
+struct V {
+  ValueId id = -1;
+  double num = 0;
+  DType lit_dtype = DType::I32;
+  bool is_lit() const { return id < 0; }
+};
+
+struct Scope {
+  std::map<std::string, std::pair<V, Loc>> names;
+  bool in_function = false;
+};
+
+// Arguments of a builtin call, bound to its parameter names.
+struct Call {
+  const Expr* e = nullptr;
+  std::string name;
+  std::map<std::string, const Expr*> args;
+  std::map<std::string, Loc> locs;
+  const Expr* get(const std::string& p) const {
+    auto it = args.find(p);
+    return it == args.end() ? nullptr : it->second;
+  }
+  Loc loc_of(const std::string& p) const {
+    auto it = locs.find(p);
+    return it == locs.end() ? e->loc : it->second;
+  }
+};
+
+class Lowerer {
+ public:
+  Lowerer(const ast::Program& p, int world) : prog_(p) { g_.world = world; }
+
+  Graph run() {
+    Scope top;
+    scopes_.push_back(&top);
+    for (const ast::Stmt& s : prog_.stmts) statement(s);
+    return std::move(g_);
+  }
+
+ private:
+  // ---- values and constants -------------------------------------------------
+  DType dtype(const V& v) const { return v.is_lit() ? v.lit_dtype : g_.type(v.id).dtype; }
+  const Type& type(const V& v) const { return g_.type(v.id); }
+
+  ValueId constant(const Type& t, double value, Loc loc) {
+    Node n;
+    n.op = Op::Const;
+    n.type = t;
+    n.loc = loc;
+    n.attrs.set("value", t.dtype == DType::I32 ? Attr::of_int(int64_t(value)) : Attr::of_float(value));
+    return add(std::move(n));
+  }
+  ValueId add(Node n) {
+    n.type = infer_type(g_, n);
+    return g_.append(std::move(n));
+  }
+  V op(Op o, std::vector<ValueId> args, Loc loc, Attrs attrs = {}) {
+    return V{emit(g_, o, std::move(args), std::move(attrs), loc)};
+  }
+  // The value as a tensor of dtype `dt`: a literal becomes a constant, a value of
+  // another dtype is cast.
+  ValueId tensor(const V& v, DType dt, Loc loc) {
+    if (v.is_lit()) {
+      if (dt == DType::I32 && v.num != std::trunc(v.num))
+        user_error(loc, "{} is not an integer", v.num);
+      return constant(Type{dt, {}}, v.num, loc);
+    }
+    if (g_.type(v.id).dtype == dt) return v.id;
+    Attrs a;
+    a.set("to", Attr::of_sym(dtype_name(dt)));
+    return op(Op::Cast, {v.id}, loc, a).id;
+  }
+  ValueId tensor(const V& v, Loc loc) { return tensor(v, dtype(v), loc); }
+  ValueId float_tensor(const V& v, Loc loc) { return tensor(v, float_of(dtype(v)), loc); }
+
+  // ---- names ----------------------------------------------------------------
+  Scope& scope() { return *scopes_.back(); }
+  void bind(const ast::Name& n, V v) {
+    if (n.text == "rank" || n.text == "world")
+      user_error(n.loc, "'{}' is built in and cannot be rebound", n.text);
+    auto it = scope().names.find(n.text);
+    if (it != scope().names.end())
+      user_error(n.loc, "'{}' is already bound (at line {}); each name is bound once", n.text,
+                 it->second.second.line);
+    scope().names[n.text] = {v, n.loc};
+    if (!v.is_lit() && g_[v.id].name.empty()) g_[v.id].name = n.text;
+  }
+  V lookup(const std::string& name, Loc loc) {
+    auto it = scope().names.find(name);
+    if (it != scope().names.end()) return it->second.first;
+    if (name == "rank") {
+      if (rank_ < 0) {
+        Node n;
+        n.op = Op::Rank;
+        n.loc = loc;
+        n.name = "rank";
+        rank_ = add(std::move(n));
+      }
+      return V{rank_};
+    }
+    if (name == "world") return V{-1, double(g_.world), DType::I32};
+    if (in_default_) user_error(loc, "unknown name '{}' (a default value may use only rank, world and literals)", name);
+    if (scope().in_function)
+      user_error(loc, "unknown name '{}' (a function sees only its parameters and its own names)", name);
+    user_error(loc, "unknown name '{}'", name);
+  }
+
+  // ---- statements -----------------------------------------------------------
+  void statement(const ast::Stmt& s) {
+    switch (s.kind) {
+      case ast::Stmt::World:
+        return;  // read before lowering (declared_world)
+      case ast::Stmt::Input:
+        return input(s);
+      case ast::Stmt::Assign: {
+        std::vector<V> vals = expr_multi(*s.value, s.names.size());
+        for (size_t i = 0; i < s.names.size(); ++i) bind(s.names[i], vals[i]);
+        return;
+      }
+      case ast::Stmt::Output:
+        for (const ast::Name& n : s.names) {
+          for (const auto& o : g_.outputs)
+            if (o.first == n.text) user_error(n.loc, "'{}' is output twice", n.text);
+          V v = lookup(n.text, n.loc);
+          g_.outputs.push_back({n.text, tensor(v, n.loc)});
+        }
+        return;
+    }
+  }
+
+  void input(const ast::Stmt& s) {
+    const ast::Name& name = s.names[0];
+    Type t;
+    parse_dtype(s.type.dtype, t.dtype);
+    for (const auto& d : s.type.dims) {
+      int64_t n = static_int(*d, "a dimension");
+      if (n < 0) user_error(d->loc, "dimension {} is negative", n);
+      t.shape.push_back(n);
+    }
+    Node n;
+    n.op = Op::Input;
+    n.type = t;
+    n.loc = name.loc;
+    n.name = name.text;
+    n.attrs.set("name", Attr::of_str(name.text));
+    if (s.shared) n.attrs.set("shared", Attr::of_int(1));
+    if (s.value) {
+      Scope defaults;  // a default sees no other names
+      scopes_.push_back(&defaults);
+      in_default_ = true;
+      V v = expr(*s.value);
+      in_default_ = false;
+      scopes_.pop_back();
+      Loc loc = s.value->loc;
+      if (v.is_lit()) {
+        n.args.push_back(constant(t, v.num, loc));
+      } else {
+        ValueId d = tensor(v, t.dtype, loc);
+        if (g_.type(d).shape != t.shape) {
+          const Shape& ds = g_.type(d).shape;
+          bool ok = ds.size() <= t.shape.size();
+          for (size_t i = 0; ok && i < ds.size(); ++i)
+            ok = ds[ds.size() - 1 - i] == 1 || ds[ds.size() - 1 - i] == t.shape[t.shape.size() - 1 - i];
+          if (!ok)
+            user_error(loc, "the default value of '{}' is {}, which does not broadcast to {}",
+                       name.text, type_str(g_.type(d)), type_str(t));
+          Attrs a;
+          a.set("shape", Attr::of_ints(t.shape));
+          d = op(Op::BroadcastTo, {d}, loc, a).id;
+        }
+        n.args.push_back(d);
+      }
+    }
+    bind(name, V{add(std::move(n))});
+  }
+
+  // ---- static (compile-time) values ----------------------------------------
+  int64_t static_int(const Expr& e, const char* what) {
+    V v = expr(e);
+    if (!v.is_lit() || v.lit_dtype != DType::I32)
+      user_error(e.loc, "{} must be a constant integer", what);
+    return int64_t(v.num);
+  }
+  std::vector<int64_t> static_ints(const Expr& e, const char* what) {
+    std::vector<int64_t> out;
+    if (e.kind == Expr::List)
+      for (const auto& x : e.args) out.push_back(static_int(*x, what));
+    else
+      out.push_back(static_int(e, what));
+    return out;
+  }
+  std::string symbol(const Expr& e, const char* what) {
+    if (e.kind != Expr::Name) user_error(e.loc, "{} must be a name, such as sum", what);
+    return e.text;
+  }
+
+  // ---- expressions -----------------------------------------------------------
+  V expr(const Expr& e) {
+    std::vector<V> vs = expr_multi(e, 1);
+    return vs[0];
+  }
+
+  std::vector<V> expr_multi(const Expr& e, size_t want) {
+    std::vector<V> vs;
+    if (e.kind == Expr::Call)
+      vs = call(e);
+    else
+      vs.push_back(single(e));
+    if (vs.size() != want)
+      user_error(e.loc, "{} gives {} value{}, but {} name{} to bind", e.kind == Expr::Call ? e.text : "this expression",
+                 vs.size(), vs.size() == 1 ? "" : "s", want, want == 1 ? " is" : "s are");
+    return vs;
+  }
+
+  V single(const Expr& e) {
+    switch (e.kind) {
+      case Expr::Number:
+        return V{-1, e.is_int ? double(e.ival) : double(float(e.fval)), e.is_int ? DType::I32 : DType::F32};
+      case Expr::Name:
+        return lookup(e.text, e.loc);
+      case Expr::Unary: {
+        V x = expr(*e.args[0]);
+        if (x.is_lit()) return V{-1, -x.num, x.lit_dtype};
+        return op(Op::Neg, {x.id}, e.loc);
+      }
+      case Expr::Binary:
+        return binary(e);
+      case Expr::Subscript:
+        return subscript(e);
+      case Expr::List:
+        return array_literal(e);
+      case Expr::Call:
+        break;
+    }
+    return expr(e);
+  }
+
+  V binary(const Expr& e) {
+    static const std::map<std::string, Op> ops = {
+        {"+", Op::Add}, {"-", Op::Sub}, {"*", Op::Mul}, {"/", Op::Div}, {"**", Op::Pow},
+        {"==", Op::Eq}, {"!=", Op::Ne}, {"<", Op::Lt},  {"<=", Op::Le}, {">", Op::Gt},
+        {">=", Op::Ge}};
+    V a = expr(*e.args[0]);
+    V b = expr(*e.args[1]);
+    return binary_op(ops.at(e.text), a, b, e.loc);
+  }
+
+  V binary_op(Op o, V a, V b, Loc loc) {
+    DType dt = promote(dtype(a), dtype(b));
+    if (o == Op::Div || o == Op::Pow) dt = float_of(dt);
+    bool cmp = o == Op::Eq || o == Op::Ne || o == Op::Lt || o == Op::Le || o == Op::Gt || o == Op::Ge;
+    if (a.is_lit() && b.is_lit() && !(o == Op::Pow && b.num < 0 && !is_float(dt))) {
+      double x = a.num, y = b.num, r = 0;
+      switch (o) {
+        case Op::Add: r = x + y; break;
+        case Op::Sub: r = x - y; break;
+        case Op::Mul: r = x * y; break;
+        case Op::Div: r = x / y; break;
+        case Op::Pow: r = std::pow(x, y); break;
+        case Op::Eq: r = x == y; break;
+        case Op::Ne: r = x != y; break;
+        case Op::Lt: r = x < y; break;
+        case Op::Le: r = x <= y; break;
+        case Op::Gt: r = x > y; break;
+        default: r = x >= y; break;
+      }
+      DType rt = cmp ? float_of(dt) : dt;
+      if (rt == DType::F32) r = double(float(r));
+      if (rt == DType::I32 && std::fabs(r) > 2147483647.0) user_error(loc, "integer overflow in a constant");
+      return V{-1, r, rt};
+    }
+    return op(o, {tensor(a, dt, loc), tensor(b, dt, loc)}, loc);
+  }
+
+  V array_literal(const Expr& e) {
+    // A rectangular, constant, nested list: [[1, 2], [3, 4]].
+    Shape shape;
+    std::vector<double> vals;
+    DType dt = DType::I32;
+    std::function<void(const Expr&, size_t)> walk = [&](const Expr& x, size_t depth) {
+      if (x.kind == Expr::List) {
+        if (depth == shape.size()) shape.push_back(int64_t(x.args.size()));
+        else if (depth > shape.size() || shape[depth] != int64_t(x.args.size()))
+          user_error(x.loc, "array literal is not rectangular");
+        for (const auto& y : x.args) walk(*y, depth + 1);
+        return;
+      }
+      if (depth != shape.size()) user_error(x.loc, "array literal is not rectangular");
+      V v = expr(x);
+      if (!v.is_lit()) user_error(x.loc, "array literals may hold only constants");
+      dt = promote(dt, v.lit_dtype);
+      vals.push_back(v.num);
+    };
+    walk(e, 0);
+    if (vals.empty()) user_error(e.loc, "empty array literal");
+    Node n;
+    n.op = Op::Const;
+    n.type = Type{dt, shape};
+    n.loc = e.loc;
+    Attr list;
+    list.kind = Attr::List;
+    for (double v : vals) list.list.push_back(dt == DType::I32 ? Attr::of_int(int64_t(v)) : Attr::of_float(v));
+    n.attrs.set("value", list);
+    return V{add(std::move(n))};
+  }
+
+  V subscript(const Expr& e) {
+    V base = expr(*e.args[0]);
+    if (base.is_lit()) user_error(e.loc, "cannot index a scalar");
+    const Type t = type(base);
+    if (int(e.index.size()) > t.rank())
+      user_error(e.loc, "too many indices ({}) for {}", e.index.size(), type_str(t));
+    std::vector<int64_t> starts(size_t(t.rank()), 0), ends(t.shape.begin(), t.shape.end());
+    Shape out;
+    for (int d = 0; d < t.rank(); ++d) {
+      int64_t dim = t.shape[size_t(d)];
+      if (d >= int(e.index.size())) {
+        out.push_back(dim);
+        continue;
+      }
+      const ast::Index& ix = e.index[size_t(d)];
+      if (!ix.is_slice) {
+        int64_t i = static_int(*ix.start, "an index");
+        if (i < -dim || i >= dim)
+          user_error(ix.loc, "index {} is out of range for axis {} of {}", i, d, type_str(t));
+        if (i < 0) i += dim;
+        starts[size_t(d)] = i;
+        ends[size_t(d)] = i + 1;
+        continue;
+      }
+      auto clamp = [&](const ast::ExprPtr& x, int64_t dflt) {
+        if (!x) return dflt;
+        int64_t i = static_int(*x, "a slice bound");
+        if (i < 0) i += dim;
+        return std::clamp<int64_t>(i, 0, dim);
+      };
+      int64_t s = clamp(ix.start, 0), en = clamp(ix.end, dim);
+      if (en < s) en = s;
+      starts[size_t(d)] = s;
+      ends[size_t(d)] = en;
+      out.push_back(en - s);
+    }
+    ValueId v = base.id;
+    if (starts != std::vector<int64_t>(size_t(t.rank()), 0) || ends != t.shape) {
+      Attrs a;
+      a.set("starts", Attr::of_ints(starts));
+      a.set("ends", Attr::of_ints(ends));
+      v = op(Op::Slice, {v}, e.loc, a).id;
+    }
+    if (out != g_.type(v).shape) v = reshape(v, out, e.loc);
+    return V{v};
+  }
+
+  // ---- IR-building helpers used by the builtins ----------------------------
+  ValueId reshape(ValueId x, const Shape& s, Loc loc) {
+    if (g_.type(x).shape == s) return x;
+    Attrs a;
+    a.set("shape", Attr::of_ints(s));
+    return op(Op::Reshape, {x}, loc, a).id;
+  }
+  ValueId reduce(Op o, ValueId x, const std::vector<int>& axes, Loc loc) {
+    Attrs a;
+    a.set("axes", Attr::of_ints(std::vector<int64_t>(axes.begin(), axes.end())));
+    return op(o, {x}, loc, a).id;
+  }
+  Shape keep_shape(const Shape& s, const std::vector<int>& axes) {
+    Shape k = s;
+    for (int a : axes) k[size_t(a)] = 1;
+    return k;
+  }
+  // The reduced axes of call `c` (its `axis=`, default all), normalised.
+  std::vector<int> axes_of(const Call& c, const Type& t, const char* param = "axis") {
+    std::vector<int> axes;
+    if (const Expr* ax = c.get(param)) {
+      for (int64_t a : static_ints(*ax, "axis")) {
+        int n = norm_axis(ax->loc, c.name, a, t);
+        if (std::find(axes.begin(), axes.end(), n) != axes.end())
+          user_error(ax->loc, "{}: axis {} is repeated", c.name, a);
+        axes.push_back(n);
+      }
+      std::sort(axes.begin(), axes.end());
+    } else {
+      for (int d = 0; d < t.rank(); ++d) axes.push_back(d);
+    }
+    return axes;
+  }
+  int axis1(const Call& c, const char* param, const Type& t, int64_t dflt) {
+    const Expr* ax = c.get(param);
+    int64_t a = ax ? static_int(*ax, param) : dflt;
+    return norm_axis(ax ? ax->loc : c.e->loc, c.name, a, t);
+  }
+  bool keepdims(const Call& c) {
+    const Expr* k = c.get("keepdims");
+    return k && static_int(*k, "keepdims") != 0;
+  }
+  ValueId finish_reduce(ValueId r, const Shape& in, const std::vector<int>& axes, bool keep, Loc loc) {
+    return keep ? reshape(r, keep_shape(in, axes), loc) : r;
+  }
+  ValueId div_scalar(ValueId x, double d, Loc loc) {
+    return op(Op::Div, {x, constant(Type{g_.type(x).dtype, {}}, d, loc)}, loc).id;
+  }
+  ValueId sum_keep(ValueId x, int axis, Loc loc) {
+    return reshape(reduce(Op::ReduceSum, x, {axis}, loc), keep_shape(g_.type(x).shape, {axis}), loc);
+  }
+  ValueId max_keep(ValueId x, int axis, Loc loc) {
+    return reshape(reduce(Op::ReduceMax, x, {axis}, loc), keep_shape(g_.type(x).shape, {axis}), loc);
+  }
+  ValueId logsumexp(ValueId x, const std::vector<int>& axes, bool keep, Loc loc) {
+    const Shape& s = g_.type(x).shape;
+    ValueId m = reduce(Op::ReduceMax, x, axes, loc);
+    ValueId mk = reshape(m, keep_shape(s, axes), loc);
+    ValueId e = op(Op::Exp, {op(Op::Sub, {x, mk}, loc).id}, loc).id;
+    ValueId r = op(Op::Add, {op(Op::Log, {reduce(Op::ReduceSum, e, axes, loc)}, loc).id, m}, loc).id;
+    return finish_reduce(r, s, axes, keep, loc);
+  }
+  ValueId log_softmax(ValueId x, int axis, Loc loc) {
+    return op(Op::Sub, {x, logsumexp(x, {axis}, true, loc)}, loc).id;
+  }
+  ValueId one_hot(ValueId labels, int64_t n, Loc loc) {
+    if (g_.type(labels).dtype != DType::I32)
+      user_error(loc, "one_hot: labels must be i32, got {}", type_str(g_.type(labels)));
+    Shape s = g_.type(labels).shape;
+    s.push_back(1);
+    Attrs a;
+    a.set("n", Attr::of_int(n));
+    ValueId iota = op(Op::Iota, {}, loc, a).id;
+    return op(Op::Eq, {reshape(labels, s, loc), iota}, loc).id;  // f32 ones and zeros
+  }
+  Shape static_shape(const Call& c, const char* param) {
+    const Expr* e = c.get(param);
+    Shape s = static_ints(*e, "a shape");
+    for (int64_t d : s)
+      if (d < 0 && !(c.name == "reshape" && d == -1))
+        user_error(e->loc, "{}: negative dimension {} in {}", c.name, d, shape_str(s));
+    return s;
+  }
+  ValueId fill(const Shape& s, const V& v, Loc loc) {
+    if (v.is_lit()) return constant(Type{DType::F32, s}, double(float(v.num)), loc);
+    ValueId x = tensor(v, DType::F32, loc);
+    if (g_.type(x).rank() != 0) user_error(loc, "full: the value must be a scalar, got {}", type_str(g_.type(x)));
+    Attrs a;
+    a.set("shape", Attr::of_ints(s));
+    return op(Op::BroadcastTo, {x}, loc, a).id;
+  }
+
+  // ---- calls ---------------------------------------------------------------
+  Call bind_args(const Expr& e, const std::vector<std::string>& params, size_t required) {
+    Call c;
+    c.e = &e;
+    c.name = e.text;
+    if (e.args.size() > params.size())
+      user_error(e.args[params.size()]->loc, "{}: takes at most {} positional argument{}", e.text,
+                 params.size(), params.size() == 1 ? "" : "s");
+    for (size_t i = 0; i < e.args.size(); ++i) {
+      c.args[params[i]] = e.args[i].get();
+      c.locs[params[i]] = e.args[i]->loc;
+    }
+    for (const ast::KwArg& kw : e.kwargs) {
+      if (std::find(params.begin(), params.end(), kw.name) == params.end())
+        user_error(kw.loc, "{}: unknown argument '{}' (expected {})", e.text, kw.name,
+                   fmt::join(params, ", "));
+      if (c.args.count(kw.name)) user_error(kw.loc, "{}: argument '{}' is given twice", e.text, kw.name);
+      c.args[kw.name] = kw.value.get();
+      c.locs[kw.name] = kw.loc;
+    }
+    for (size_t i = 0; i < required; ++i)
+      if (!c.args.count(params[i])) user_error(e.loc, "{}: missing argument '{}'", e.text, params[i]);
+    return c;
+  }
+
+  V arg(const Call& c, const std::string& p) { return expr(*c.get(p)); }
+  ValueId targ(const Call& c, const std::string& p) {
+    V v = arg(c, p);
+    return tensor(v, c.loc_of(p));
+  }
+
+  std::vector<V> call(const Expr& e) {
+    auto f = prog_.funcs.find(e.text);
+    if (f != prog_.funcs.end()) return inline_call(e, f->second);
+    if (e.text == "grad") return grad(e);
+    return {builtin(e)};
+  }
+
+  std::vector<V> inline_call(const Expr& e, const ast::Func& f) {
+    for (const std::string& s : stack_)
+      if (s == f.name.text)
+        user_error(e.loc, "recursion: '{}' calls itself ({} -> {})", f.name.text, fmt::join(stack_, " -> "),
+                   f.name.text);
+    std::vector<std::string> params;
+    for (const auto& p : f.params) params.push_back(p.text);
+    Call c = bind_args(e, params, params.size());
+    std::vector<V> args;
+    for (const auto& p : params) args.push_back(arg(c, p));
+    Scope s;
+    s.in_function = true;
+    for (size_t i = 0; i < params.size(); ++i) s.names[params[i]] = {args[i], f.params[i].loc};
+    stack_.push_back(f.name.text);
+    scopes_.push_back(&s);
+    for (const ast::Stmt& st : f.body) statement(st);
+    std::vector<V> out;
+    for (const auto& r : f.results) out.push_back(expr(*r));
+    scopes_.pop_back();
+    stack_.pop_back();
+    return out;
+  }
+
+  std::vector<V> grad(const Expr& e) {
+    if (in_default_) user_error(e.loc, "grad cannot be used in an input's default value");
+    std::string mode = "sum";
+    for (const ast::KwArg& kw : e.kwargs) {
+      if (kw.name != "mode") user_error(kw.loc, "grad: unknown argument '{}' (expected mode)", kw.name);
+      mode = symbol(*kw.value, "mode");
+      if (mode != "sum" && mode != "mean" && mode != "global")
+        user_error(kw.value->loc, "grad: unknown mode={} (expected sum, mean or global)", mode);
+    }
+    if (e.args.size() < 2) user_error(e.loc, "grad: needs a loss and at least one value to differentiate by");
+    V loss = expr(*e.args[0]);
+    if (loss.is_lit()) user_error(e.args[0]->loc, "grad: the loss is a constant");
+    std::vector<V> out;
+    for (size_t i = 1; i < e.args.size(); ++i) {
+      V w = expr(*e.args[i]);
+      if (w.is_lit()) user_error(e.args[i]->loc, "grad: cannot differentiate with respect to a constant");
+      if (!is_float(g_.type(w.id).dtype))
+        user_error(e.args[i]->loc, "grad: cannot differentiate with respect to an {} value",
+                   type_str(g_.type(w.id)));
+      Attrs a;
+      a.set("mode", Attr::of_sym(mode));
+      out.push_back(op(Op::Grad, {loss.id, w.id}, e.loc, a));
+    }
+    return out;
+  }
+
+  V builtin(const Expr& e);
+
+  const ast::Program& prog_;
+  Graph g_;
+  std::vector<Scope*> scopes_;
+  std::vector<std::string> stack_;
+  ValueId rank_ = -1;
+  bool in_default_ = false;
+};
+
+const std::map<std::string, Op> kUnary = {
+    {"neg", Op::Neg},         {"exp", Op::Exp},       {"log", Op::Log},   {"sqrt", Op::Sqrt},
+    {"rsqrt", Op::Rsqrt},     {"abs", Op::Abs},       {"relu", Op::Relu}, {"sigmoid", Op::Sigmoid},
+    {"tanh", Op::Tanh},       {"sin", Op::Sin},       {"cos", Op::Cos},   {"square", Op::Square},
+    {"reciprocal", Op::Reciprocal}, {"sign", Op::Sign}};
+
+const std::map<std::string, Op> kCollective = {
+    {"all_reduce", Op::AllReduce}, {"all_gather", Op::AllGather}, {"reduce_scatter", Op::ReduceScatter},
+    {"broadcast", Op::Broadcast},  {"reduce", Op::Reduce},        {"gather", Op::Gather},
+    {"scatter", Op::Scatter},      {"all_to_all", Op::AllToAll},  {"permute", Op::Permute}};
+
+V Lowerer::builtin(const Expr& e) {
+  const std::string& f = e.text;
+  const Loc loc = e.loc;
+
+  if (auto u = kUnary.find(f); u != kUnary.end()) {
+    Call c = bind_args(e, {"x"}, 1);
+    V x = arg(c, "x");
+    bool keeps_int = u->second == Op::Neg || u->second == Op::Abs || u->second == Op::Relu ||
+                     u->second == Op::Square || u->second == Op::Sign;
+    ValueId t = keeps_int ? tensor(x, loc) : float_tensor(x, loc);
+    return op(u->second, {t}, loc);
+  }
+  if (f == "pow" || f == "maximum" || f == "minimum") {
+    Call c = bind_args(e, {"a", "b"}, 2);
+    Op o = f == "pow" ? Op::Pow : f == "maximum" ? Op::Maximum : Op::Minimum;
+    return binary_op(o, arg(c, "a"), arg(c, "b"), loc);
+  }
+  if (f == "where") {
+    Call c = bind_args(e, {"cond", "a", "b"}, 3);
+    V cond = arg(c, "cond"), a = arg(c, "a"), b = arg(c, "b");
+    DType dt = promote(dtype(a), dtype(b));
+    return op(Op::Where, {tensor(cond, loc), tensor(a, dt, loc), tensor(b, dt, loc)}, loc);
+  }
+  if (f == "sum" || f == "mean" || f == "max" || f == "min" || f == "logsumexp") {
+    Call c = bind_args(e, {"x", "axis", "keepdims"}, 1);
+    V xv = arg(c, "x");
+    ValueId x = (f == "mean" || f == "logsumexp") ? float_tensor(xv, loc) : tensor(xv, loc);
+    const Type t = g_.type(x);
+    std::vector<int> axes = axes_of(c, t);
+    bool keep = keepdims(c);
+    if (f == "logsumexp") return V{logsumexp(x, axes, keep, loc)};
+    Op o = f == "max" ? Op::ReduceMax : f == "min" ? Op::ReduceMin : Op::ReduceSum;
+    ValueId r = reduce(o, x, axes, loc);
+    if (f == "mean") {
+      int64_t count = 1;
+      for (int a : axes) count *= t.shape[size_t(a)];
+      r = div_scalar(r, double(count), loc);
+    }
+    return V{finish_reduce(r, t.shape, axes, keep, loc)};
+  }
+  if (f == "softmax" || f == "log_softmax" || f == "normalize") {
+    Call c = bind_args(e, {"x", "axis"}, 1);
+    ValueId x = float_tensor(arg(c, "x"), loc);
+    int axis = axis1(c, "axis", g_.type(x), -1);
+    if (f == "log_softmax") return V{log_softmax(x, axis, loc)};
+    if (f == "softmax") {
+      ValueId ex = op(Op::Exp, {op(Op::Sub, {x, max_keep(x, axis, loc)}, loc).id}, loc).id;
+      return op(Op::Div, {ex, sum_keep(ex, axis, loc)}, loc);
+    }
+    ValueId norm = op(Op::Sqrt, {sum_keep(op(Op::Mul, {x, x}, loc).id, axis, loc)}, loc).id;
+    ValueId eps = constant(Type{g_.type(x).dtype, {}}, 1e-12, loc);
+    return op(Op::Div, {x, op(Op::Maximum, {norm, eps}, loc).id}, loc);
+  }
+  if (f == "cross_entropy") {
+    Call c = bind_args(e, {"logits", "labels"}, 2);
+    ValueId logits = float_tensor(arg(c, "logits"), loc);
+    ValueId labels = targ(c, "labels");
+    const Type lt = g_.type(logits);
+    if (lt.rank() < 1) user_error(loc, "cross_entropy: logits must have a class axis, got {}", type_str(lt));
+    Shape batch(lt.shape.begin(), lt.shape.end() - 1);
+    if (g_.type(labels).shape != batch || g_.type(labels).dtype != DType::I32)
+      user_error(c.loc_of("labels"), "cross_entropy: labels must be i32{} for logits {}, got {}",
+                 shape_str(batch), type_str(lt), type_str(g_.type(labels)));
+    int cls = lt.rank() - 1;
+    ValueId oh = one_hot(labels, lt.shape.back(), loc);
+    if (g_.type(oh).dtype != lt.dtype) oh = tensor(V{oh}, lt.dtype, loc);
+    ValueId picked = reduce(Op::ReduceSum, op(Op::Mul, {oh, log_softmax(logits, cls, loc)}, loc).id, {cls}, loc);
+    std::vector<int> all;
+    for (int d = 0; d < cls; ++d) all.push_back(d);
+    ValueId total = reduce(Op::ReduceSum, picked, all, loc);
+    return op(Op::Neg, {div_scalar(total, double(std::max<int64_t>(num_elements(batch), 1)), loc)}, loc);
+  }
+  if (f == "one_hot") {
+    Call c = bind_args(e, {"labels", "n"}, 2);
+    int64_t n = static_int(*c.get("n"), "n");
+    if (n < 0) user_error(c.loc_of("n"), "one_hot: n must not be negative");
+    return V{one_hot(targ(c, "labels"), n, loc)};
+  }
+  if (f == "cast") {
+    Call c = bind_args(e, {"x", "dtype"}, 2);
+    std::string name = symbol(*c.get("dtype"), "dtype");
+    DType dt;
+    if (!parse_dtype(name, dt)) user_error(c.loc_of("dtype"), "cast: unknown dtype '{}' (expected f32, f64 or i32)", name);
+    return V{tensor(arg(c, "x"), dt, loc)};
+  }
+  if (f == "reshape" || f == "broadcast_to") {
+    Call c = bind_args(e, {"x", "shape"}, 2);
+    ValueId x = targ(c, "x");
+    Shape s = static_shape(c, "shape");
+    if (f == "reshape") {
+      int64_t known = 1, infer = -1;
+      for (size_t i = 0; i < s.size(); ++i) {
+        if (s[i] == -1) {
+          if (infer >= 0) user_error(c.loc_of("shape"), "reshape: only one dimension may be -1");
+          infer = int64_t(i);
+        } else {
+          known *= s[i];
+        }
+      }
+      if (infer >= 0 && known > 0 && g_.type(x).size() % known == 0) s[size_t(infer)] = g_.type(x).size() / known;
+      if (num_elements(s) != g_.type(x).size() || (infer >= 0 && s[size_t(infer)] < 0))
+        user_error(loc, "reshape: cannot reshape {} ({} elements) to {}", type_str(g_.type(x)),
+                   g_.type(x).size(), shape_str(s));
+    }
+    Attrs a;
+    a.set("shape", Attr::of_ints(s));
+    return op(f == "reshape" ? Op::Reshape : Op::BroadcastTo, {x}, loc, a);
+  }
+  if (f == "transpose") {
+    Call c = bind_args(e, {"x", "perm"}, 1);
+    ValueId x = targ(c, "x");
+    std::vector<int64_t> perm;
+    if (c.get("perm")) {
+      perm = static_ints(*c.get("perm"), "perm");
+      for (int64_t& p : perm)
+        if (p < 0) p += g_.type(x).rank();
+    } else {
+      for (int d = g_.type(x).rank() - 1; d >= 0; --d) perm.push_back(d);
+    }
+    Attrs a;
+    a.set("perm", Attr::of_ints(perm));
+    return op(Op::Transpose, {x}, loc, a);
+  }
+  if (f == "concat") {
+    Call c = bind_args(e, {"xs", "axis"}, 1);
+    const Expr* list = c.get("xs");
+    if (list->kind != Expr::List || list->args.empty())
+      user_error(list->loc, "concat: expects a list of values, such as [a, b]");
+    std::vector<V> vs;
+    DType dt = DType::I32;
+    for (const auto& x : list->args) {
+      vs.push_back(expr(*x));
+      dt = promote(dt, dtype(vs.back()));
+    }
+    std::vector<ValueId> ids;
+    for (size_t i = 0; i < vs.size(); ++i) ids.push_back(tensor(vs[i], dt, list->args[i]->loc));
+    Attrs a;
+    a.set("axis", Attr::of_int(axis1(c, "axis", g_.type(ids[0]), 0)));
+    return op(Op::Concat, ids, loc, a);
+  }
+  if (f == "slice") {
+    Call c = bind_args(e, {"x", "axis", "start", "end"}, 1);
+    ValueId x = targ(c, "x");
+    const Type t = g_.type(x);
+    int axis = axis1(c, "axis", t, 0);
+    int64_t dim = t.shape[size_t(axis)];
+    auto bound = [&](const char* p, int64_t dflt) {
+      if (!c.get(p)) return dflt;
+      int64_t i = static_int(*c.get(p), p);
+      if (i < 0) i += dim;
+      if (i < 0 || i > dim) user_error(c.loc_of(p), "slice: {}={} is out of range for axis {} of {}", p, i, axis, type_str(t));
+      return i;
+    };
+    std::vector<int64_t> starts(size_t(t.rank()), 0), ends(t.shape.begin(), t.shape.end());
+    starts[size_t(axis)] = bound("start", 0);
+    ends[size_t(axis)] = bound("end", dim);
+    if (ends[size_t(axis)] < starts[size_t(axis)])
+      user_error(loc, "slice: end {} is before start {}", ends[size_t(axis)], starts[size_t(axis)]);
+    Attrs a;
+    a.set("starts", Attr::of_ints(starts));
+    a.set("ends", Attr::of_ints(ends));
+    return op(Op::Slice, {x}, loc, a);
+  }
+  if (f == "expand_dims") {
+    Call c = bind_args(e, {"x", "axis"}, 2);
+    ValueId x = targ(c, "x");
+    Shape s = g_.type(x).shape;
+    Type grown{g_.type(x).dtype, Shape(s.size() + 1, 1)};
+    int axis = norm_axis(c.loc_of("axis"), "expand_dims", static_int(*c.get("axis"), "axis"), grown);
+    s.insert(s.begin() + axis, 1);
+    return V{reshape(x, s, loc)};
+  }
+  if (f == "squeeze") {
+    Call c = bind_args(e, {"x", "axis"}, 1);
+    ValueId x = targ(c, "x");
+    const Type t = g_.type(x);
+    std::vector<int> axes;
+    if (c.get("axis")) {
+      axes = axes_of(c, t);
+      for (int a : axes)
+        if (t.shape[size_t(a)] != 1)
+          user_error(c.loc_of("axis"), "squeeze: axis {} of {} has size {}, not 1", a, type_str(t), t.shape[size_t(a)]);
+    } else {
+      for (int d = 0; d < t.rank(); ++d)
+        if (t.shape[size_t(d)] == 1) axes.push_back(d);
+    }
+    Shape s;
+    for (int d = 0; d < t.rank(); ++d)
+      if (std::find(axes.begin(), axes.end(), d) == axes.end()) s.push_back(t.shape[size_t(d)]);
+    return V{reshape(x, s, loc)};
+  }
+  if (f == "matmul") {
+    Call c = bind_args(e, {"a", "b"}, 2);
+    V a = arg(c, "a"), b = arg(c, "b");
+    DType dt = promote(dtype(a), dtype(b));
+    return op(Op::Matmul, {tensor(a, dt, loc), tensor(b, dt, loc)}, loc);
+  }
+  if (f == "zeros" || f == "ones") {
+    Call c = bind_args(e, {"shape"}, 1);
+    return V{constant(Type{DType::F32, static_shape(c, "shape")}, f == "ones" ? 1.0 : 0.0, loc)};
+  }
+  if (f == "full") {
+    Call c = bind_args(e, {"shape", "value"}, 2);
+    return V{fill(static_shape(c, "shape"), arg(c, "value"), loc)};
+  }
+  if (f == "iota") {
+    Call c = bind_args(e, {"n"}, 1);
+    Attrs a;
+    a.set("n", Attr::of_int(static_int(*c.get("n"), "n")));
+    return op(Op::Iota, {}, loc, a);
+  }
+  if (f == "randn" || f == "rand") {
+    Call c = bind_args(e, {"shape", "seed"}, 1);
+    Attrs a;
+    a.set("shape", Attr::of_ints(static_shape(c, "shape")));
+    V seed = c.get("seed") ? arg(c, "seed") : V{-1, 0, DType::I32};
+    if (dtype(seed) != DType::I32) user_error(c.loc_of("seed"), "{}: seed must be an i32 scalar", f);
+    return op(f == "randn" ? Op::Randn : Op::Rand, {tensor(seed, c.loc_of("seed"))}, loc, a);
+  }
+  if (auto co = kCollective.find(f); co != kCollective.end()) {
+    if (in_default_) user_error(loc, "{}: an input's default value cannot use collectives", f);
+    Op o = co->second;
+    std::vector<std::string> params = {"x"};
+    switch (o) {
+      case Op::AllReduce: params = {"x", "op"}; break;
+      case Op::AllGather: params = {"x", "axis"}; break;
+      case Op::ReduceScatter: params = {"x", "axis", "op"}; break;
+      case Op::Broadcast: params = {"x", "root"}; break;
+      case Op::Reduce: params = {"x", "root", "op"}; break;
+      case Op::Gather:
+      case Op::Scatter: params = {"x", "root", "axis"}; break;
+      case Op::AllToAll: params = {"x", "split_axis", "concat_axis"}; break;
+      default: params = {"x", "shift", "pairs"}; break;
+    }
+    Call c = bind_args(e, params, 1);
+    ValueId x = targ(c, "x");
+    const Type t = g_.type(x);
+    Attrs a;
+    for (const std::string& p : params) {
+      if (p == "x") continue;
+      const Expr* v = c.get(p);
+      if (p == "op") {
+        std::string r = v ? symbol(*v, "op") : "sum";
+        if (!is_reduction_name(r))
+          user_error(c.loc_of(p), "{}: unknown reduction op={} (expected sum, avg, prod, max or min)", f, r);
+        a.set("op", Attr::of_sym(r));
+      } else if (p == "root") {
+        a.set("root", Attr::of_int(v ? static_int(*v, "root") : 0));
+      } else if (p == "axis" || p == "split_axis" || p == "concat_axis") {
+        a.set(p, Attr::of_int(axis1(c, p.c_str(), t, 0)));
+      }
+    }
+    if (o == Op::Permute) {
+      if (c.get("shift") && c.get("pairs")) user_error(loc, "permute: give shift or pairs, not both");
+      comm::Pairs pairs;
+      if (const Expr* pe = c.get("pairs")) {
+        if (pe->kind != Expr::List) user_error(pe->loc, "permute: pairs must be a list such as [[0, 1], [1, 0]]");
+        for (const auto& p : pe->args) {
+          if (p->kind != Expr::List || p->args.size() != 2)
+            user_error(p->loc, "permute: each pair must be [src, dst]");
+          pairs.push_back(static_ints(*p, "a rank"));
+        }
+      } else {
+        int64_t shift = c.get("shift") ? static_int(*c.get("shift"), "shift") : 1;
+        pairs = comm::shift_pairs(shift, g_.world);
+      }
+      Attr pa;
+      pa.kind = Attr::List;
+      for (const auto& p : pairs) pa.list.push_back(Attr::of_ints(p));
+      a.set("pairs", pa);
+    }
+    return op(o, {x}, loc, a);
+  }
+  if (f == "input" || f == "output" || f == "world" || f == "rank")
+    user_error(loc, "'{}' cannot be called", f);
+  user_error(loc, "unknown function '{}'", f);
+}
+
+}  // namespace
+
+int declared_world(const ast::Program& p) {
+  int world = 0;
+  for (const ast::Stmt& s : p.stmts) {
+    if (s.kind != ast::Stmt::World) continue;
+    if (world) user_error(s.loc, "world is declared twice");
+    const Expr& e = *s.value;
+    if (e.kind != Expr::Number || !e.is_int) user_error(e.loc, "world must be a positive integer literal");
+    if (e.ival < 1 || e.ival > 4096) user_error(e.loc, "world must be between 1 and 4096, got {}", e.ival);
+    world = int(e.ival);
+  }
+  return world;
+}
+
+Graph lower_program(const ast::Program& p, int ranks) {
+  int world = declared_world(p);
+  if (ranks > 0) world = ranks;
+  if (world == 0) world = 1;
+  return Lowerer(p, world).run();
+}
+
+}  // namespace gradc

@@ -1,0 +1,318 @@
+// A recursive-descent parser for .dg programs (LANGUAGE.md sections 2 and 3).
+#include "frontend/ast.h"
+#include "frontend/lexer.h"
+
+namespace gradc {
+namespace {
+
+using namespace ast;
+
+class Parser {
+ public:
+  explicit Parser(const std::string& text) : toks_(lex(text)) {}
+
+  Program program() {
+    Program p;
+    skip_separators();
+    while (peek().kind != Tok::End) {
+      if (peek().is_ident("def")) {
+        Func f = func();
+        if (p.funcs.count(f.name.text))
+          user_error(f.name.loc, "function '{}' is defined twice", f.name.text);
+        std::string key = f.name.text;
+        p.funcs.emplace(key, std::move(f));
+      } else {
+        p.stmts.push_back(stmt());
+      }
+      end_stmt();
+    }
+    return p;
+  }
+
+ private:
+  const Token& peek(size_t k = 0) const { return toks_[std::min(pos_ + k, toks_.size() - 1)]; }
+  Token next() {
+    Token t = toks_[pos_];
+    if (pos_ + 1 < toks_.size()) ++pos_;
+    return t;
+  }
+  bool accept(const char* p) {
+    if (!peek().is(p)) return false;
+    next();
+    return true;
+  }
+  Token expect(const char* p) {
+    if (!peek().is(p)) user_error(peek().loc, "expected '{}', got {}", p, describe(peek()));
+    return next();
+  }
+  Name name(const char* what) {
+    const Token& t = peek();
+    if (t.kind != Tok::Ident) user_error(t.loc, "expected {}, got {}", what, describe(t));
+    if (is_keyword(t.text)) user_error(t.loc, "'{}' is a keyword and cannot be used as {}", t.text, what);
+    Token n = next();
+    return {n.text, n.loc};
+  }
+  static bool is_keyword(const std::string& s) {
+    for (const char* k : {"world", "input", "shared", "output", "def", "return", "true", "false"})
+      if (s == k) return true;
+    return false;
+  }
+  void skip_separators() {
+    while (peek().kind == Tok::Newline || peek().is(";")) next();
+  }
+  void end_stmt() {
+    if (peek().kind != Tok::Newline && !peek().is(";") && peek().kind != Tok::End && !peek().is("}"))
+      user_error(peek().loc, "expected end of statement, got {}", describe(peek()));
+    skip_separators();
+  }
+
+  Func func() {
+    next();  // def
+    Func f;
+    f.name = name("a function name");
+    expect("(");
+    while (!peek().is(")")) {
+      f.params.push_back(name("a parameter name"));
+      if (!peek().is(")")) expect(",");
+    }
+    next();
+    expect("{");
+    skip_separators();
+    while (!peek().is_ident("return")) {
+      if (peek().is("}") || peek().kind == Tok::End)
+        user_error(peek().loc, "function '{}' must end with 'return'", f.name.text);
+      if (peek().is_ident("def")) user_error(peek().loc, "functions cannot be defined inside functions");
+      Stmt s = stmt();
+      if (s.kind != Stmt::Assign)
+        user_error(s.loc, "only assignments may appear inside a function");
+      f.body.push_back(std::move(s));
+      end_stmt();
+    }
+    f.return_loc = next().loc;
+    f.results.push_back(expr());
+    while (accept(",")) f.results.push_back(expr());
+    skip_separators();
+    expect("}");
+    return f;
+  }
+
+  Stmt stmt() {
+    Stmt s;
+    s.loc = peek().loc;
+    if (peek().is_ident("world")) {
+      next();
+      s.kind = Stmt::World;
+      s.value = expr();
+    } else if (peek().is_ident("input")) {
+      next();
+      s.kind = Stmt::Input;
+      s.names.push_back(name("an input name"));
+      expect(":");
+      s.type = type_expr();
+      if (peek().is_ident("shared")) {
+        next();
+        s.shared = true;
+      }
+      if (accept("=")) s.value = expr();
+    } else if (peek().is_ident("output")) {
+      next();
+      s.kind = Stmt::Output;
+      s.names.push_back(name("an output name"));
+      while (accept(",")) s.names.push_back(name("an output name"));
+    } else if (peek().is_ident("return")) {
+      user_error(peek().loc, "'return' outside a function");
+    } else {
+      s.kind = Stmt::Assign;
+      s.names.push_back(name("a name to bind"));
+      while (accept(",")) s.names.push_back(name("a name to bind"));
+      if (!peek().is("="))
+        user_error(peek().loc, "expected '=' after '{}', got {}", s.names.back().text, describe(peek()));
+      next();
+      s.value = expr();
+    }
+    return s;
+  }
+
+  TypeExpr type_expr() {
+    TypeExpr t;
+    t.loc = peek().loc;
+    if (peek().kind != Tok::Ident) user_error(t.loc, "expected a type such as f32[2, 3], got {}", describe(peek()));
+    t.dtype = next().text;
+    if (t.dtype != "f32" && t.dtype != "f64" && t.dtype != "i32")
+      user_error(t.loc, "unknown dtype '{}' (expected f32, f64 or i32)", t.dtype);
+    if (accept("[")) {
+      while (!peek().is("]")) {
+        t.dims.push_back(expr());
+        if (!peek().is("]")) expect(",");
+      }
+      next();
+    }
+    return t;
+  }
+
+  ExprPtr make(Expr::Kind k, Loc loc) {
+    auto e = std::make_unique<Expr>();
+    e->kind = k;
+    e->loc = loc;
+    return e;
+  }
+
+  ExprPtr expr() {
+    ExprPtr lhs = additive();
+    for (const char* op : {"==", "!=", "<", "<=", ">", ">="}) {
+      if (peek().is(op)) {
+        Token t = next();
+        ExprPtr e = make(Expr::Binary, t.loc);
+        e->text = t.text;
+        e->args.push_back(std::move(lhs));
+        e->args.push_back(additive());
+        for (const char* op2 : {"==", "!=", "<", "<=", ">", ">="})
+          if (peek().is(op2)) user_error(peek().loc, "comparisons cannot be chained; use parentheses");
+        return e;
+      }
+    }
+    return lhs;
+  }
+  ExprPtr binary_level(ExprPtr (Parser::*sub)(), std::initializer_list<const char*> ops) {
+    ExprPtr lhs = (this->*sub)();
+    for (;;) {
+      const char* found = nullptr;
+      for (const char* op : ops)
+        if (peek().is(op)) found = op;
+      if (!found) return lhs;
+      Token t = next();
+      ExprPtr e = make(Expr::Binary, t.loc);
+      e->text = t.text;
+      e->args.push_back(std::move(lhs));
+      e->args.push_back((this->*sub)());
+      lhs = std::move(e);
+    }
+  }
+  ExprPtr additive() { return binary_level(&Parser::multiplicative, {"+", "-"}); }
+  ExprPtr multiplicative() { return binary_level(&Parser::unary, {"*", "/"}); }
+  ExprPtr unary() {
+    if (peek().is("-")) {
+      Token t = next();
+      ExprPtr e = make(Expr::Unary, t.loc);
+      e->text = "-";
+      e->args.push_back(unary());
+      return e;
+    }
+    if (peek().is("+")) {
+      next();
+      return unary();
+    }
+    return power();
+  }
+  ExprPtr power() {
+    ExprPtr base = postfix();
+    if (!peek().is("**")) return base;
+    Token t = next();
+    ExprPtr e = make(Expr::Binary, t.loc);
+    e->text = "**";
+    e->args.push_back(std::move(base));
+    e->args.push_back(unary());  // right-associative; 2 ** -1 is allowed
+    return e;
+  }
+  ExprPtr postfix() {
+    ExprPtr e = primary();
+    for (;;) {
+      if (peek().is("(")) {
+        if (e->kind != Expr::Name) user_error(peek().loc, "only named functions can be called");
+        Token open = next();
+        e->kind = Expr::Call;
+        while (!peek().is(")")) {
+          if (peek().kind == Tok::Ident && peek(1).is("=")) {
+            KwArg kw;
+            kw.loc = peek().loc;
+            kw.name = next().text;
+            next();
+            for (const KwArg& k : e->kwargs)
+              if (k.name == kw.name) user_error(kw.loc, "argument '{}' is given twice", kw.name);
+            kw.value = expr();
+            e->kwargs.push_back(std::move(kw));
+          } else {
+            if (!e->kwargs.empty())
+              user_error(peek().loc, "positional argument after keyword arguments");
+            e->args.push_back(expr());
+          }
+          if (!peek().is(")")) expect(",");
+        }
+        next();
+        (void)open;
+      } else if (peek().is("[")) {
+        Token open = next();
+        ExprPtr s = make(Expr::Subscript, open.loc);
+        s->args.push_back(std::move(e));
+        while (!peek().is("]")) {
+          Index ix;
+          ix.loc = peek().loc;
+          if (!peek().is(":")) ix.start = expr();
+          if (accept(":")) {
+            ix.is_slice = true;
+            if (!peek().is(",") && !peek().is("]") && !peek().is(":")) ix.end = expr();
+            if (peek().is(":")) user_error(peek().loc, "slice steps are not supported");
+          }
+          s->index.push_back(std::move(ix));
+          if (!peek().is("]")) expect(",");
+        }
+        next();
+        e = std::move(s);
+      } else {
+        return e;
+      }
+    }
+  }
+  ExprPtr primary() {
+    const Token& t = peek();
+    if (t.kind == Tok::Int || t.kind == Tok::Float) {
+      Token n = next();
+      ExprPtr e = make(Expr::Number, n.loc);
+      e->is_int = n.kind == Tok::Int;
+      e->ival = n.ival;
+      e->fval = n.fval;
+      return e;
+    }
+    if (t.is_ident("true") || t.is_ident("false")) {
+      Token n = next();
+      ExprPtr e = make(Expr::Number, n.loc);
+      e->is_int = true;
+      e->ival = n.text == "true";
+      e->fval = double(e->ival);
+      return e;
+    }
+    if (t.kind == Tok::Ident) {
+      if (is_keyword(t.text)) user_error(t.loc, "unexpected keyword '{}'", t.text);
+      Token n = next();
+      ExprPtr e = make(Expr::Name, n.loc);
+      e->text = n.text;
+      return e;
+    }
+    if (t.is("(")) {
+      next();
+      ExprPtr e = expr();
+      expect(")");
+      return e;
+    }
+    if (t.is("[")) {
+      Token open = next();
+      ExprPtr e = make(Expr::List, open.loc);
+      while (!peek().is("]")) {
+        e->args.push_back(expr());
+        if (!peek().is("]")) expect(",");
+      }
+      next();
+      return e;
+    }
+    user_error(t.loc, "expected an expression, got {}", describe(t));
+  }
+
+  std::vector<Token> toks_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+ast::Program parse_program(const std::string& text) { return Parser(text).program(); }
+
+}  // namespace gradc

@@ -1,0 +1,88 @@
+// The IR: a graph of single-result nodes in topological order (SSA: a value
+// is the id of the node that defines it). One generic node shape serves every
+// op: operands, named attributes, a static result type, a source location.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ir/diag.h"
+#include "ir/op.h"
+#include "ir/types.h"
+
+namespace gradc {
+
+using ValueId = int32_t;
+
+// An attribute value: an integer, a float, a string, a bare symbol (op=sum) or a list.
+struct Attr {
+  enum Kind : uint8_t { Int, Float, Str, Sym, List } kind = Int;
+  int64_t i = 0;
+  double f = 0;
+  std::string s;
+  std::vector<Attr> list;
+
+  static Attr of_int(int64_t v) { Attr a; a.kind = Int; a.i = v; return a; }
+  static Attr of_float(double v) { Attr a; a.kind = Float; a.f = v; return a; }
+  static Attr of_str(std::string v) { Attr a; a.kind = Str; a.s = std::move(v); return a; }
+  static Attr of_sym(std::string v) { Attr a; a.kind = Sym; a.s = std::move(v); return a; }
+  static Attr of_ints(const std::vector<int64_t>& v);
+  static Attr of_floats(const std::vector<double>& v);
+  bool operator==(const Attr&) const = default;
+  double number() const { return kind == Float ? f : double(i); }
+};
+
+// Attributes sorted by key, so printing and comparing are deterministic.
+struct Attrs {
+  std::vector<std::pair<std::string, Attr>> items;
+  void set(const std::string& key, Attr v);
+  const Attr* find(const std::string& key) const;
+  bool has(const std::string& key) const { return find(key) != nullptr; }
+  bool operator==(const Attrs&) const = default;
+};
+
+struct Node {
+  Op op{};
+  std::vector<ValueId> args;
+  Attrs attrs;
+  Type type;
+  Loc loc;
+  std::string name;        // a readable name hint (the source name), may be empty
+  Rep rep = Rep::Unknown;  // set by the replication analysis
+  bool backward = false;   // made by the autodiff pass
+  ValueId grad_of = -1;    // for a gradient value: the forward value it is the gradient of
+
+  // Typed attribute access; a missing or ill-typed attribute is an internal error
+  // (the verifier reports it as a user error for IR read from text).
+  int64_t attr_int(const std::string& key) const;
+  double attr_num(const std::string& key) const;
+  const std::string& attr_sym(const std::string& key) const;
+  std::vector<int64_t> attr_ints(const std::string& key) const;
+  std::vector<std::vector<int64_t>> attr_int_lists(const std::string& key) const;
+};
+
+struct Graph {
+  int world = 1;  // the number of ranks this graph is specialised for
+  std::vector<Node> nodes;
+  std::vector<std::pair<std::string, ValueId>> outputs;
+
+  const Node& operator[](ValueId v) const { return nodes[size_t(v)]; }
+  Node& operator[](ValueId v) { return nodes[size_t(v)]; }
+  const Type& type(ValueId v) const { return nodes[size_t(v)].type; }
+  ValueId append(Node n) {
+    nodes.push_back(std::move(n));
+    return ValueId(nodes.size() - 1);
+  }
+  int size() const { return int(nodes.size()); }
+};
+
+// Adds a node and computes its result type with the op's shape rule (which
+// throws UserError at `loc` when the operands do not fit).
+ValueId emit(Graph& g, Op op, std::vector<ValueId> args, Attrs attrs, Loc loc,
+             std::string name = {});
+
+// How many uses each value has (operands and outputs).
+std::vector<int> use_counts(const Graph& g);
+
+}  // namespace gradc

@@ -1,0 +1,212 @@
+// Elementwise ops: NumPy broadcasting of operands of one dtype.
+#include <cmath>
+
+#include "ir/rules.h"
+
+namespace gradc {
+namespace {
+
+bool float_only(Op op) {
+  switch (op) {
+    case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Rsqrt: case Op::Sigmoid:
+    case Op::Tanh: case Op::Sin: case Op::Cos: case Op::Reciprocal: case Op::Div: case Op::Pow:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_comparison(Op op) {
+  return op == Op::Eq || op == Op::Ne || op == Op::Lt || op == Op::Le || op == Op::Gt ||
+         op == Op::Ge;
+}
+
+// ---- shape rules ---------------------------------------------------------
+
+Type infer_unary(const Graph& g, const Node& n) {
+  const Type& x = arg_type(g, n, 0);
+  if (float_only(n.op) && !is_float(x.dtype))
+    user_error(n.loc, "{}: expects a float operand, got {}", op_name(n.op), type_str(x));
+  return x;
+}
+
+Type infer_cast(const Graph& g, const Node& n) {
+  DType to;
+  if (!parse_dtype(n.attr_sym("to"), to)) user_error(n.loc, "cast: unknown dtype '{}'", n.attr_sym("to"));
+  return Type{to, arg_type(g, n, 0).shape};
+}
+
+Type infer_broadcast(const Graph& g, const Node& n, size_t first) {
+  Type out = arg_type(g, n, first);
+  for (size_t i = first + 1; i < n.args.size(); ++i) {
+    const Type& t = arg_type(g, n, i);
+    if (t.dtype != out.dtype)
+      user_error(n.loc, "{}: operands have different dtypes {} and {}", op_name(n.op),
+                 dtype_name(out.dtype), dtype_name(t.dtype));
+    bool ok;
+    Shape s = broadcast_shapes(out.shape, t.shape, &ok);
+    if (!ok)
+      user_error(n.loc, "{}: shapes {} and {} do not broadcast", op_name(n.op),
+                 shape_str(out.shape), shape_str(t.shape));
+    out.shape = s;
+  }
+  return out;
+}
+
+Type infer_binary(const Graph& g, const Node& n) {
+  Type t = infer_broadcast(g, n, 0);
+  if (float_only(n.op) && !is_float(t.dtype))
+    user_error(n.loc, "{}: expects float operands, got {}", op_name(n.op), dtype_name(t.dtype));
+  if (is_comparison(n.op)) t.dtype = float_of(t.dtype);
+  return t;
+}
+
+Type infer_where(const Graph& g, const Node& n) {
+  Type t = infer_broadcast(g, n, 1);
+  bool ok;
+  t.shape = broadcast_shapes(arg_type(g, n, 0).shape, t.shape, &ok);
+  if (!ok)
+    user_error(n.loc, "where: condition shape {} does not broadcast with {}",
+               shape_str(arg_type(g, n, 0).shape), shape_str(t.shape));
+  return t;
+}
+
+// ---- interpreter kernels -------------------------------------------------
+
+template <class T>
+T apply_unary(Op op, T x) {
+  switch (op) {
+    case Op::Neg: return T(-x);
+    case Op::Exp: return T(std::exp(x));
+    case Op::Log: return T(std::log(x));
+    case Op::Sqrt: return T(std::sqrt(x));
+    case Op::Rsqrt: return T(1 / std::sqrt(x));
+    case Op::Abs: return x < 0 ? T(-x) : x;
+    case Op::Relu: return x > 0 ? x : T(0);
+    case Op::Sigmoid: return T(1 / (1 + std::exp(-x)));
+    case Op::Tanh: return T(std::tanh(x));
+    case Op::Sin: return T(std::sin(x));
+    case Op::Cos: return T(std::cos(x));
+    case Op::Square: return T(x * x);
+    case Op::Reciprocal: return T(1 / x);
+    case Op::Sign: return T((x > 0) - (x < 0));
+    default: break;
+  }
+  GRADC_ASSERT(false, "{} is not unary", op_name(op));
+}
+
+template <class T>
+T apply_binary(Op op, T a, T b) {
+  switch (op) {
+    case Op::Add: return T(a + b);
+    case Op::Sub: return T(a - b);
+    case Op::Mul: return T(a * b);
+    case Op::Div: return T(a / b);
+    case Op::Pow: return T(std::pow(a, b));
+    case Op::Maximum: return a > b ? a : b;
+    case Op::Minimum: return a < b ? a : b;
+    case Op::Eq: return a == b;
+    case Op::Ne: return a != b;
+    case Op::Lt: return a < b;
+    case Op::Le: return a <= b;
+    case Op::Gt: return a > b;
+    case Op::Ge: return a >= b;
+    default: break;
+  }
+  GRADC_ASSERT(false, "{} is not binary", op_name(op));
+}
+
+Tensor eval_unary(const Node& n, const Args& a, const EvalCtx&) {
+  Tensor y = Tensor::empty(n.type);
+  dispatch(n.type.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = a[0]->data<T>();
+    T* out = y.data<T>();
+    const Op op = n.op;
+    const int64_t size = y.size();
+    switch (op) {  // the common ones as their own loops, so they vectorise
+      case Op::Neg: for (int64_t i = 0; i < size; ++i) out[i] = T(-x[i]); break;
+      case Op::Exp: for (int64_t i = 0; i < size; ++i) out[i] = T(std::exp(x[i])); break;
+      case Op::Square: for (int64_t i = 0; i < size; ++i) out[i] = T(x[i] * x[i]); break;
+      default: for (int64_t i = 0; i < size; ++i) out[i] = apply_unary<T>(op, x[i]);
+    }
+  });
+  return y;
+}
+
+Tensor eval_cast(const Node& n, const Args& a, const EvalCtx&) { return a[0]->cast(n.type.dtype); }
+
+template <class T, class R, class F>
+void binary_loop(const Tensor& a, const Tensor& b, Tensor& y, F f) {
+  const T* pa = a.data<T>();
+  const T* pb = b.data<T>();
+  R* out = y.data<R>();
+  const int64_t size = y.size();
+  if (a.shape() == y.shape() && b.shape() == y.shape()) {
+    for (int64_t i = 0; i < size; ++i) out[i] = R(f(pa[i], pb[i]));
+  } else if (a.shape() == y.shape() && b.size() == 1) {
+    const T s = pb[0];
+    for (int64_t i = 0; i < size; ++i) out[i] = R(f(pa[i], s));
+  } else if (b.shape() == y.shape() && a.size() == 1) {
+    const T s = pa[0];
+    for (int64_t i = 0; i < size; ++i) out[i] = R(f(s, pb[i]));
+  } else {
+    strided_loop<2>(y.shape(),
+                    {broadcast_strides(a.shape(), y.shape()), broadcast_strides(b.shape(), y.shape())},
+                    {0, 0}, [&](int64_t i, auto off) { out[i] = R(f(pa[off[0]], pb[off[1]])); });
+  }
+}
+
+Tensor eval_binary(const Node& n, const Args& a, const EvalCtx&) {
+  Tensor y = Tensor::empty(n.type);
+  const Op op = n.op;
+  dispatch(a[0]->dtype(), [&](auto ta) {
+    using T = decltype(ta);
+    dispatch(n.type.dtype, [&](auto tr) {
+      using R = decltype(tr);
+      switch (op) {  // the common ones as their own loops, so they vectorise
+        case Op::Add: binary_loop<T, R>(*a[0], *a[1], y, [](T p, T q) { return p + q; }); break;
+        case Op::Sub: binary_loop<T, R>(*a[0], *a[1], y, [](T p, T q) { return p - q; }); break;
+        case Op::Mul: binary_loop<T, R>(*a[0], *a[1], y, [](T p, T q) { return p * q; }); break;
+        default: binary_loop<T, R>(*a[0], *a[1], y, [op](T p, T q) { return apply_binary<T>(op, p, q); });
+      }
+    });
+  });
+  return y;
+}
+
+Tensor eval_where(const Node& n, const Args& a, const EvalCtx&) {
+  Tensor y = Tensor::empty(n.type);
+  dispatch(a[0]->dtype(), [&](auto tc) {
+    using C = decltype(tc);
+    dispatch(n.type.dtype, [&](auto tv) {
+      using T = decltype(tv);
+      const C* c = a[0]->data<C>();
+      const T* p = a[1]->data<T>();
+      const T* q = a[2]->data<T>();
+      T* out = y.data<T>();
+      strided_loop<3>(y.shape(),
+                      {broadcast_strides(a[0]->shape(), y.shape()),
+                       broadcast_strides(a[1]->shape(), y.shape()),
+                       broadcast_strides(a[2]->shape(), y.shape())},
+                      {0, 0, 0},
+                      [&](int64_t i, auto o) { out[i] = c[o[0]] != C(0) ? p[o[1]] : q[o[2]]; });
+    });
+  });
+  return y;
+}
+
+}  // namespace
+
+void register_elementwise_ops(RuleTable& t) {
+  for (Op op : {Op::Neg, Op::Exp, Op::Log, Op::Sqrt, Op::Rsqrt, Op::Abs, Op::Relu, Op::Sigmoid,
+                Op::Tanh, Op::Sin, Op::Cos, Op::Square, Op::Reciprocal, Op::Sign})
+    t[op] = {infer_unary, eval_unary, nullptr};
+  t[Op::Cast] = {infer_cast, eval_cast, nullptr};
+  for (Op op : {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Pow, Op::Maximum, Op::Minimum, Op::Eq,
+                Op::Ne, Op::Lt, Op::Le, Op::Gt, Op::Ge})
+    t[op] = {infer_binary, eval_binary, nullptr};
+  t[Op::Where] = {infer_where, eval_where, nullptr};
+}
+
+}  // namespace gradc

@@ -1,0 +1,80 @@
+// Reductions over a set of axes, which are dropped from the result
+// (the language's keepdims=true adds a reshape after).
+#include <algorithm>
+#include <limits>
+
+#include "ir/rules.h"
+
+namespace gradc {
+namespace {
+
+// The reduced axes, normalised, sorted and unique.
+std::vector<int> reduced_axes(const Node& n, const Type& x) {
+  std::vector<int> axes;
+  for (int64_t a : n.attr_ints("axes")) {
+    int ax = norm_axis(n, a, x);
+    if (std::find(axes.begin(), axes.end(), ax) != axes.end())
+      user_error(n.loc, "{}: axis {} is repeated", op_name(n.op), a);
+    axes.push_back(ax);
+  }
+  std::sort(axes.begin(), axes.end());
+  return axes;
+}
+
+Type infer_reduce(const Graph& g, const Node& n) {
+  const Type& x = arg_type(g, n, 0);
+  std::vector<int> axes = reduced_axes(n, x);
+  Type out{x.dtype, {}};
+  for (int d = 0; d < x.rank(); ++d)
+    if (!std::binary_search(axes.begin(), axes.end(), d)) out.shape.push_back(x.shape[size_t(d)]);
+  return out;
+}
+
+Tensor eval_reduce(const Node& n, const Args& a, const EvalCtx&) {
+  const Tensor& x = *a[0];
+  Shape keep = x.shape();
+  for (int64_t ax : n.attr_ints("axes")) keep[size_t(ax < 0 ? ax + x.type.rank() : ax)] = 1;
+  Tensor y = Tensor::empty(n.type);
+  const Op op = n.op;
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    // Accumulate sums in double (int64 for i32), so f32 sums lose little.
+    using Acc = std::conditional_t<std::is_integral_v<T>, int64_t, double>;
+    std::vector<Acc> acc(size_t(y.size()));
+    if (op == Op::ReduceSum)
+      std::fill(acc.begin(), acc.end(), Acc(0));
+    else if (op == Op::ReduceMax)
+      std::fill(acc.begin(), acc.end(), std::numeric_limits<T>::has_infinity
+                                            ? Acc(-std::numeric_limits<T>::infinity())
+                                            : Acc(std::numeric_limits<T>::lowest()));
+    else
+      std::fill(acc.begin(), acc.end(), std::numeric_limits<T>::has_infinity
+                                            ? Acc(std::numeric_limits<T>::infinity())
+                                            : Acc(std::numeric_limits<T>::max()));
+    const T* px = x.data<T>();
+    Strides st = broadcast_strides(keep, x.shape());
+    if (op == Op::ReduceSum)
+      strided_loop<1>(x.shape(), {st}, {0}, [&](int64_t i, auto o) { acc[size_t(o[0])] += px[i]; });
+    else if (op == Op::ReduceMax)
+      strided_loop<1>(x.shape(), {st}, {0}, [&](int64_t i, auto o) {
+        Acc& r = acc[size_t(o[0])];
+        r = std::max(r, Acc(px[i]));
+      });
+    else
+      strided_loop<1>(x.shape(), {st}, {0}, [&](int64_t i, auto o) {
+        Acc& r = acc[size_t(o[0])];
+        r = std::min(r, Acc(px[i]));
+      });
+    T* out = y.data<T>();
+    for (size_t i = 0; i < acc.size(); ++i) out[i] = T(acc[i]);
+  });
+  return y;
+}
+
+}  // namespace
+
+void register_reduce_ops(RuleTable& t) {
+  for (Op op : {Op::ReduceSum, Op::ReduceMax, Op::ReduceMin}) t[op] = {infer_reduce, eval_reduce, nullptr};
+}
+
+}  // namespace gradc

@@ -1,0 +1,204 @@
+// Shape and data-movement ops, and matmul.
+#include <cblas.h>
+
+#include <algorithm>
+
+#include "ir/rules.h"
+
+namespace gradc {
+namespace {
+
+Shape shape_attr(const Node& n, const char* key) {
+  Shape s = n.attr_ints(key);
+  for (int64_t d : s)
+    if (d < 0) user_error(n.loc, "{}: negative dimension {} in {}", op_name(n.op), d, shape_str(s));
+  return s;
+}
+
+// ---- reshape ------------------------------------------------------------
+Type infer_reshape(const Graph& g, const Node& n) {
+  const Type& x = arg_type(g, n, 0);
+  Shape s = shape_attr(n, "shape");
+  if (num_elements(s) != x.size())
+    user_error(n.loc, "reshape: cannot reshape {} ({} elements) to {}", type_str(x), x.size(),
+               shape_str(s));
+  return Type{x.dtype, s};
+}
+Tensor eval_reshape(const Node& n, const Args& a, const EvalCtx&) {
+  Tensor y = *a[0];  // shares the buffer: values are never written after they are made
+  y.type = n.type;
+  return y;
+}
+
+// ---- transpose ----------------------------------------------------------
+Type infer_transpose(const Graph& g, const Node& n) {
+  const Type& x = arg_type(g, n, 0);
+  std::vector<int64_t> perm = n.attr_ints("perm");
+  if (int(perm.size()) != x.rank())
+    user_error(n.loc, "transpose: permutation {} has {} axes, {} has {}", shape_str(perm),
+               perm.size(), type_str(x), x.rank());
+  std::vector<bool> seen(perm.size(), false);
+  Type out{x.dtype, {}};
+  for (int64_t p : perm) {
+    if (p < 0 || p >= x.rank() || seen[size_t(p)])
+      user_error(n.loc, "transpose: {} is not a permutation of 0..{}", shape_str(perm), x.rank() - 1);
+    seen[size_t(p)] = true;
+    out.shape.push_back(x.shape[size_t(p)]);
+  }
+  return out;
+}
+Tensor eval_transpose(const Node& n, const Args& a, const EvalCtx&) {
+  return transpose(*a[0], n.attr_ints("perm"));
+}
+
+// ---- broadcast_to -------------------------------------------------------
+Type infer_broadcast_to(const Graph& g, const Node& n) {
+  const Type& x = arg_type(g, n, 0);
+  Shape s = shape_attr(n, "shape");
+  bool ok = s.size() >= x.shape.size();
+  for (size_t i = 0; ok && i < x.shape.size(); ++i) {
+    int64_t d = x.shape[x.shape.size() - 1 - i];
+    ok = d == 1 || d == s[s.size() - 1 - i];
+  }
+  if (!ok) user_error(n.loc, "broadcast_to: cannot broadcast {} to {}", type_str(x), shape_str(s));
+  return Type{x.dtype, s};
+}
+Tensor eval_broadcast_to(const Node& n, const Args& a, const EvalCtx&) {
+  return broadcast_to(*a[0], n.type.shape);
+}
+
+// ---- concat -------------------------------------------------------------
+Type infer_concat(const Graph& g, const Node& n) {
+  if (n.args.empty()) user_error(n.loc, "concat: needs at least one operand");
+  Type out = arg_type(g, n, 0);
+  int axis = norm_axis(n, n.attr_int("axis"), out);
+  for (size_t i = 1; i < n.args.size(); ++i) {
+    const Type& t = arg_type(g, n, i);
+    bool ok = t.dtype == out.dtype && t.rank() == out.rank();
+    for (int d = 0; ok && d < t.rank(); ++d)
+      ok = d == axis || t.shape[size_t(d)] == out.shape[size_t(d)];
+    if (!ok)
+      user_error(n.loc, "concat: {} and {} do not fit together along axis {}",
+                 type_str(arg_type(g, n, 0)), type_str(t), axis);
+    out.shape[size_t(axis)] += t.shape[size_t(axis)];
+  }
+  return out;
+}
+Tensor eval_concat(const Node& n, const Args& a, const EvalCtx&) {
+  return concat(a, norm_axis(n, n.attr_int("axis"), a[0]->type));
+}
+
+// ---- slice and pad --------------------------------------------------------
+Type infer_slice(const Graph& g, const Node& n) {
+  const Type& x = arg_type(g, n, 0);
+  std::vector<int64_t> starts = n.attr_ints("starts"), ends = n.attr_ints("ends");
+  if (int(starts.size()) != x.rank() || int(ends.size()) != x.rank())
+    user_error(n.loc, "slice: needs {} starts and ends for {}", x.rank(), type_str(x));
+  Type out{x.dtype, {}};
+  for (size_t d = 0; d < starts.size(); ++d) {
+    if (starts[d] < 0 || ends[d] > x.shape[d] || starts[d] > ends[d])
+      user_error(n.loc, "slice: {}:{} is out of range for axis {} of {}", starts[d], ends[d], d,
+                 type_str(x));
+    out.shape.push_back(ends[d] - starts[d]);
+  }
+  return out;
+}
+Tensor eval_slice(const Node& n, const Args& a, const EvalCtx&) {
+  return slice(*a[0], n.attr_ints("starts"), n.attr_ints("ends"));
+}
+
+Type infer_pad(const Graph& g, const Node& n) {
+  const Type& x = arg_type(g, n, 0);
+  std::vector<int64_t> lo = n.attr_ints("lo"), hi = n.attr_ints("hi");
+  if (int(lo.size()) != x.rank() || int(hi.size()) != x.rank())
+    user_error(n.loc, "pad: needs {} lo and hi widths for {}", x.rank(), type_str(x));
+  Type out = x;
+  for (size_t d = 0; d < lo.size(); ++d) {
+    if (lo[d] < 0 || hi[d] < 0) user_error(n.loc, "pad: negative width on axis {}", d);
+    out.shape[d] += lo[d] + hi[d];
+  }
+  return out;
+}
+Tensor eval_pad(const Node& n, const Args& a, const EvalCtx&) {
+  return pad(*a[0], n.attr_ints("lo"), n.attr_ints("hi"));
+}
+
+// ---- matmul: [..., m, k] x [..., k, n], batch axes broadcast -------------
+Type infer_matmul(const Graph& g, const Node& n) {
+  const Type& a = arg_type(g, n, 0);
+  const Type& b = arg_type(g, n, 1);
+  if (a.rank() < 2 || b.rank() < 2)
+    user_error(n.loc, "matmul: operands must have at least 2 axes, got {} and {}", type_str(a),
+               type_str(b));
+  if (a.dtype != b.dtype)
+    user_error(n.loc, "matmul: operands have different dtypes {} and {}", dtype_name(a.dtype),
+               dtype_name(b.dtype));
+  int64_t k1 = a.shape[size_t(a.rank() - 1)], k2 = b.shape[size_t(b.rank() - 2)];
+  if (k1 != k2)
+    user_error(n.loc, "matmul: inner dimensions differ: {} and {}", type_str(a), type_str(b));
+  bool ok;
+  Shape batch = broadcast_shapes(Shape(a.shape.begin(), a.shape.end() - 2),
+                                 Shape(b.shape.begin(), b.shape.end() - 2), &ok);
+  if (!ok)
+    user_error(n.loc, "matmul: batch axes of {} and {} do not broadcast", type_str(a), type_str(b));
+  batch.push_back(a.shape[size_t(a.rank() - 2)]);
+  batch.push_back(b.shape[size_t(b.rank() - 1)]);
+  return Type{a.dtype, batch};
+}
+
+template <class T>
+void gemm(int64_t m, int64_t n, int64_t k, const T* a, const T* b, T* c) {
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0f, a, int(k),
+                b, int(n), 0.0f, c, int(n));
+  } else if constexpr (std::is_same_v<T, double>) {
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0, a, int(k),
+                b, int(n), 0.0, c, int(n));
+  } else {  // i32: no BLAS routine exists
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        T s = 0;
+        for (int64_t p = 0; p < k; ++p) s += a[i * k + p] * b[p * n + j];
+        c[i * n + j] = s;
+      }
+  }
+}
+
+Tensor eval_matmul(const Node& nd, const Args& args, const EvalCtx&) {
+  const Tensor& a = *args[0];
+  const Tensor& b = *args[1];
+  Tensor y = Tensor::empty(nd.type);
+  const Shape& ys = nd.type.shape;
+  int64_t m = ys[ys.size() - 2], n = ys[ys.size() - 1], k = a.shape().back();
+  Shape batch(ys.begin(), ys.end() - 2);
+  Shape abatch(a.shape().begin(), a.shape().end() - 2), bbatch(b.shape().begin(), b.shape().end() - 2);
+  dispatch(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if (m * n == 0) return;
+    if (k == 0) {
+      std::fill(y.data<T>(), y.data<T>() + y.size(), T(0));
+      return;
+    }
+    strided_loop<3>(batch, {broadcast_strides(abatch, batch), broadcast_strides(bbatch, batch),
+                            row_major_strides(batch)},
+                    {0, 0, 0}, [&](int64_t, auto o) {
+                      gemm<T>(m, n, k, a.data<T>() + o[0] * m * k, b.data<T>() + o[1] * k * n,
+                              y.data<T>() + o[2] * m * n);
+                    });
+  });
+  return y;
+}
+
+}  // namespace
+
+void register_shape_ops(RuleTable& t) {
+  t[Op::Reshape] = {infer_reshape, eval_reshape, nullptr};
+  t[Op::Transpose] = {infer_transpose, eval_transpose, nullptr};
+  t[Op::BroadcastTo] = {infer_broadcast_to, eval_broadcast_to, nullptr};
+  t[Op::Concat] = {infer_concat, eval_concat, nullptr};
+  t[Op::Slice] = {infer_slice, eval_slice, nullptr};
+  t[Op::Pad] = {infer_pad, eval_pad, nullptr};
+  t[Op::Matmul] = {infer_matmul, eval_matmul, nullptr};
+}
+
+}  // namespace gradc

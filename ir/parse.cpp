@@ -1,0 +1,187 @@
+// The reader for the IR's textual form (see print_text) and the verifier.
+#include <unordered_map>
+
+#include "frontend/lexer.h"
+#include "ir/print.h"
+#include "ir/rules.h"
+
+namespace gradc {
+namespace {
+
+class TextParser {
+ public:
+  explicit TextParser(const std::string& text) : toks_(lex(text)) {}
+
+  Graph parse() {
+    skip_newlines();
+    if (peek().is_ident("world")) {
+      next();
+      g_.world = int(expect_int("the number of ranks"));
+      if (g_.world < 1) user_error(prev_.loc, "world must be at least 1");
+      end_line();
+    }
+    while (peek().kind != Tok::End) {
+      if (peek().is_ident("output")) {
+        next();
+        Token name = expect(Tok::Ident, "an output name");
+        expect_punct("=");
+        g_.outputs.push_back({name.text, value_ref()});
+      } else {
+        node();
+      }
+      end_line();
+    }
+    return std::move(g_);
+  }
+
+ private:
+  const Token& peek() const { return toks_[pos_]; }
+  const Token& next() {
+    prev_ = toks_[pos_];
+    if (pos_ + 1 < toks_.size()) ++pos_;
+    return prev_;
+  }
+  void skip_newlines() {
+    while (peek().kind == Tok::Newline) next();
+  }
+  void end_line() {
+    if (peek().kind != Tok::End && peek().kind != Tok::Newline)
+      user_error(peek().loc, "expected end of line, got {}", describe(peek()));
+    skip_newlines();
+  }
+  Token expect(Tok kind, const char* what) {
+    if (peek().kind != kind) user_error(peek().loc, "expected {}, got {}", what, describe(peek()));
+    return next();
+  }
+  void expect_punct(const char* p) {
+    if (!peek().is(p)) user_error(peek().loc, "expected '{}', got {}", p, describe(peek()));
+    next();
+  }
+  int64_t expect_int(const char* what) {
+    bool neg = peek().is("-");
+    if (neg) next();
+    Token t = expect(Tok::Int, what);
+    return neg ? -t.ival : t.ival;
+  }
+  ValueId value_ref() {
+    Token t = expect(Tok::ValueRef, "a value such as %x");
+    auto it = ids_.find(t.text);
+    if (it == ids_.end()) user_error(t.loc, "unknown value %{}", t.text);
+    return it->second;
+  }
+
+  Attr attr_value() {
+    const Token& t = peek();
+    if (t.is("[")) {
+      next();
+      Attr a;
+      a.kind = Attr::List;
+      while (!peek().is("]")) {
+        a.list.push_back(attr_value());
+        if (!peek().is("]")) expect_punct(",");
+      }
+      next();
+      return a;
+    }
+    if (t.kind == Tok::String) return Attr::of_str(next().text);
+    bool neg = t.is("-");
+    if (neg) next();
+    const Token& v = peek();
+    if (v.kind == Tok::Int) return Attr::of_int(neg ? -next().ival : next().ival);
+    if (v.kind == Tok::Float) return Attr::of_float(neg ? -next().fval : next().fval);
+    if (v.is_ident("inf")) return next(), Attr::of_float(neg ? -HUGE_VAL : HUGE_VAL);
+    if (v.is_ident("nan") && !neg) return next(), Attr::of_float(std::nan(""));
+    if (v.kind == Tok::Ident && !neg) return Attr::of_sym(next().text);
+    user_error(v.loc, "expected an attribute value, got {}", describe(v));
+  }
+
+  Type type() {
+    Token dt = expect(Tok::Ident, "a type such as f32[2, 3]");
+    Type t;
+    if (!parse_dtype(dt.text, t.dtype)) user_error(dt.loc, "unknown dtype '{}'", dt.text);
+    expect_punct("[");
+    while (!peek().is("]")) {
+      t.shape.push_back(expect_int("a dimension"));
+      if (!peek().is("]")) expect_punct(",");
+    }
+    next();
+    return t;
+  }
+
+  void node() {
+    Token name = expect(Tok::ValueRef, "a value definition such as %x = ...");
+    if (ids_.count(name.text)) user_error(name.loc, "%{} is defined twice", name.text);
+    expect_punct("=");
+    Token opname = expect(Tok::Ident, "an op name");
+    auto op = op_by_name(opname.text);
+    if (!op) user_error(opname.loc, "unknown op '{}'", opname.text);
+    Node n;
+    n.op = *op;
+    n.loc = opname.loc;
+    bool numeric = name.text.find_first_not_of("0123456789") == std::string::npos;
+    if (!numeric) n.name = name.text;
+    expect_punct("(");
+    while (!peek().is(")")) {
+      n.args.push_back(value_ref());
+      if (!peek().is(")")) expect_punct(",");
+    }
+    next();
+    if (peek().is("{")) {
+      next();
+      while (!peek().is("}")) {
+        Token key = expect(Tok::Ident, "an attribute name");
+        expect_punct("=");
+        n.attrs.set(key.text, attr_value());
+        if (!peek().is("}")) expect_punct(",");
+      }
+      next();
+    }
+    expect_punct(":");
+    Loc type_loc = peek().loc;
+    n.type = type();
+    // Annotations the analyses add: replication, backward, grad_of.
+    while (peek().kind == Tok::Ident) {
+      Token m = next();
+      if (m.text == "replicated") n.rep = Rep::Replicated;
+      else if (m.text == "varying") n.rep = Rep::Varying;
+      else if (m.text == "bwd") n.backward = true;
+      else if (m.text == "grad_of") {
+        expect_punct("=");
+        n.grad_of = value_ref();
+      } else {
+        user_error(m.loc, "unknown annotation '{}'", m.text);
+      }
+    }
+    Type inferred = infer_type(g_, n);
+    if (inferred != n.type)
+      user_error(type_loc, "{}: declared type {} but the operands give {}", opname.text,
+                 type_str(n.type), type_str(inferred));
+    ids_[name.text] = g_.append(std::move(n));
+  }
+
+  std::vector<Token> toks_;
+  size_t pos_ = 0;
+  Token prev_;
+  Graph g_;
+  std::unordered_map<std::string, ValueId> ids_;
+};
+
+}  // namespace
+
+Graph parse_text(const std::string& text) { return TextParser(text).parse(); }
+
+void verify(const Graph& g) {
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    for (ValueId a : n.args)
+      GRADC_ASSERT(a >= 0 && size_t(a) < i, "{} (node {}) uses value {} before it is defined",
+                   op_name(n.op), i, a);
+    Type t = infer_type(g, n);
+    GRADC_ASSERT(t == n.type, "{} (node {}) has type {} but its shape rule gives {}", op_name(n.op),
+                 i, type_str(n.type), type_str(t));
+  }
+  for (const auto& [name, v] : g.outputs)
+    GRADC_ASSERT(v >= 0 && v < g.size(), "output {} names no value", name);
+}
+
+}  // namespace gradc

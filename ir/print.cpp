@@ -1,0 +1,157 @@
+#include "ir/print.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <unordered_set>
+
+namespace gradc {
+
+std::vector<std::string> value_names(const Graph& g) {
+  std::vector<std::string> names(g.nodes.size());
+  std::unordered_set<std::string> used;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const std::string& hint = g.nodes[i].name;
+    std::string name = hint.empty() ? std::to_string(i) : hint;
+    for (int k = 1; !hint.empty() && used.count(name); ++k) name = fmt::format("{}.{}", hint, k);
+    used.insert(name);
+    names[i] = name;
+  }
+  return names;
+}
+
+namespace {
+std::string float_str(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
+  std::string s = fmt::format("{}", v);
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string quote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string meta_str(const Node& n, const std::vector<std::string>& names) {
+  std::string m;
+  if (n.rep != Rep::Unknown) m += fmt::format(" {}", rep_name(n.rep));
+  if (n.backward) m += " bwd";
+  if (n.grad_of >= 0) m += fmt::format(" grad_of=%{}", names[size_t(n.grad_of)]);
+  return m;
+}
+}  // namespace
+
+std::string attr_str(const Attr& a) {
+  switch (a.kind) {
+    case Attr::Int: return std::to_string(a.i);
+    case Attr::Float: return float_str(a.f);
+    case Attr::Str: return quote(a.s);
+    case Attr::Sym: return a.s;
+    case Attr::List: {
+      std::string s = "[";
+      for (size_t i = 0; i < a.list.size(); ++i) s += (i ? ", " : "") + attr_str(a.list[i]);
+      return s + "]";
+    }
+  }
+  return "?";
+}
+
+std::string print_text(const Graph& g) {
+  std::vector<std::string> names = value_names(g);
+  std::string out = fmt::format("world {}\n", g.world);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    out += fmt::format("%{} = {}(", names[i], op_name(n.op));
+    for (size_t k = 0; k < n.args.size(); ++k)
+      out += fmt::format("{}%{}", k ? ", " : "", names[size_t(n.args[k])]);
+    out += ")";
+    if (!n.attrs.items.empty()) {
+      out += " {";
+      for (size_t k = 0; k < n.attrs.items.size(); ++k)
+        out += fmt::format("{}{}={}", k ? ", " : "", n.attrs.items[k].first,
+                           attr_str(n.attrs.items[k].second));
+      out += "}";
+    }
+    out += fmt::format(" : {}{}\n", type_str(n.type), meta_str(n, names));
+  }
+  for (const auto& [name, v] : g.outputs) out += fmt::format("output {} = %{}\n", name, names[size_t(v)]);
+  return out;
+}
+
+std::string print_dot(const Graph& g) {
+  std::vector<std::string> names = value_names(g);
+  std::string out = "digraph gradc {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\"];\n";
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    std::string style = "";
+    if (is_collective(n.op))
+      style = n.backward ? ", style=\"filled,dashed\", fillcolor=\"#f4b183\""
+                         : ", style=filled, fillcolor=\"#f4b183\"";
+    else if (n.op == Op::Input)
+      style = ", style=filled, fillcolor=\"#c5e0b4\"";
+    else if (n.backward)
+      style = ", style=\"filled,dashed\", fillcolor=\"#bdd7ee\"";
+    std::string label = fmt::format("%{} = {}\\n{}", names[i], op_name(n.op), type_str(n.type));
+    if (n.rep != Rep::Unknown) label += fmt::format("\\n{}", rep_name(n.rep));
+    if (n.grad_of >= 0) label += fmt::format("\\ngrad of %{}", names[size_t(n.grad_of)]);
+    out += fmt::format("  n{} [label=\"{}\"{}];\n", i, label, style);
+    for (ValueId a : n.args) out += fmt::format("  n{} -> n{};\n", a, i);
+  }
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    out += fmt::format("  out{} [label=\"output {}\", shape=ellipse];\n", k, g.outputs[k].first);
+    out += fmt::format("  n{} -> out{};\n", g.outputs[k].second, k);
+  }
+  return out + "}\n";
+}
+
+namespace {
+std::string json_attr(const Attr& a) {
+  switch (a.kind) {
+    case Attr::Int: return std::to_string(a.i);
+    case Attr::Float:
+      return std::isfinite(a.f) ? float_str(a.f) : quote(float_str(a.f));
+    case Attr::Str:
+    case Attr::Sym: return quote(a.s);
+    case Attr::List: {
+      std::string s = "[";
+      for (size_t i = 0; i < a.list.size(); ++i) s += (i ? ", " : "") + json_attr(a.list[i]);
+      return s + "]";
+    }
+  }
+  return "null";
+}
+}  // namespace
+
+std::string print_json(const Graph& g) {
+  std::vector<std::string> names = value_names(g);
+  std::string out = fmt::format("{{\"world\": {},\n \"nodes\": [", g.world);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    std::vector<std::string> args, attrs;
+    for (ValueId a : n.args) args.push_back(quote(names[size_t(a)]));
+    for (const auto& [k, v] : n.attrs.items) attrs.push_back(fmt::format("{}: {}", quote(k), json_attr(v)));
+    out += fmt::format(
+        "{}\n  {{\"id\": {}, \"name\": {}, \"op\": {}, \"args\": [{}], \"attrs\": {{{}}}, "
+        "\"dtype\": \"{}\", \"shape\": [{}], \"collective\": {}, \"backward\": {}",
+        i ? "," : "", i, quote(names[i]), quote(std::string(op_name(n.op))), fmt::join(args, ", "),
+        fmt::join(attrs, ", "), dtype_name(n.type.dtype), fmt::join(n.type.shape, ", "),
+        is_collective(n.op), n.backward);
+    if (n.rep != Rep::Unknown) out += fmt::format(", \"rep\": \"{}\"", rep_name(n.rep));
+    if (n.grad_of >= 0) out += fmt::format(", \"grad_of\": {}", quote(names[size_t(n.grad_of)]));
+    if (n.loc.known()) out += fmt::format(", \"loc\": [{}, {}]", n.loc.line, n.loc.col);
+    out += "}";
+  }
+  out += "],\n \"outputs\": [";
+  for (size_t k = 0; k < g.outputs.size(); ++k)
+    out += fmt::format("{}{{\"name\": {}, \"value\": {}}}", k ? ", " : "", quote(g.outputs[k].first),
+                       quote(names[size_t(g.outputs[k].second)]));
+  return out + "]}\n";
+}
+
+}  // namespace gradc

@@ -1,0 +1,27 @@
+// Printing and reading the IR: the textual form (which `gradc opt` reads back
+// and which round-trips exactly), Graphviz dot, and JSON.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace gradc {
+
+// Unique printable names for every value: the name hint where it is free,
+// `hint.N` where it is taken, and the node's index where there is no hint.
+std::vector<std::string> value_names(const Graph& g);
+
+std::string attr_str(const Attr& a);
+std::string print_text(const Graph& g);
+std::string print_dot(const Graph& g);
+std::string print_json(const Graph& g);
+
+// Parses the textual form; errors are UserErrors at positions in `text`.
+Graph parse_text(const std::string& text);
+
+// Checks that operands are defined before use, that every node's declared type
+// is what its shape rule gives, and that outputs name existing values.
+void verify(const Graph& g);
+
+}  // namespace gradc

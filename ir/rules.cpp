@@ -1,0 +1,66 @@
+#include "ir/rules.h"
+
+#include <fmt/format.h>
+
+namespace gradc {
+
+namespace {
+const RuleTable& table() {
+  static const RuleTable* t = [] {
+    auto* rt = new RuleTable();
+    register_leaf_ops(*rt);
+    register_elementwise_ops(*rt);
+    register_reduce_ops(*rt);
+    register_shape_ops(*rt);
+    register_collective_ops(*rt);
+    register_grad_op(*rt);
+    return rt;
+  }();
+  return *t;
+}
+}  // namespace
+
+const OpRule& rule(Op op) { return table().rules[int(op)]; }
+
+Type infer_type(const Graph& g, const Node& n) {
+  int arity = op_arity(n.op);
+  if (arity >= 0 && int(n.args.size()) != arity)
+    user_error(n.loc, "{}: expects {} operand{}, got {}", op_name(n.op), arity,
+               arity == 1 ? "" : "s", n.args.size());
+  InferFn f = rule(n.op).infer;
+  GRADC_ASSERT(f, "no shape rule for {}", op_name(n.op));
+  return f(g, n);
+}
+
+std::vector<std::string> missing_rules() {
+  std::vector<std::string> out;
+  for (int i = 0; i < kNumOps; ++i) {
+    Op op = Op(i);
+    const OpRule& r = rule(op);
+    if (!r.infer) out.push_back(fmt::format("{}: no shape rule", op_name(op)));
+    if (op == Op::Grad) continue;  // replaced by the autodiff pass before any backend runs
+    if (is_collective(op) && !r.collective)
+      out.push_back(fmt::format("{}: no collective kernel", op_name(op)));
+    if (!is_collective(op) && !r.local)
+      out.push_back(fmt::format("{}: no interpreter kernel", op_name(op)));
+  }
+  return out;
+}
+
+const Type& arg_type(const Graph& g, const Node& n, size_t i) {
+  GRADC_ASSERT(i < n.args.size(), "{} has no operand {}", op_name(n.op), i);
+  return g.type(n.args[i]);
+}
+
+int norm_axis(Loc loc, std::string_view what, int64_t axis, const Type& t) {
+  int64_t r = t.rank();
+  if (axis < -r || axis >= r)
+    user_error(loc, "{}: axis {} is out of range for {}", what, axis, type_str(t));
+  return int(axis < 0 ? axis + r : axis);
+}
+
+bool is_reduction_name(const std::string& s) {
+  return s == "sum" || s == "avg" || s == "prod" || s == "max" || s == "min";
+}
+
+}  // namespace gradc

@@ -1,0 +1,46 @@
+#include "ir/types.h"
+
+#include <fmt/format.h>
+
+namespace gradc {
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::I32: return "i32";
+    case DType::F32: return "f32";
+    case DType::F64: return "f64";
+  }
+  return "?";
+}
+
+bool parse_dtype(const std::string& s, DType& out) {
+  for (DType t : {DType::I32, DType::F32, DType::F64})
+    if (s == dtype_name(t)) {
+      out = t;
+      return true;
+    }
+  return false;
+}
+
+int dtype_size(DType t) { return t == DType::F64 ? 8 : 4; }
+
+int64_t num_elements(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::string shape_str(const Shape& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+
+std::string type_str(const Type& t) { return dtype_name(t.dtype) + shape_str(t.shape); }
+
+const char* rep_name(Rep r) {
+  switch (r) {
+    case Rep::Replicated: return "replicated";
+    case Rep::Varying: return "varying";
+    case Rep::Unknown: break;
+  }
+  return "unknown";
+}
+
+}  // namespace gradc

@@ -1,0 +1,38 @@
+// Element types, static shapes and value types.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gradc {
+
+// Ordered by promotion: i32 -> f32 -> f64.
+enum class DType : uint8_t { I32, F32, F64 };
+
+inline bool is_float(DType t) { return t != DType::I32; }
+inline DType promote(DType a, DType b) { return a > b ? a : b; }
+// The float type an i32 value becomes in float contexts (exp, /, comparisons).
+inline DType float_of(DType t) { return t == DType::I32 ? DType::F32 : t; }
+const char* dtype_name(DType t);
+bool parse_dtype(const std::string& s, DType& out);
+int dtype_size(DType t);
+
+using Shape = std::vector<int64_t>;
+
+int64_t num_elements(const Shape& s);
+std::string shape_str(const Shape& s);  // "[2, 3]"
+
+struct Type {
+  DType dtype = DType::F32;
+  Shape shape;
+  bool operator==(const Type&) const = default;
+  int rank() const { return int(shape.size()); }
+  int64_t size() const { return num_elements(shape); }
+};
+std::string type_str(const Type& t);  // "f32[2, 3]"
+
+// Is each value identical on every rank (replicated) or possibly different (varying)?
+enum class Rep : uint8_t { Unknown, Replicated, Varying };
+const char* rep_name(Rep r);
+
+}  // namespace gradc

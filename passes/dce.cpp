@@ -1,0 +1,19 @@
+#include "passes/pass.h"
+
+namespace gradc {
+
+Graph dce(const Graph& g) {
+  std::vector<bool> live(g.nodes.size(), false);
+  for (const auto& o : g.outputs) live[size_t(o.second)] = true;
+  for (size_t i = g.nodes.size(); i-- > 0;) {
+    // A collective is an exchange every rank takes part in: it stays even when unused.
+    if (is_collective(g.nodes[i].op)) live[i] = true;
+    if (live[i])
+      for (ValueId a : g.nodes[i].args) live[size_t(a)] = true;
+  }
+  std::vector<ValueId> same(g.nodes.size());
+  for (size_t i = 0; i < same.size(); ++i) same[i] = ValueId(i);
+  return rebuild(g, live, same);
+}
+
+}  // namespace gradc

@@ -1,0 +1,47 @@
+#include "ir/rules.h"
+#include "passes/pass.h"
+
+namespace gradc {
+
+namespace {
+constexpr int64_t kMaxFolded = 4096;  // larger results stay as ops (a splat stays small)
+
+bool foldable(const Graph& g, const Node& n) {
+  if (is_collective(n.op) || n.op == Op::Input || n.op == Op::Const || n.op == Op::Rank ||
+      n.op == Op::Grad || n.args.empty())
+    return false;
+  if (n.type.size() > kMaxFolded) return false;
+  for (ValueId a : n.args)
+    if (g[a].op != Op::Const) return false;
+  return true;
+}
+}  // namespace
+
+Graph fold(const Graph& g) {
+  Graph out = g;
+  for (Node& n : out.nodes) {
+    if (!foldable(out, n)) continue;
+    std::vector<Tensor> vals;
+    for (ValueId a : n.args) vals.push_back(rule(Op::Const).local(out[a], {}, EvalCtx{}));
+    Args args;
+    for (const Tensor& t : vals) args.push_back(&t);
+    Tensor r = rule(n.op).local(n, args, EvalCtx{0, out.world});
+    std::vector<double> v = r.values();
+    bool splat = true;
+    for (double x : v) splat = splat && x == v[0];
+    Attr value;
+    if (splat && !v.empty()) {
+      value = n.type.dtype == DType::I32 ? Attr::of_int(int64_t(v[0])) : Attr::of_float(v[0]);
+    } else {
+      value.kind = Attr::List;
+      for (double x : v) value.list.push_back(n.type.dtype == DType::I32 ? Attr::of_int(int64_t(x)) : Attr::of_float(x));
+    }
+    n.op = Op::Const;
+    n.args.clear();
+    n.attrs = Attrs{};
+    n.attrs.set("value", value);
+  }
+  return out;
+}
+
+}  // namespace gradc

@@ -1,0 +1,39 @@
+// Passes are functions from IR to IR, run from one straight list (pipeline.cpp).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace gradc {
+
+using PassFn = Graph (*)(const Graph&);
+struct PassInfo {
+  const char* name;
+  PassFn run;
+  const char* summary;
+};
+
+// Every pass `gradc opt --pass=` knows, in the order the default pipeline runs them.
+const std::vector<PassInfo>& all_passes();
+const PassInfo* find_pass(const std::string& name);
+
+struct PipelineOptions {
+  bool print_after_all = false;  // the IR after every pass, marked "unchanged" when it is
+  bool time_passes = false;
+};
+// Runs `passes` in order; what the options ask for is appended to `log`.
+Graph run_passes(Graph g, const std::vector<const PassInfo*>& passes, const PipelineOptions& opt,
+                 std::string& log);
+
+// The passes (one file each in passes/).
+Graph infer_shapes(const Graph& g);  // re-derives every type; reports errors at source locations
+Graph dce(const Graph& g);           // drops values nothing uses; keeps every collective
+Graph cse(const Graph& g);           // merges identical local ops; never merges collectives
+Graph fold(const Graph& g);          // evaluates local ops on constants (small results only)
+
+// Shared by the passes: a copy of g without the nodes where keep is false and with
+// each operand v read as repl[v]; returns the new graph (dropped nodes must be unused).
+Graph rebuild(const Graph& g, const std::vector<bool>& keep, const std::vector<ValueId>& repl);
+
+}  // namespace gradc

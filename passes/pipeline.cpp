@@ -1,0 +1,61 @@
+#include <chrono>
+
+#include "ir/print.h"
+#include "passes/pass.h"
+
+namespace gradc {
+
+const std::vector<PassInfo>& all_passes() {
+  static const std::vector<PassInfo> passes = {
+      {"infer-shapes", infer_shapes, "re-derive every type from the op's shape rule"},
+      {"fold", fold, "evaluate local ops whose operands are constants"},
+      {"cse", cse, "merge identical local ops (never collectives)"},
+      {"dce", dce, "remove values nothing uses (never collectives)"},
+  };
+  return passes;
+}
+
+const PassInfo* find_pass(const std::string& name) {
+  for (const PassInfo& p : all_passes())
+    if (name == p.name) return &p;
+  return nullptr;
+}
+
+Graph run_passes(Graph g, const std::vector<const PassInfo*>& passes, const PipelineOptions& opt,
+                 std::string& log) {
+  for (const PassInfo* p : passes) {
+    std::string before = opt.print_after_all ? print_text(g) : "";
+    auto t0 = std::chrono::steady_clock::now();
+    g = p->run(g);
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (opt.time_passes) log += fmt::format("// pass {}: {:.3f} ms\n", p->name, ms);
+    if (opt.print_after_all) {
+      std::string after = print_text(g);
+      log += fmt::format("// -----// IR after {}{} //----- //\n", p->name, after == before ? " (unchanged)" : "");
+      if (after != before) log += after;
+    }
+  }
+  return g;
+}
+
+Graph rebuild(const Graph& g, const std::vector<bool>& keep, const std::vector<ValueId>& repl) {
+  Graph out;
+  out.world = g.world;
+  std::vector<ValueId> id(g.nodes.size(), -1);
+  auto map = [&](ValueId v) {
+    ValueId m = id[size_t(repl[size_t(v)])];
+    GRADC_ASSERT(m >= 0, "value {} is used but was removed", v);
+    return m;
+  };
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (!keep[i]) continue;
+    Node n = g.nodes[i];
+    for (ValueId& a : n.args) a = map(a);
+    if (n.grad_of >= 0) n.grad_of = id[size_t(repl[size_t(n.grad_of)])];
+    id[i] = out.append(std::move(n));
+  }
+  for (const auto& [name, v] : g.outputs) out.outputs.push_back({name, map(v)});
+  return out;
+}
+
+}  // namespace gradc

@@ -1,0 +1,97 @@
+#include "runtime/interp.h"
+
+#include "ir/rules.h"
+
+namespace gradc {
+
+namespace {
+// Rank r's value of an input: its supplied data, else its default. A shared
+// input must hold the same value on every rank.
+std::vector<Tensor> input_values(const Graph& g, const Node& n, const RankInputs& inputs,
+                                 const std::vector<Tensor>* dflt) {
+  const std::string& name = n.attr_sym("name");
+  std::vector<Tensor> out;
+  for (int r = 0; r < g.world; ++r) {
+    auto it = inputs[size_t(r)].find(name);
+    if (it != inputs[size_t(r)].end()) {
+      if (it->second.type != n.type)
+        throw UserError(n.loc, fmt::format("input '{}' is declared {}, but rank {} was given {}", name,
+                                           type_str(n.type), r, type_str(it->second.type)));
+      out.push_back(it->second);
+    } else if (dflt) {
+      out.push_back((*dflt)[size_t(r)]);
+    } else {
+      throw UserError(n.loc, fmt::format("input '{}' has no value for rank {} and no default", name, r));
+    }
+  }
+  if (n.attrs.has("shared"))
+    for (int r = 1; r < g.world; ++r)
+      if (!out[size_t(r)].same_values(out[0]))
+        throw UserError(n.loc, fmt::format("shared input '{}' differs between ranks 0 and {}", name, r));
+  return out;
+}
+}  // namespace
+
+std::vector<std::vector<Tensor>> evaluate(const Graph& g, const RankInputs& inputs,
+                                          const std::vector<ValueId>& wanted) {
+  const int N = g.world;
+  GRADC_ASSERT(int(inputs.size()) == N, "{} ranks of inputs for a world of {}", inputs.size(), N);
+  // An input supplied on every rank needs no default.
+  auto supplied = [&](const Node& n) {
+    for (const auto& in : inputs)
+      if (!in.count(n.attr_sym("name"))) return false;
+    return true;
+  };
+
+  // Which nodes are needed, and the last node that reads each one (to free it early).
+  std::vector<bool> needed(g.nodes.size(), false);
+  std::vector<bool> keep(g.nodes.size(), false);
+  for (ValueId v : wanted) needed[size_t(v)] = keep[size_t(v)] = true;
+  for (size_t i = g.nodes.size(); i-- > 0;) {
+    const Node& n = g.nodes[i];
+    if (!needed[i] && !is_collective(n.op)) continue;
+    needed[i] = true;  // collectives always run: every rank takes part in every exchange
+    if (n.op == Op::Input && supplied(n)) continue;
+    for (ValueId a : n.args) needed[size_t(a)] = true;
+  }
+  std::vector<int> last_use(g.nodes.size(), -1);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (needed[i] && !(g.nodes[i].op == Op::Input && supplied(g.nodes[i])))
+      for (ValueId a : g.nodes[i].args) last_use[size_t(a)] = int(i);
+
+  std::vector<std::vector<Tensor>> vals(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (!needed[i]) continue;
+    const Node& n = g.nodes[i];
+    std::vector<Tensor>& out = vals[i];
+    if (n.op == Op::Input) {
+      out = input_values(g, n, inputs, n.args.empty() ? nullptr : &vals[size_t(n.args[0])]);
+    } else if (is_collective(n.op)) {
+      out = rule(n.op).collective(n, vals[size_t(n.args[0])]);
+    } else {
+      LocalFn f = rule(n.op).local;
+      if (!f) throw UserError(n.loc, fmt::format("{}: this op must be removed by a pass before running "
+                                                 "(run the autodiff pass first)", op_name(n.op)));
+      Args args(n.args.size());
+      for (int r = 0; r < N; ++r) {
+        for (size_t k = 0; k < n.args.size(); ++k) args[k] = &vals[size_t(n.args[k])][size_t(r)];
+        out.push_back(f(n, args, EvalCtx{r, N}));
+      }
+    }
+    for (ValueId a : n.args)
+      if (last_use[size_t(a)] == int(i) && !keep[size_t(a)]) vals[size_t(a)].clear();
+  }
+  return vals;
+}
+
+RankOutputs interpret(const Graph& g, const RankInputs& inputs) {
+  std::vector<ValueId> wanted;
+  for (const auto& o : g.outputs) wanted.push_back(o.second);
+  auto vals = evaluate(g, inputs, wanted);
+  RankOutputs out(size_t(g.world));
+  for (int r = 0; r < g.world; ++r)
+    for (const auto& [name, v] : g.outputs) out[size_t(r)].push_back({name, vals[size_t(v)][size_t(r)]});
+  return out;
+}
+
+}  // namespace gradc

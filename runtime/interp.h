@@ -1,0 +1,26 @@
+// The reference interpreter: runs a graph on N ranks in one process, in
+// lockstep (every rank computes a node before the next node), with collectives
+// exchanged through the in-process communicator (runtime/comm.h).
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "runtime/tensor.h"
+
+namespace gradc {
+
+// inputs[r][name]: rank r's value for an input; a missing one takes its default.
+using RankInputs = std::vector<std::map<std::string, Tensor>>;
+// outputs[r]: rank r's outputs, in the order the program lists them.
+using RankOutputs = std::vector<std::vector<std::pair<std::string, Tensor>>>;
+
+RankOutputs interpret(const Graph& g, const RankInputs& inputs);
+
+// Evaluates the nodes `wanted` (and what they need) on every rank; vals[node][rank].
+// Used by interpret and by the checks that compare values (verify).
+std::vector<std::vector<Tensor>> evaluate(const Graph& g, const RankInputs& inputs,
+                                          const std::vector<ValueId>& wanted);
+
+}  // namespace gradc

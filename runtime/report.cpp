@@ -1,0 +1,82 @@
+#include "runtime/report.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace gradc {
+
+std::string number_str(const Tensor& t, int64_t i) {
+  return dispatch(t.dtype(), [&](auto tag) -> std::string {
+    using T = decltype(tag);
+    T v = t.data<T>()[i];
+    if constexpr (std::is_floating_point_v<T>) {
+      if (std::isnan(v)) return "nan";
+      if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
+    }
+    return fmt::format("{}", v);
+  });
+}
+
+namespace {
+constexpr int64_t kElide = 1000, kEdge = 3;
+
+void text_rec(const Tensor& t, int axis, int64_t offset, const Strides& st, bool elide, std::string& out) {
+  if (axis == t.type.rank()) {
+    out += number_str(t, offset);
+    return;
+  }
+  int64_t n = t.shape()[size_t(axis)];
+  out += "[";
+  for (int64_t i = 0; i < n; ++i) {
+    if (elide && n > 2 * kEdge && i == kEdge) {
+      out += ", ...";
+      i = n - kEdge;
+    }
+    if (i > 0) out += ", ";
+    text_rec(t, axis + 1, offset + i * st[size_t(axis)], st, elide, out);
+  }
+  out += "]";
+}
+
+std::string json_number(const Tensor& t, int64_t i) {
+  std::string s = number_str(t, i);
+  if (s == "nan") return "NaN";  // as Python's json module writes and reads them
+  if (s == "inf") return "Infinity";
+  if (s == "-inf") return "-Infinity";
+  return s;
+}
+}  // namespace
+
+std::string tensor_text(const Tensor& t) {
+  std::string out;
+  text_rec(t, 0, 0, row_major_strides(t.shape()), t.size() > kElide, out);
+  return out;
+}
+
+std::string outputs_text(const RankOutputs& outs) {
+  std::string s;
+  for (size_t r = 0; r < outs.size(); ++r) {
+    s += fmt::format("rank {}:\n", r);
+    for (const auto& [name, t] : outs[r]) s += fmt::format("  {}: {} = {}\n", name, type_str(t.type), tensor_text(t));
+  }
+  return s;
+}
+
+std::string outputs_json(const RankOutputs& outs) {
+  std::string s = fmt::format("{{\"world\": {},\n \"ranks\": [", outs.size());
+  for (size_t r = 0; r < outs.size(); ++r) {
+    s += fmt::format("{}\n  {{\"rank\": {}, \"outputs\": {{", r ? "," : "", r);
+    for (size_t k = 0; k < outs[r].size(); ++k) {
+      const auto& [name, t] = outs[r][k];
+      std::vector<std::string> data;
+      for (int64_t i = 0; i < t.size(); ++i) data.push_back(json_number(t, i));
+      s += fmt::format("{}\"{}\": {{\"dtype\": \"{}\", \"shape\": [{}], \"data\": [{}]}}", k ? ", " : "", name,
+                       dtype_name(t.dtype()), fmt::join(t.shape(), ", "), fmt::join(data, ", "));
+    }
+    s += "}}";
+  }
+  return s + "]}\n";
+}
+
+}  // namespace gradc

@@ -1,0 +1,14 @@
+// How `gradc run` shows outputs: readable text, or the JSON layout of CLI.md.
+#pragma once
+#include <string>
+
+#include "runtime/interp.h"
+
+namespace gradc {
+
+std::string number_str(const Tensor& t, int64_t i);  // shortest text that reads back exactly
+std::string tensor_text(const Tensor& t);           // nested lists, elided past 1000 elements
+std::string outputs_text(const RankOutputs& outs);
+std::string outputs_json(const RankOutputs& outs);
+
+}  // namespace gradc

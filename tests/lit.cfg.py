@@ -1,0 +1,13 @@
+# lit configuration: golden tests of gradc's output, checked with FileCheck.
+import os
+import lit.formats
+
+config.name = "gradc"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".dg", ".ir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(os.path.dirname(config.gradc), "tests", "lit-out")
+config.excludes = ["unit", "data", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in"]
+config.substitutions.append(("%gradc", config.gradc))
+config.substitutions.append(("%examples", os.path.join(config.source_root, "examples")))
+config.environment["PATH"] = os.pathsep.join([config.llvm_tools_dir, config.environment.get("PATH", "")])

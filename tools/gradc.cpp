@@ -1,0 +1,312 @@
+// The gradc command line (../shared/spec/CLI.md): check, ir, opt, run.
+// Exit status: 0 success; 1 the program, its data or a check failed; 2 the
+// command line was wrong.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include "frontend/ast.h"
+#include "frontend/lower.h"
+#include "ir/print.h"
+#include "ir/rules.h"
+#include "passes/pass.h"
+#include "runtime/interp.h"
+#include "runtime/npy.h"
+#include "runtime/report.h"
+
+namespace fs = std::filesystem;
+using namespace gradc;
+
+namespace {
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// --key=value flags and positional arguments; every flag must be one the command knows.
+struct CommandLine {
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> flags;
+
+  CommandLine(int argc, char** argv, int first, const std::set<std::string>& known) {
+    for (int i = first; i < argc; ++i) {
+      std::string a = argv[i];
+      if (a.rfind("--", 0) != 0 || a == "--") {
+        positional.push_back(a);
+        continue;
+      }
+      size_t eq = a.find('=');
+      std::string key = a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+      std::string value;
+      if (eq != std::string::npos) {
+        value = a.substr(eq + 1);
+      } else if (key != "help" && known.count(key) && !is_switch(key)) {
+        if (i + 1 >= argc) throw UsageError(fmt::format("--{} needs a value", key));
+        value = argv[++i];
+      }
+      if (key != "help" && !known.count(key)) throw UsageError(fmt::format("unknown option --{}", key));
+      flags[key] = value;
+    }
+  }
+  static bool is_switch(const std::string& k) { return k == "print-after-all" || k == "time-passes"; }
+  bool has(const std::string& k) const { return flags.count(k) > 0; }
+  std::string get(const std::string& k, const std::string& dflt = "") const {
+    auto it = flags.find(k);
+    return it == flags.end() ? dflt : it->second;
+  }
+  int get_int(const std::string& k, int dflt, int lo, int hi) const {
+    if (!has(k)) return dflt;
+    const std::string& v = flags.at(k);
+    char* end = nullptr;
+    long n = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end || n < lo || n > hi)
+      throw UsageError(fmt::format("--{} must be an integer from {} to {}, got '{}'", k, lo, hi, v));
+    return int(n);
+  }
+  std::string one_file(const char* what) const {
+    if (positional.size() != 1) throw UsageError(fmt::format("expected one {}", what));
+    return positional[0];
+  }
+};
+
+// The file being compiled, for diagnostics with its source line.
+SourceFile g_source;
+
+Graph load_program(const std::string& path, int ranks) {
+  g_source.path = path;
+  g_source.text = read_file(path);
+  return lower_program(parse_program(g_source.text), ranks);
+}
+
+int ranks_flag(const CommandLine& cl) { return cl.get_int("ranks", 0, 1, 4096); }
+
+PipelineOptions pipeline_options(const CommandLine& cl) {
+  PipelineOptions o;
+  o.print_after_all = cl.has("print-after-all");
+  o.time_passes = cl.has("time-passes");
+  return o;
+}
+
+std::string format_graph(const Graph& g, const std::string& format) {
+  if (format == "text") return print_text(g);
+  if (format == "dot") return print_dot(g);
+  if (format == "json") return print_json(g);
+  throw UsageError(fmt::format("--format must be text, dot or json, got '{}'", format));
+}
+
+// ---- commands ---------------------------------------------------------------
+
+const char* kCheckHelp =
+    "usage: gradc check FILE.dg [--ranks=N]\n"
+    "Parse and type-check FILE.dg for N ranks (default: its `world`, else 1).\n"
+    "Prints diagnostics only; exit 1 if there are any.\n";
+
+int cmd_check(const CommandLine& cl) {
+  Graph g = load_program(cl.one_file("FILE.dg"), ranks_flag(cl));
+  verify(g);
+  return 0;
+}
+
+const char* kIrHelp =
+    "usage: gradc ir FILE.dg [--stage=parsed|opt] [--format=text|dot|json] [--ranks=N]\n"
+    "                [--print-after-all] [--time-passes]\n"
+    "Print the graph after a stage:\n"
+    "  parsed  the forward graph as written, defs inlined, composites expanded\n"
+    "  opt     after the optimisation pipeline (fold, cse, dce)\n"
+    "text is the IR's own textual form (gradc opt reads it back); dot is Graphviz\n"
+    "(collectives filled orange, inputs green); json lists nodes and outputs.\n";
+
+std::vector<const PassInfo*> optimisation_pipeline() {
+  return {find_pass("fold"), find_pass("cse"), find_pass("dce")};
+}
+
+int cmd_ir(const CommandLine& cl) {
+  std::string stage = cl.get("stage", "parsed");
+  std::string format = cl.get("format", "text");
+  format_graph(Graph{}, format);  // reject a bad --format before any work
+  Graph g = load_program(cl.one_file("FILE.dg"), ranks_flag(cl));
+  std::string log;
+  if (stage == "opt") {
+    g = run_passes(std::move(g), optimisation_pipeline(), pipeline_options(cl), log);
+  } else if (stage == "grad" || stage == "lowered") {
+    throw UserError({}, fmt::format("--stage={} is not available in this version of gradc", stage));
+  } else if (stage != "parsed") {
+    throw UsageError(fmt::format("--stage must be parsed, grad, opt or lowered, got '{}'", stage));
+  }
+  std::cerr << log;
+  std::cout << format_graph(g, format);
+  return 0;
+}
+
+const char* kOptHelp =
+    "usage: gradc opt FILE.ir --pass=P[,P...] [--format=text|dot|json] [--print-after-all] [--time-passes]\n"
+    "Read textual IR, run the named passes in order, print the result.\n";
+
+int cmd_opt(const CommandLine& cl) {
+  std::string format = cl.get("format", "text");
+  format_graph(Graph{}, format);
+  std::vector<const PassInfo*> passes;
+  std::string list = cl.get("pass");
+  size_t start = 0;
+  while (start <= list.size() && !list.empty()) {
+    size_t comma = list.find(',', start);
+    std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const PassInfo* p = find_pass(name);
+    if (!p) {
+      std::string known;
+      for (const PassInfo& q : all_passes()) known += std::string(known.empty() ? "" : ", ") + q.name;
+      throw UsageError(fmt::format("unknown pass '{}' (known: {})", name, known));
+    }
+    passes.push_back(p);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  g_source.path = cl.one_file("FILE.ir");
+  g_source.text = read_file(g_source.path);
+  Graph g = parse_text(g_source.text);
+  std::string log;
+  g = run_passes(std::move(g), passes, pipeline_options(cl), log);
+  std::cerr << log;
+  std::cout << format_graph(g, format);
+  return 0;
+}
+
+const char* kRunHelp =
+    "usage: gradc run FILE.dg [--ranks=N] [--inputs=DIR] [--outputs=DIR] [--format=text|json]\n"
+    "                 [--backend=interp] [--iters=K]\n"
+    "Run FILE.dg on this machine's CPU with N ranks in one process and print every\n"
+    "output of every rank. Input x of rank r comes from DIR/rank<r>/x.npy, else\n"
+    "DIR/x.npy, else its default. --outputs writes DIR/rank<r>/<name>.npy.\n"
+    "--iters=K runs K more times and prints the median wall time of one run on stderr.\n";
+
+RankInputs load_inputs(const Graph& g, const std::string& dir) {
+  RankInputs in(size_t(g.world));
+  if (dir.empty()) return in;
+  if (!fs::is_directory(dir)) throw UserError({}, fmt::format("--inputs: '{}' is not a directory", dir));
+  for (const Node& n : g.nodes) {
+    if (n.op != Op::Input) continue;
+    const std::string& name = n.attr_sym("name");
+    for (int r = 0; r < g.world; ++r) {
+      for (std::string path : {fmt::format("{}/rank{}/{}.npy", dir, r, name), fmt::format("{}/{}.npy", dir, name)}) {
+        if (!fs::exists(path)) continue;
+        Tensor t = read_npy(path);
+        if (t.type != n.type)
+          throw UserError({}, fmt::format("{}: holds {}, but input '{}' is declared {}", path, type_str(t.type),
+                                          name, type_str(n.type)));
+        in[size_t(r)][name] = t;
+        break;
+      }
+    }
+  }
+  return in;
+}
+
+void write_outputs(const RankOutputs& outs, const std::string& dir) {
+  // Everything is computed before anything is written; each file lands by rename.
+  for (size_t r = 0; r < outs.size(); ++r) {
+    std::string sub = fmt::format("{}/rank{}", dir, r);
+    std::error_code ec;
+    fs::create_directories(sub, ec);
+    if (ec) throw UserError({}, fmt::format("--outputs: cannot create '{}': {}", sub, ec.message()));
+    for (const auto& [name, t] : outs[r]) write_file_atomic(fmt::format("{}/{}.npy", sub, name), npy_bytes(t));
+  }
+}
+
+int cmd_run(const CommandLine& cl) {
+  std::string format = cl.get("format", "text");
+  if (format != "text" && format != "json") throw UsageError(fmt::format("--format must be text or json, got '{}'", format));
+  std::string backend = cl.get("backend", "interp");
+  if (backend != "interp") throw UsageError(fmt::format("unknown --backend '{}' (available: interp)", backend));
+  int iters = cl.get_int("iters", 0, 0, 1000000);
+  Graph g = load_program(cl.one_file("FILE.dg"), ranks_flag(cl));
+  RankInputs inputs = load_inputs(g, cl.get("inputs"));
+  RankOutputs outs = interpret(g, inputs);
+  if (iters > 0) {
+    std::vector<double> ms;
+    for (int i = 0; i < iters; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      interpret(g, inputs);
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    double median = ms.size() % 2 ? ms[ms.size() / 2] : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2;
+    std::cerr << fmt::format("median step: {:.3f} ms\n", median);
+  }
+  if (cl.has("outputs")) write_outputs(outs, cl.get("outputs"));
+  std::cout << (format == "json" ? outputs_json(outs) : outputs_text(outs));
+  return 0;
+}
+
+struct Command {
+  const char* name;
+  int (*run)(const CommandLine&);
+  const char* help;
+  std::set<std::string> flags;
+};
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> cmds = {
+      {"check", cmd_check, kCheckHelp, {"ranks"}},
+      {"ir", cmd_ir, kIrHelp, {"stage", "format", "ranks", "print-after-all", "time-passes"}},
+      {"opt", cmd_opt, kOptHelp, {"pass", "format", "print-after-all", "time-passes"}},
+      {"run", cmd_run, kRunHelp, {"ranks", "inputs", "outputs", "format", "backend", "iters"}},
+  };
+  return cmds;
+}
+
+const char* kUsage =
+    "usage: gradc COMMAND [ARGS]\n"
+    "gradc compiles per-rank (SPMD) tensor programs with collectives and derives their gradients.\n"
+    "commands:\n"
+    "  check FILE.dg     parse and type-check\n"
+    "  ir FILE.dg        print the graph after a stage (--stage=parsed|opt)\n"
+    "  opt FILE.ir       run passes on textual IR (--pass=P,...)\n"
+    "  run FILE.dg       run on the CPU with N ranks in one process\n"
+    "Run `gradc COMMAND --help` for a command's options.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> missing = missing_rules();
+  if (!missing.empty()) {
+    for (const auto& m : missing) std::cerr << "gradc: internal error: " << m << "\n";
+    return 1;
+  }
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    (argc < 2 ? std::cerr : std::cout) << kUsage;
+    return argc < 2 ? 2 : 0;
+  }
+  std::string name = argv[1];
+  auto it = std::find_if(commands().begin(), commands().end(), [&](const Command& c) { return name == c.name; });
+  if (it == commands().end()) {
+    std::cerr << fmt::format("gradc: unknown command '{}'\n{}", name, kUsage);
+    return 2;
+  }
+  try {
+    CommandLine cl(argc, argv, 2, it->flags);
+    if (cl.has("help")) {
+      std::cout << it->help;
+      return 0;
+    }
+    return it->run(cl);
+  } catch (const UsageError& e) {
+    std::cerr << fmt::format("gradc {}: {}\n{}", name, e.what(), it->help);
+    return 2;
+  } catch (const UserError& e) {
+    if (e.loc.known() && !g_source.path.empty())
+      std::cerr << g_source.format(e);
+    else
+      std::cerr << fmt::format("gradc: error: {}\n", e.what());
+    return 1;
+  } catch (const InternalError& e) {
+    std::cerr << fmt::format("gradc: {}\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "gradc: error: out of memory\n";
+    return 1;
+  }
+}
