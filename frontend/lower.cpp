@@ -175,7 +175,7 @@ class Lowerer {
       } else {
         ValueId d = tensor(v, t.dtype, loc);
         if (g_.type(d).shape != t.shape) {
-          const Shape& ds = g_.type(d).shape;
+          const Shape ds = g_.type(d).shape;
           bool ok = ds.size() <= t.shape.size();
           for (size_t i = 0; ok && i < ds.size(); ++i)
             ok = ds[ds.size() - 1 - i] == 1 || ds[ds.size() - 1 - i] == t.shape[t.shape.size() - 1 - i];
@@ -424,7 +424,7 @@ class Lowerer {
     return reshape(reduce(Op::ReduceMax, x, {axis}, loc), keep_shape(g_.type(x).shape, {axis}), loc);
   }
   ValueId logsumexp(ValueId x, const std::vector<int>& axes, bool keep, Loc loc) {
-    const Shape& s = g_.type(x).shape;
+    const Shape s = g_.type(x).shape;  // a copy: emitting nodes moves the graph
     ValueId m = reduce(Op::ReduceMax, x, axes, loc);
     ValueId mk = reshape(m, keep_shape(s, axes), loc);
     ValueId e = op(Op::Exp, {op(Op::Sub, {x, mk}, loc).id}, loc).id;

@@ -282,7 +282,8 @@ class Parser {
       return e;
     }
     if (t.kind == Tok::Ident) {
-      if (is_keyword(t.text)) user_error(t.loc, "unexpected keyword '{}'", t.text);
+      // `world` is a keyword at the start of a statement and the number of ranks in an expression.
+      if (is_keyword(t.text) && t.text != "world") user_error(t.loc, "unexpected keyword '{}'", t.text);
       Token n = next();
       ExprPtr e = make(Expr::Name, n.loc);
       e->text = n.text;

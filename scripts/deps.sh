@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs what gradc needs from Debian's packages, only where it is missing.
+set -euo pipefail
+pkgs=(cmake g++ ninja-build python3 libfmt-dev doctest-dev libopenblas-dev llvm-19-dev llvm-19-tools)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "scripts/deps.sh: installing ${missing[*]}" >&2
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

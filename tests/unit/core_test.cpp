@@ -1,0 +1,112 @@
+// The op table's self-check, the random generator, .npy, and the IR's text form.
+#include <filesystem>
+
+#include "ir/print.h"
+#include "ir/rules.h"
+#include "runtime/npy.h"
+#include "runtime/random.h"
+#include "util.h"
+
+namespace gradc::test {
+namespace {
+
+TEST_CASE("every op has the rules it needs") {
+  CHECK(missing_rules().empty());
+  for (int i = 0; i < kNumOps; ++i) CHECK(op_by_name(op_name(Op(i))) == Op(i));
+}
+
+TEST_CASE("Philox4x32-10 matches Random123's known-answer vectors") {
+  using A4 = std::array<uint32_t, 4>;
+  CHECK(philox4x32({0, 0, 0, 0}, {0, 0}) == A4{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8});
+  CHECK(philox4x32({0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, {0xffffffff, 0xffffffff}) ==
+        A4{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd});
+  CHECK(philox4x32({0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0}) ==
+        A4{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1});
+}
+
+TEST_CASE("randn and rand: same seed, same values on every rank; statistics") {
+  auto o = run("a = randn([20000], seed=7)\nb = rand([20000], seed=7)\nc = randn([4], seed=7 + rank)\noutput a, b, c\n", 3);
+  for (int r = 1; r < 3; ++r) {
+    CHECK(out(o, r, "a").same_values(out(o, 0, "a")));
+    CHECK(out(o, r, "b").same_values(out(o, 0, "b")));
+    CHECK(!out(o, r, "c").same_values(out(o, 0, "c")));
+  }
+  // rank 1's seed-8 values are the seed-8 stream.
+  auto o8 = run("c = randn([4], seed=8)\noutput c\n", 1);
+  CHECK(out(o, 1, "c").same_values(out(o8, 0, "c")));
+  double sa = 0, sa2 = 0, sb = 0, bmin = 1, bmax = 0;
+  const Tensor& a = out(o, 0, "a");
+  const Tensor& b = out(o, 0, "b");
+  for (int64_t i = 0; i < a.size(); ++i) {
+    sa += a.get(i);
+    sa2 += a.get(i) * a.get(i);
+    sb += b.get(i);
+    bmin = std::min(bmin, b.get(i));
+    bmax = std::max(bmax, b.get(i));
+  }
+  double n = double(a.size());
+  CHECK(std::abs(sa / n) < 0.03);             // mean 0 (sd of the mean: 0.007)
+  CHECK(std::abs(sa2 / n - 1) < 0.05);        // variance 1
+  CHECK(std::abs(sb / n - 0.5) < 0.01);       // uniform mean 1/2
+  CHECK(bmin >= 0);
+  CHECK(bmax < 1);
+}
+
+TEST_CASE(".npy: round trip and the errors of bad files") {
+  for (DType dt : {DType::F32, DType::F64, DType::I32})
+    for (Shape s : {Shape{}, Shape{5}, Shape{2, 3}, Shape{2, 0, 4}}) {
+      Tensor t = make(Type{dt, s}, [](int64_t i) { return double(i) - 2.5 * double(i % 2); });
+      std::string bytes = npy_bytes(t);
+      CHECK(bytes.size() % 16 == (size_t(t.size()) * size_t(dtype_size(dt))) % 16);  // header is 64-aligned
+      CHECK(parse_npy(bytes, "t.npy").same_values(t));
+    }
+  Tensor t = make(Type{DType::F32, {2, 2}}, [](int64_t i) { return double(i); });
+  std::string b = npy_bytes(t);
+  CHECK(b.substr(10, 60).find("'shape': (2, 2)") != std::string::npos);
+  CHECK(npy_bytes(make(Type{DType::F32, {3}}, [](int64_t) { return 0.0; })).find("(3,)") != std::string::npos);
+  auto error_of = [](const std::string& bytes) -> std::string {
+    try {
+      parse_npy(bytes, "f.npy");
+    } catch (const UserError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  CHECK(error_of("hello") == "f.npy: not a .npy file");
+  CHECK(error_of(b.substr(0, b.size() - 3)) == "f.npy: truncated: f32[2, 2] needs 16 bytes of data, the file has 13");
+  std::string i8 = b;
+  i8.replace(i8.find("<f4"), 3, "|i1");
+  CHECK(error_of(i8) == "f.npy: unsupported dtype '|i1' (gradc reads <f4, <f8 and <i4)");
+  std::string fortran = b;
+  fortran.replace(fortran.find("False"), 5, "True ");
+  CHECK(error_of(fortran) == "f.npy: Fortran-order arrays are not supported");
+}
+
+TEST_CASE("textual IR round-trips: print, parse, print gives the same text") {
+  for (const auto& entry : std::filesystem::directory_iterator(GRADC_SOURCE_DIR "/examples")) {
+    if (entry.path().extension() != ".dg") continue;
+    CAPTURE(entry.path().string());
+    Graph g = compile(read_file(entry.path().string()));
+    std::string text = print_text(g);
+    CHECK(print_text(parse_text(text)) == text);
+  }
+}
+
+TEST_CASE("textual IR: the reader checks types and names") {
+  auto error_of = [](const std::string& text) -> std::string {
+    try {
+      parse_text(text);
+    } catch (const UserError& e) {
+      return fmt::format("{}:{}: {}", e.loc.line, e.loc.col, e.what());
+    }
+    return "";
+  };
+  CHECK(error_of("world 2\n%a = rank() : i32[]\n%b = neg(%c) : i32[]\n") == "3:10: unknown value %c");
+  CHECK(error_of("%a = rank() : f32[]\n") == "1:15: rank: declared type f32[] but the operands give i32[]");
+  CHECK(error_of("%a = frob() : f32[]\n") == "1:6: unknown op 'frob'");
+  CHECK(error_of("%a = rank() : i32[]\n%a = rank() : i32[]\n") == "2:1: %a is defined twice");
+  CHECK(error_of("world 2\n%x = const() {value=[1, 2]} : f32[4]\n") == "2:6: const: 2 values for f32[4]");
+}
+
+}  // namespace
+}  // namespace gradc::test

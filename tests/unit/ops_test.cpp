@@ -1,0 +1,175 @@
+// Local ops (LANGUAGE.md section 4) against values computed by hand or by
+// independent loops here; dtype promotion and broadcasting; the language's rules.
+#include <cmath>
+
+#include "util.h"
+
+namespace gradc::test {
+namespace {
+
+Tensor run1(const std::string& src, const std::string& name = "y") { return out(run(src, 1), 0, name); }
+
+TEST_CASE("elementwise ops on f32 against <cmath>") {
+  const std::vector<double> x = {-2.0, -0.5, 0.0, 0.25, 1.5, 3.0};
+  struct U {
+    const char* name;
+    double (*f)(double);
+  };
+  const U ops[] = {{"neg", [](double v) { return -v; }},
+                   {"exp", [](double v) { return std::exp(v); }},
+                   {"abs", [](double v) { return std::fabs(v); }},
+                   {"relu", [](double v) { return v > 0 ? v : 0.0; }},
+                   {"sigmoid", [](double v) { return 1 / (1 + std::exp(-v)); }},
+                   {"tanh", [](double v) { return std::tanh(v); }},
+                   {"sin", [](double v) { return std::sin(v); }},
+                   {"cos", [](double v) { return std::cos(v); }},
+                   {"square", [](double v) { return v * v; }},
+                   {"sign", [](double v) { return double((v > 0) - (v < 0)); }}};
+  for (const U& u : ops) {
+    CAPTURE(u.name);
+    Tensor y = run1(fmt::format("x = [-2.0, -0.5, 0.0, 0.25, 1.5, 3.0]\ny = {}(x)\noutput y\n", u.name));
+    std::vector<double> want;
+    for (double v : x) want.push_back(double(float(u.f(double(float(v))))));
+    check_values(y, want, 1e-6);
+  }
+  check_values(run1("y = log([1.0, 4.0])\noutput y\n"), {0.0, std::log(4.0)}, 1e-6);
+  check_values(run1("y = sqrt([4.0, 2.0])\noutput y\n"), {2.0, std::sqrt(2.0)}, 1e-6);
+  check_values(run1("y = rsqrt([4.0, 2.0])\noutput y\n"), {0.5, 1 / std::sqrt(2.0)}, 1e-6);
+  check_values(run1("y = reciprocal([4.0, -0.5])\noutput y\n"), {0.25, -2.0});
+  check_values(run1("y = pow([2.0, 9.0], [3.0, 0.5])\noutput y\n"), {8.0, 3.0});
+  check_values(run1("y = maximum([1, 5, 3], [4, 2, 3])\noutput y\n"), {4, 5, 3});
+  check_values(run1("y = minimum([1, 5, 3], 2)\noutput y\n"), {1, 2, 2});
+  check_values(run1("y = where([1.0, 0.0, 2.0], [1, 2, 3], -1)\noutput y\n"), {1, -1, 3});
+}
+
+TEST_CASE("broadcasting follows NumPy") {
+  Tensor y = run1("a = [[1.0], [2.0], [3.0]]\nb = [10.0, 20.0]\ny = a * b + 1\noutput y\n");
+  CHECK(y.shape() == Shape{3, 2});
+  check_values(y, {11, 21, 21, 41, 31, 61});
+  Tensor z = run1("a = reshape(iota(24), [2, 3, 4])\nb = reshape(iota(3), [3, 1])\ny = a - b\noutput y\n");
+  CHECK(z.shape() == Shape{2, 3, 4});
+  for_each_index({2, 3, 4}, [&](const auto& i) { CHECK(at(z, i) == double(i[0] * 12 + i[1] * 4 + i[2] - i[1])); });
+}
+
+TEST_CASE("dtype promotion: i32 -> f32 -> f64; true division; comparisons give floats") {
+  CHECK(run1("y = 7 / 2\noutput y\n").dtype() == DType::F32);
+  check_values(run1("y = 7 / 2\noutput y\n"), {3.5});
+  check_values(run1("y = -2 ** 2\noutput y\n"), {-4});
+  check_values(run1("y = 2 ** 3 ** 2\noutput y\n"), {512});
+  check_values(run1("y = 1 + 2 * 3 - 4 / 8\noutput y\n"), {6.5});
+  CHECK(run1("y = iota(3) + 1\noutput y\n").dtype() == DType::I32);
+  CHECK(run1("y = iota(3) * 1.5\noutput y\n").dtype() == DType::F32);
+  CHECK(run1("y = cast(iota(3), f64) * 1.5\noutput y\n").dtype() == DType::F64);
+  Tensor c = run1("y = iota(4) >= 2\noutput y\n");
+  CHECK(c.dtype() == DType::F32);
+  check_values(c, {0, 0, 1, 1});
+  CHECK(run1("y = cast(iota(2), f64) == 1\noutput y\n").dtype() == DType::F64);
+  check_values(run1("y = exp(iota(2))\noutput y\n"), {1.0, std::exp(1.0)}, 1e-6);
+  check_values(run1("y = 0.1 + 0.2\noutput y\n"), {double(0.1f + 0.2f)});
+  check_values(run1("y = cast([1.7, -1.7], i32)\noutput y\n"), {1, -1});
+}
+
+TEST_CASE("reductions over axes, keepdims, mean, logsumexp") {
+  const char* x = "x = reshape(cast(iota(24), f32), [2, 3, 4])\n";
+  Tensor s = run1(std::string(x) + "y = sum(x, axis=1)\noutput y\n");
+  CHECK(s.shape() == Shape{2, 4});
+  for_each_index({2, 4}, [&](const auto& i) {
+    double want = 0;
+    for (int64_t j = 0; j < 3; ++j) want += double(i[0] * 12 + j * 4 + i[1]);
+    CHECK(at(s, i) == want);
+  });
+  CHECK(run1(std::string(x) + "y = sum(x, axis=[0, 2], keepdims=true)\noutput y\n").shape() == Shape{1, 3, 1});
+  check_values(run1(std::string(x) + "y = sum(x, axis=[0, 2])\noutput y\n"), {0 + 1 + 2 + 3 + 12 + 13 + 14 + 15, 4 + 5 + 6 + 7 + 16 + 17 + 18 + 19, 8 + 9 + 10 + 11 + 20 + 21 + 22 + 23});
+  check_values(run1(std::string(x) + "y = mean(x)\noutput y\n"), {11.5});
+  check_values(run1(std::string(x) + "y = max(x, axis=-1)\noutput y\n"), {3, 7, 11, 15, 19, 23});
+  check_values(run1(std::string(x) + "y = min(x - 12 * (x > 11), axis=0)\noutput y\n"), {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
+  check_values(run1("y = logsumexp([1.0, 2.0, 3.0])\noutput y\n"), {std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0))}, 1e-6);
+  check_values(run1("y = mean(iota(4))\noutput y\n"), {1.5});
+  check_values(run1("y = sum(iota(4))\noutput y\n"), {6});
+}
+
+TEST_CASE("shape ops and indexing") {
+  const char* x = "x = reshape(iota(6), [2, 3])\n";
+  check_values(run1(std::string(x) + "y = transpose(x)\noutput y\n"), {0, 3, 1, 4, 2, 5});
+  Tensor t3 = run1("x = reshape(iota(24), [2, 3, 4])\ny = transpose(x, [1, 2, 0])\noutput y\n");
+  CHECK(t3.shape() == Shape{3, 4, 2});
+  for_each_index({3, 4, 2}, [&](const auto& i) { CHECK(at(t3, i) == double(i[2] * 12 + i[0] * 4 + i[1])); });
+  check_values(run1(std::string(x) + "y = concat([x, x * 10], axis=1)\noutput y\n"), {0, 1, 2, 0, 10, 20, 3, 4, 5, 30, 40, 50});
+  check_values(run1(std::string(x) + "y = concat([x, x], axis=0)\noutput y\n"), {0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5});
+  check_values(run1(std::string(x) + "y = slice(x, axis=1, start=1, end=3)\noutput y\n"), {1, 2, 4, 5});
+  check_values(run1(std::string(x) + "y = x[:, 1:3]\noutput y\n"), {1, 2, 4, 5});
+  check_values(run1(std::string(x) + "y = x[1]\noutput y\n"), {3, 4, 5});
+  check_values(run1(std::string(x) + "y = x[-1, -2]\noutput y\n"), {4});
+  check_values(run1(std::string(x) + "y = x[0:1, :]\noutput y\n"), {0, 1, 2});
+  CHECK(run1(std::string(x) + "y = expand_dims(x, axis=1)\noutput y\n").shape() == Shape{2, 1, 3});
+  CHECK(run1(std::string(x) + "y = squeeze(expand_dims(x, axis=-1))\noutput y\n").shape() == Shape{2, 3});
+  CHECK(run1(std::string(x) + "y = reshape(x, [3, -1])\noutput y\n").shape() == Shape{3, 2});
+  check_values(run1(std::string(x) + "y = broadcast_to([1, 2, 3], [2, 3])\noutput y\n"), {1, 2, 3, 1, 2, 3});
+  check_values(run1("y = zeros([2]) + ones([2]) + full([2], 2.5)\noutput y\n"), {3.5, 3.5});
+  check_values(run1("y = one_hot([2, 0], 3)\noutput y\n"), {0, 0, 1, 1, 0, 0});
+}
+
+TEST_CASE("matmul, 2-D and batched with broadcast batch axes, against a naive loop") {
+  Tensor y = run1(
+      "a = reshape(cast(iota(24), f32), [2, 3, 4]) / 7\n"
+      "b = reshape(cast(iota(20), f32), [4, 5]) - 3\n"
+      "y = matmul(a, b)\noutput y\n");
+  CHECK(y.shape() == Shape{2, 3, 5});
+  for_each_index({2, 3, 5}, [&](const auto& i) {
+    double want = 0;
+    for (int64_t k = 0; k < 4; ++k)
+      want += double(float(double(i[0] * 12 + i[1] * 4 + k) / 7)) * double(k * 5 + i[2] - 3);
+    CHECK(at(y, i) == doctest::Approx(want).epsilon(1e-5));
+  });
+  check_values(run1("y = matmul([[1, 2], [3, 4]], [[5], [6]])\noutput y\n"), {17, 39});
+  check_values(run1("y = matmul(cast([[1, 2]], f64), [[3.0], [4.0]])\noutput y\n"), {11});
+}
+
+TEST_CASE("composites: softmax, log_softmax, normalize, cross_entropy") {
+  Tensor s = run1("y = softmax([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]])\noutput y\n");
+  double z = std::exp(1.0) + std::exp(2.0) + std::exp(3.0);
+  check_values(s, {std::exp(1.0) / z, std::exp(2.0) / z, std::exp(3.0) / z, 1 / 3.0, 1 / 3.0, 1 / 3.0}, 1e-6);
+  check_values(run1("y = log_softmax([1.0, 2.0, 3.0])\noutput y\n"),
+               {1 - std::log(z), 2 - std::log(z), 3 - std::log(z)}, 1e-6);
+  check_values(run1("y = normalize([[3.0, 4.0]])\noutput y\n"), {0.6, 0.8}, 1e-6);
+  check_values(run1("y = normalize([[3.0], [4.0]], axis=0)\noutput y\n"), {0.6, 0.8}, 1e-6);
+  // -(log_softmax[0][2] + log_softmax[1][0]) / 2
+  double z2 = std::exp(0.5) + std::exp(-1.0) + std::exp(2.0);
+  check_values(run1("y = cross_entropy([[1.0, 2.0, 3.0], [0.5, -1.0, 2.0]], [2, 0])\noutput y\n"),
+               {-((3 - std::log(z)) + (0.5 - std::log(z2))) / 2}, 1e-6);
+}
+
+TEST_CASE("defs are inlined; rank and world; input defaults broadcast and convert") {
+  auto o = run(
+      "def affine(v, s) { t = v * s; return t + 1, t }\n"
+      "input x : f64[3] = rank\n"
+      "a, b = affine(x, world)\n"
+      "output a, b\n",
+      3);
+  for (int r = 0; r < 3; ++r) {
+    CHECK(out(o, r, "a").dtype() == DType::F64);
+    check_values(out(o, r, "a"), {3.0 * r + 1, 3.0 * r + 1, 3.0 * r + 1});
+    check_values(out(o, r, "b"), {3.0 * r, 3.0 * r, 3.0 * r});
+  }
+  auto first = run(
+      "input x : f32[2, 2] = where(rank == 0, 1.0, 0.0)\n"
+      "y = x + 2\nz = y * y\ng = all_gather(z, axis=0)\nr = g[0:2] * g[2:4]\nloss = mean(r)\noutput loss\n",
+      2);
+  check_values(out(first, 0, "loss"), {36});  // (1+2)^2 * (0+2)^2 everywhere
+  check_values(out(first, 1, "loss"), {36});
+}
+
+TEST_CASE("shared inputs must agree across ranks") {
+  Graph g = compile("input w : f32[2] shared\nout = w * 2\noutput out\n", 2);
+  RankInputs in(2);
+  in[0]["w"] = Tensor::from(Type{DType::F32, {2}}, {1.0, 2.0});
+  in[1]["w"] = Tensor::from(Type{DType::F32, {2}}, {1.0, 2.0});
+  CHECK_NOTHROW(interpret(g, in));
+  in[1]["w"] = Tensor::from(Type{DType::F32, {2}}, {1.0, 3.0});
+  CHECK_THROWS_WITH_AS(interpret(g, in), "shared input 'w' differs between ranks 0 and 1", UserError);
+  CHECK_THROWS_WITH_AS(run("input w : f32 shared = rank\noutput w\n", 3), "shared input 'w' differs between ranks 0 and 1",
+                       UserError);
+}
+
+}  // namespace
+}  // namespace gradc::test
