@@ -1,6 +1,7 @@
 #include "frontend/lexer.h"
 
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
 
 namespace gradc {
@@ -65,8 +66,11 @@ std::vector<Token> lex(const std::string& s) {
           while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
         }
       }
-      if (j < s.size() && ident_char(s[j]))
-        user_error(loc, "malformed number '{}'", s.substr(i, j - i + 1));
+      if (j < s.size() && ident_char(s[j])) {
+        size_t k = j;
+        while (k < s.size() && ident_char(s[k])) ++k;
+        user_error(loc, "malformed number '{}'", s.substr(i, k - i));
+      }
       Token t{is_float ? Tok::Float : Tok::Int, s.substr(i, j - i), loc};
       if (is_float) {
         t.fval = std::strtod(t.text.c_str(), nullptr);

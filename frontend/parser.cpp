@@ -236,10 +236,12 @@ class Parser {
               user_error(peek().loc, "positional argument after keyword arguments");
             e->args.push_back(expr());
           }
-          if (!peek().is(")")) expect(",");
+          if (!peek().is(")") && !peek().is(","))
+            user_error(peek().loc, "expected ',' or ')' in the call to {} opened at {}:{}, got {}", e->text,
+                       open.loc.line, open.loc.col, describe(peek()));
+          accept(",");
         }
         next();
-        (void)open;
       } else if (peek().is("[")) {
         Token open = next();
         ExprPtr s = make(Expr::Subscript, open.loc);
