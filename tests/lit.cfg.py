@@ -7,10 +7,12 @@ config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".dg", ".ir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(os.path.dirname(config.gradc), "tests", "lit-out")
-config.excludes = ["unit", "data", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in", "expect_exit.sh"]
+config.excludes = ["unit", "data", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in", "expect_exit.sh", "check_json.py"]
 config.substitutions.append(("%gradc", config.gradc))
 expect = os.path.join(os.path.dirname(__file__), "expect_exit.sh")
 for code in (1, 2):
     config.substitutions.append(("%%exit%d" % code, "bash %s %d" % (expect, code)))
+import sys
+config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("%examples", os.path.join(config.source_root, "examples")))
 config.environment["PATH"] = os.pathsep.join([config.llvm_tools_dir, config.environment.get("PATH", "")])
