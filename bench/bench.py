@@ -1,0 +1,68 @@
+"""gradc benchmarks: the interpreter's throughput and the frontend's speed.
+
+usage: python3 bench/bench.py [GRADC]   (default: build/gradc)
+Prints the median of several runs for each figure; see bench/README.md.
+"""
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+GRADC = sys.argv[1] if len(sys.argv) > 1 else "build/gradc"
+RUNS = 5
+
+
+def median_wall(cmd):
+    times = []
+    for _ in range(RUNS):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+def interpreter(tmp):
+    # 4 ranks, 10^6 f32 elements per rank per op: elementwise, reductions and every collective.
+    n = 1_000_000
+    ops = [
+        "a = x * 2.0 + 1.0",
+        "b = exp(-(a * a))",
+        "c = where(b > 0.5, b, a)",
+        "s = all_reduce(c)",
+        "g = all_gather(c[0:250000], axis=0)",
+        "r = reduce_scatter(s, axis=0)",
+        "t = all_to_all(reshape(c, [1000, 1000]), split_axis=0, concat_axis=1)",
+        "p = permute(c, shift=1)",
+        "m = all_reduce(c, op=max)",
+        "q = sum(p * m + g) + sum(r) + sum(t)",
+    ]
+    src = "world 4\ninput x : f32[%d] = randn([%d], seed=rank)\n%s\noutput q\n" % (n, n, "\n".join(ops))
+    path = os.path.join(tmp, "throughput.dg")
+    with open(path, "w") as f:
+        f.write(src)
+    out = subprocess.run([GRADC, "run", path, "--iters=%d" % RUNS], check=True, capture_output=True, text=True)
+    step = float(out.stderr.strip().split("median step: ")[1].split(" ms")[0])
+    print(f"interpreter: 4 ranks x {len(ops)} ops x 10^6 f32 per rank per op: median step {step:.1f} ms "
+          f"({step / len(ops):.1f} ms per op for all 4 ranks)")
+
+
+def frontend(tmp):
+    # A generated 10,000-statement program: parse, check and print.
+    lines = ["world 2", "input x0 : f32[8, 8]"]
+    for i in range(1, 10_000):
+        op = ["x%d = x%d * 1.5 + 1", "x%d = tanh(x%d)", "x%d = x%d - mean(x%d, axis=0)"][i % 3]
+        lines.append(op % ((i, i - 1) if op.count("%d") == 2 else (i, i - 1, i - 1)))
+    lines.append("output x9999")
+    path = os.path.join(tmp, "big.dg")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    check = median_wall([GRADC, "check", path])
+    ir = median_wall([GRADC, "ir", path])
+    print(f"frontend: 10,000 statements: check {check:.0f} ms, ir (parse, check, print) {ir:.0f} ms")
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    interpreter(tmp)
+    frontend(tmp)
