@@ -106,15 +106,12 @@ class Lowerer {
   V lookup(const std::string& name, Loc loc) {
     auto it = scope().names.find(name);
     if (it != scope().names.end()) return it->second.first;
-    if (name == "rank") {
-      if (rank_ < 0) {
-        Node n;
-        n.op = Op::Rank;
-        n.loc = loc;
-        n.name = "rank";
-        rank_ = add(std::move(n));
-      }
-      return V{rank_};
+    if (name == "rank") {  // one node per use, so diagnostics point at the use
+      Node n;
+      n.op = Op::Rank;
+      n.loc = loc;
+      n.name = "rank";
+      return V{add(std::move(n))};
     }
     if (name == "world") return V{-1, double(g_.world), DType::I32};
     if (in_default_) user_error(loc, "unknown name '{}' (a default value may use only rank, world and literals)", name);
@@ -554,7 +551,6 @@ class Lowerer {
   Graph g_;
   std::vector<Scope*> scopes_;
   std::vector<std::string> stack_;
-  ValueId rank_ = -1;
   bool in_default_ = false;
 };
 

@@ -43,8 +43,17 @@ std::vector<std::string> missing_rules() {
       out.push_back(fmt::format("{}: no collective kernel", op_name(op)));
     if (!is_collective(op) && !r.local)
       out.push_back(fmt::format("{}: no interpreter kernel", op_name(op)));
+    if (is_differentiable(op) && !r.vjp) out.push_back(fmt::format("{}: no derivative rule", op_name(op)));
   }
   return out;
+}
+
+Rep infer_rep(const Graph& g, const Node& n) {
+  if (g.world == 1) return Rep::Replicated;  // one rank: every value is the same on all ranks
+  if (RepFn f = rule(n.op).rep) return f(g, n);
+  for (ValueId a : n.args)
+    if (g[a].rep != Rep::Replicated) return Rep::Varying;
+  return Rep::Replicated;
 }
 
 const Type& arg_type(const Graph& g, const Node& n, size_t i) {

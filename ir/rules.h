@@ -23,11 +23,21 @@ using InferFn = Type (*)(const Graph& g, const Node& n);
 using LocalFn = Tensor (*)(const Node& n, const Args& args, const EvalCtx& ctx);
 // Evaluates a collective: x[k] is rank k's operand; returns every rank's result.
 using CollectiveFn = std::vector<Tensor> (*)(const Node& n, const std::vector<Tensor>& x);
+// The derivative (a vector-Jacobian product): given the cotangent `ct` of node
+// `y`'s result, sets cts[i] to the cotangent of operand i for each operand the
+// Ad context says is needed (passes/ad.h has the builder the rules use).
+class Ad;
+using VjpFn = void (*)(Ad& ad, ValueId y, ValueId ct, std::vector<ValueId>& cts);
+// Replication: is the result identical on every rank? (nullptr: replicated
+// exactly when every operand is.)
+using RepFn = Rep (*)(const Graph& g, const Node& n);
 
 struct OpRule {
   InferFn infer = nullptr;
   LocalFn local = nullptr;            // every op but the collectives
   CollectiveFn collective = nullptr;  // the collectives
+  VjpFn vjp = nullptr;                // every differentiable op
+  RepFn rep = nullptr;
 };
 
 struct RuleTable {
@@ -47,6 +57,9 @@ void register_reduce_ops(RuleTable& t);
 void register_shape_ops(RuleTable& t);
 void register_collective_ops(RuleTable& t);
 void register_grad_op(RuleTable& t);
+
+// The replication of a node's result from its operands' (set on g's nodes).
+Rep infer_rep(const Graph& g, const Node& n);
 
 // Helpers shared by the shape rules.
 const Type& arg_type(const Graph& g, const Node& n, size_t i);

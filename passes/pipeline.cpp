@@ -1,6 +1,7 @@
 #include <chrono>
 
 #include "ir/print.h"
+#include "passes/autodiff.h"
 #include "passes/pass.h"
 
 namespace gradc {
@@ -8,6 +9,8 @@ namespace gradc {
 const std::vector<PassInfo>& all_passes() {
   static const std::vector<PassInfo> passes = {
       {"infer-shapes", infer_shapes, "re-derive every type from the op's shape rule"},
+      {"autodiff", autodiff, "replace every grad by its derived backward graph"},
+      {"replication", replication, "mark every value replicated or varying"},
       {"fold", fold, "evaluate local ops whose operands are constants"},
       {"cse", cse, "merge identical local ops (never collectives)"},
       {"dce", dce, "remove values nothing uses (never collectives)"},

@@ -13,6 +13,7 @@
 #include "frontend/lower.h"
 #include "ir/print.h"
 #include "ir/rules.h"
+#include "passes/autodiff.h"
 #include "passes/pass.h"
 #include "runtime/interp.h"
 #include "runtime/npy.h"
@@ -106,19 +107,22 @@ const char* kCheckHelp =
     "Prints diagnostics only; exit 1 if there are any.\n";
 
 int cmd_check(const CommandLine& cl) {
-  Graph g = load_program(cl.one_file("FILE.dg"), ranks_flag(cl));
+  Graph g = autodiff(load_program(cl.one_file("FILE.dg"), ranks_flag(cl)));
   verify(g);
   return 0;
 }
 
 const char* kIrHelp =
-    "usage: gradc ir FILE.dg [--stage=parsed|opt] [--format=text|dot|json] [--ranks=N]\n"
+    "usage: gradc ir FILE.dg [--stage=parsed|grad|opt] [--format=text|dot|json] [--ranks=N]\n"
     "                [--print-after-all] [--time-passes]\n"
     "Print the graph after a stage:\n"
     "  parsed  the forward graph as written, defs inlined, composites expanded\n"
+    "  grad    every grad replaced by its derived backward graph; each value marked\n"
+    "          replicated or varying, backward ops marked bwd, gradients grad_of=%w\n"
     "  opt     after the optimisation pipeline (fold, cse, dce)\n"
     "text is the IR's own textual form (gradc opt reads it back); dot is Graphviz\n"
-    "(collectives filled orange, inputs green); json lists nodes and outputs.\n";
+    "(collectives filled orange, inputs green, backward ops dashed); json lists nodes\n"
+    "and outputs.\n";
 
 std::vector<const PassInfo*> optimisation_pipeline() {
   return {find_pass("fold"), find_pass("cse"), find_pass("dce")};
@@ -130,11 +134,12 @@ int cmd_ir(const CommandLine& cl) {
   format_graph(Graph{}, format);  // reject a bad --format before any work
   Graph g = load_program(cl.one_file("FILE.dg"), ranks_flag(cl));
   std::string log;
+  if (stage == "grad" || stage == "opt") g = run_passes(std::move(g), {find_pass("autodiff")}, pipeline_options(cl), log);
   if (stage == "opt") {
     g = run_passes(std::move(g), optimisation_pipeline(), pipeline_options(cl), log);
-  } else if (stage == "grad" || stage == "lowered") {
+  } else if (stage == "lowered") {
     throw UserError({}, fmt::format("--stage={} is not available in this version of gradc", stage));
-  } else if (stage != "parsed") {
+  } else if (stage != "parsed" && stage != "grad") {
     throw UsageError(fmt::format("--stage must be parsed, grad, opt or lowered, got '{}'", stage));
   }
   std::cerr << log;
@@ -222,7 +227,7 @@ int cmd_run(const CommandLine& cl) {
   std::string backend = cl.get("backend", "interp");
   if (backend != "interp") throw UsageError(fmt::format("unknown --backend '{}' (available: interp)", backend));
   int iters = cl.get_int("iters", 0, 0, 1000000);
-  Graph g = load_program(cl.one_file("FILE.dg"), ranks_flag(cl));
+  Graph g = autodiff(load_program(cl.one_file("FILE.dg"), ranks_flag(cl)));
   RankInputs inputs = load_inputs(g, cl.get("inputs"));
   RankOutputs outs = interpret(g, inputs);
   if (iters > 0) {

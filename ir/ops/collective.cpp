@@ -1,6 +1,8 @@
 // Collectives (LANGUAGE.md section 5): shape rules and kernels. The exchange
 // itself is runtime/comm.cpp, the in-process communicator.
+#include "ir/collectives.h"
 #include "ir/rules.h"
+#include "passes/ad.h"
 #include "runtime/comm.h"
 
 namespace gradc {
@@ -118,6 +120,86 @@ std::vector<Tensor> run_permute(const Node& n, const std::vector<Tensor>& x) {
   return comm::permute(x, n.attr_int_lists("pairs"));
 }
 
+// ---- replication -------------------------------------------------------------
+// all_reduce, all_gather and broadcast give every rank the same value; the others
+// give ranks different blocks, or the root something else than the rest. permute
+// of a replicated value is replicated when every rank receives.
+Rep rep_same_everywhere(const Graph&, const Node&) { return Rep::Replicated; }
+Rep rep_differs(const Graph&, const Node&) { return Rep::Varying; }
+Rep rep_permute(const Graph& g, const Node& n) {
+  if (g[n.args[0]].rep != Rep::Replicated) return Rep::Varying;
+  return int(n.attr_int_lists("pairs").size()) == g.world ? Rep::Replicated : Rep::Varying;
+}
+
+// ---- derivative rules ------------------------------------------------------------
+// A collective with op=sum is a linear map A on the values of all ranks together;
+// its derivative rule applies A^T, which is again a collective (transpose_of in
+// ir/collectives.cpp, checked by `gradc prove`). For op=avg, A/N. For prod, max
+// and min, y = red_k x_k is nonlinear: rank k's cotangent is A^T(g) times the
+// local partial dy/dx_k, computed exactly on every rank (see reduction_partial).
+
+// dy/dx_k, elementwise, for y = red_j x_j over ranks, where `full` is y itself
+// (the whole reduced value, on every rank):
+//   prod:    prod_{j != k} x_j, from the count of zeros z = sum_j [x_j = 0] and the
+//            product of the nonzero values P: x_k != 0: z = 0 ? P / x_k : 0;
+//            x_k = 0: z = 1 ? P : 0. No division by a value that can be zero.
+//   max/min: [x_k = y] / #{j : x_j = y}, ties split evenly.
+ValueId reduction_partial(Ad& ad, const std::string& op, ValueId x, ValueId full) {
+  DType dt = ad.dtype(x);
+  Attrs sum;
+  sum.set("op", Attr::of_sym("sum"));
+  if (op == "max" || op == "min") {
+    ValueId hit = ad.cmp(Op::Eq, x, full);
+    return ad.div(hit, ad.collective(Op::AllReduce, hit, sum));
+  }
+  ValueId zero = ad.scalar(0, dt), one = ad.scalar(1, dt);
+  ValueId is_zero = ad.cmp(Op::Eq, x, zero);
+  ValueId zeros = ad.collective(Op::AllReduce, is_zero, sum);
+  Attrs prod;
+  prod.set("op", Attr::of_sym("prod"));
+  ValueId nonzero_prod = ad.collective(Op::AllReduce, ad.where(is_zero, one, x), prod);
+  ValueId if_zero = ad.where(ad.cmp(Op::Eq, zeros, one), nonzero_prod, zero);
+  ValueId if_nonzero = ad.where(ad.cmp(Op::Eq, zeros, zero), ad.div(nonzero_prod, ad.where(is_zero, one, x)), zero);
+  return ad.where(is_zero, if_zero, if_nonzero);
+}
+
+void vjp_collective(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) {
+  const Node n = ad.y();  // a copy: emitting moves the nodes
+  ValueId x = ad.arg(0);
+  const std::string op = n.attrs.has("op") ? n.attr_sym("op") : "sum";
+  const int N = ad.world();
+  ValueId lin;
+  if (n.op == Op::AllReduce && ad.replicated(g)) {
+    // Every rank holds the same cotangent: the sum over ranks is N times it, no exchange.
+    lin = ad.mul(g, double(N));
+  } else {
+    lin = -1;
+    for (const CollectiveCall& t : transpose_of(n, N)) {
+      ValueId part = ad.collective(t.op, g, t.attrs);
+      lin = lin < 0 ? part : ad.add(lin, part);
+    }
+    if (lin < 0) lin = ad.zeros(ad.type(x));  // permute with no pairs
+  }
+  if (op == "sum") {
+    ct[0] = lin;
+  } else if (op == "avg") {
+    ct[0] = ad.mul(lin, 1.0 / N);
+  } else {
+    // The whole reduced value on every rank.
+    ValueId full = y;
+    if (n.op == Op::Reduce) {
+      Attrs a;
+      a.set("root", Attr::of_int(n.attr_int("root")));
+      full = ad.collective(Op::Broadcast, y, a);
+    } else if (n.op == Op::ReduceScatter) {
+      Attrs a;
+      a.set("axis", Attr::of_int(n.attr_int("axis")));
+      full = ad.collective(Op::AllGather, y, a);
+    }
+    ct[0] = ad.mul(lin, reduction_partial(ad, op, x, full));
+  }
+}
+
 }  // namespace
 
 void register_collective_ops(RuleTable& t) {
@@ -130,6 +212,12 @@ void register_collective_ops(RuleTable& t) {
   t[Op::Scatter] = {infer_scatter, nullptr, run_scatter};
   t[Op::AllToAll] = {infer_all_to_all, nullptr, run_all_to_all};
   t[Op::Permute] = {infer_permute, nullptr, run_permute};
+  for (Op op : {Op::AllReduce, Op::AllGather, Op::ReduceScatter, Op::Broadcast, Op::Reduce, Op::Gather,
+                Op::Scatter, Op::AllToAll, Op::Permute})
+    t[op].vjp = vjp_collective;
+  for (Op op : {Op::AllReduce, Op::AllGather, Op::Broadcast}) t[op].rep = rep_same_everywhere;
+  for (Op op : {Op::ReduceScatter, Op::Reduce, Op::Gather, Op::Scatter, Op::AllToAll}) t[op].rep = rep_differs;
+  t[Op::Permute].rep = rep_permute;
 }
 
 }  // namespace gradc

@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "ir/rules.h"
+#include "passes/ad.h"
 
 namespace gradc {
 namespace {
@@ -196,6 +197,106 @@ Tensor eval_where(const Node& n, const Args& a, const EvalCtx&) {
   return y;
 }
 
+// ---- derivative rules: y = f(x), g = the cotangent of y ---------------------
+
+// d/dx -x = -1
+void vjp_neg(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad.neg(g); }
+// d/dx exp(x) = exp(x) = y
+void vjp_exp(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad.mul(g, y); }
+// d/dx log(x) = 1 / x
+void vjp_log(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad.div(g, ad.arg(0)); }
+// d/dx sqrt(x) = 1 / (2 sqrt(x)) = 0.5 / y
+void vjp_sqrt(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad.div(ad.mul(g, 0.5), y); }
+// d/dx x^(-1/2) = -1/2 x^(-3/2) = -1/2 y^3
+void vjp_rsqrt(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) {
+  ct[0] = ad.mul(ad.mul(g, -0.5), ad.mul(y, ad.mul(y, y)));
+}
+// d/dx |x| = sign(x)   (0 at 0, as in PyTorch)
+void vjp_abs(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
+  ct[0] = ad.mul(g, ad.unary(Op::Sign, ad.arg(0)));
+}
+// d/dx relu(x) = [x > 0]   (0 at 0, as in PyTorch)
+void vjp_relu(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
+  ValueId x = ad.arg(0);
+  ct[0] = ad.mul(g, ad.cmp(Op::Gt, x, ad.scalar(0, ad.dtype(x))));
+}
+// d/dx sigmoid(x) = y (1 - y)
+void vjp_sigmoid(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) {
+  ct[0] = ad.mul(g, ad.mul(y, ad.sub(ad.scalar(1, ad.dtype(y)), y)));
+}
+// d/dx tanh(x) = 1 - y^2
+void vjp_tanh(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) {
+  ct[0] = ad.mul(g, ad.sub(ad.scalar(1, ad.dtype(y)), ad.mul(y, y)));
+}
+// d/dx sin(x) = cos(x)
+void vjp_sin(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad.mul(g, ad.unary(Op::Cos, ad.arg(0))); }
+// d/dx cos(x) = -sin(x)
+void vjp_cos(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
+  ct[0] = ad.neg(ad.mul(g, ad.unary(Op::Sin, ad.arg(0))));
+}
+// d/dx x^2 = 2 x
+void vjp_square(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad.mul(ad.mul(g, ad.arg(0)), 2.0); }
+// d/dx 1/x = -1/x^2 = -y^2
+void vjp_reciprocal(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad.neg(ad.mul(g, ad.mul(y, y))); }
+// d/dx cast(x) = 1, in x's dtype
+void vjp_cast(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad.cast(g, ad.dtype(ad.arg(0))); }
+
+// Binary ops broadcast their operands, so each cotangent is summed back to its operand's shape.
+// d/da (a + b) = 1, d/db (a + b) = 1
+void vjp_add(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
+  for (size_t i = 0; i < 2; ++i)
+    if (ad.needs(i)) ct[i] = ad.sum_to(g, ad.shape(ad.arg(i)));
+}
+// d/da (a - b) = 1, d/db (a - b) = -1
+void vjp_sub(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
+  if (ad.needs(0)) ct[0] = ad.sum_to(g, ad.shape(ad.arg(0)));
+  if (ad.needs(1)) ct[1] = ad.sum_to(ad.neg(g), ad.shape(ad.arg(1)));
+}
+// d/da (a b) = b, d/db (a b) = a
+void vjp_mul(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
+  ValueId a = ad.arg(0), b = ad.arg(1);
+  if (ad.needs(0)) ct[0] = ad.sum_to(ad.mul(g, b), ad.shape(a));
+  if (ad.needs(1)) ct[1] = ad.sum_to(ad.mul(g, a), ad.shape(b));
+}
+// d/da (a / b) = 1 / b, d/db (a / b) = -a / b^2 = -y / b
+void vjp_div(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) {
+  ValueId a = ad.arg(0), b = ad.arg(1);
+  ValueId gb = ad.div(g, b);
+  if (ad.needs(0)) ct[0] = ad.sum_to(gb, ad.shape(a));
+  if (ad.needs(1)) ct[1] = ad.sum_to(ad.neg(ad.mul(gb, y)), ad.shape(b));
+}
+// d/da a^b = b a^(b-1);  d/db a^b = a^b log(a), taken as 0 where a = 0 (as PyTorch does)
+void vjp_pow(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) {
+  ValueId a = ad.arg(0), b = ad.arg(1);
+  DType dt = ad.dtype(a);
+  if (ad.needs(0)) {
+    ValueId d = ad.mul(b, ad.emit(Op::Pow, {a, ad.sub(b, ad.scalar(1, dt))}));
+    ct[0] = ad.sum_to(ad.mul(g, d), ad.shape(a));
+  }
+  if (ad.needs(1)) {
+    ValueId zero = ad.scalar(0, dt);
+    ValueId safe_a = ad.where(ad.cmp(Op::Eq, a, zero), ad.scalar(1, dt), a);
+    ValueId d = ad.where(ad.cmp(Op::Eq, a, zero), zero, ad.mul(y, ad.unary(Op::Log, safe_a)));
+    ct[1] = ad.sum_to(ad.mul(g, d), ad.shape(b));
+  }
+}
+// d/da max(a, b) = [a > b] + 1/2 [a = b]: a tie splits the derivative evenly
+// (likewise min with <), as PyTorch does.
+void vjp_extremum(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
+  ValueId a = ad.arg(0), b = ad.arg(1);
+  Op wins = ad.y().op == Op::Maximum ? Op::Gt : Op::Lt;
+  ValueId half_tie = ad.mul(ad.cmp(Op::Eq, a, b), 0.5);
+  if (ad.needs(0)) ct[0] = ad.sum_to(ad.mul(g, ad.add(ad.cmp(wins, a, b), half_tie)), ad.shape(a));
+  if (ad.needs(1)) ct[1] = ad.sum_to(ad.mul(g, ad.add(ad.cmp(wins, b, a), half_tie)), ad.shape(b));
+}
+// d/da where(c, a, b) = [c], d/db where(c, a, b) = [not c]; nothing flows to c
+void vjp_where(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
+  ValueId c = ad.arg(0);
+  ValueId zero = ad.scalar(0, ad.dtype(g));
+  if (ad.needs(1)) ct[1] = ad.sum_to(ad.where(c, g, zero), ad.shape(ad.arg(1)));
+  if (ad.needs(2)) ct[2] = ad.sum_to(ad.where(c, zero, g), ad.shape(ad.arg(2)));
+}
+
 }  // namespace
 
 void register_elementwise_ops(RuleTable& t) {
@@ -207,6 +308,16 @@ void register_elementwise_ops(RuleTable& t) {
                 Op::Ne, Op::Lt, Op::Le, Op::Gt, Op::Ge})
     t[op] = {infer_binary, eval_binary, nullptr};
   t[Op::Where] = {infer_where, eval_where, nullptr};
+  const std::pair<Op, VjpFn> vjps[] = {
+      {Op::Neg, vjp_neg},         {Op::Exp, vjp_exp},         {Op::Log, vjp_log},
+      {Op::Sqrt, vjp_sqrt},       {Op::Rsqrt, vjp_rsqrt},     {Op::Abs, vjp_abs},
+      {Op::Relu, vjp_relu},       {Op::Sigmoid, vjp_sigmoid}, {Op::Tanh, vjp_tanh},
+      {Op::Sin, vjp_sin},         {Op::Cos, vjp_cos},         {Op::Square, vjp_square},
+      {Op::Reciprocal, vjp_reciprocal}, {Op::Cast, vjp_cast}, {Op::Add, vjp_add},
+      {Op::Sub, vjp_sub},         {Op::Mul, vjp_mul},         {Op::Div, vjp_div},
+      {Op::Pow, vjp_pow},         {Op::Maximum, vjp_extremum}, {Op::Minimum, vjp_extremum},
+      {Op::Where, vjp_where}};
+  for (const auto& [op, f] : vjps) t[op].vjp = f;
 }
 
 }  // namespace gradc

@@ -78,6 +78,10 @@ Tensor eval_random(const Node& n, const Args& a, const EvalCtx&) {
   return y;
 }
 
+// A shared input is one value on every rank; a per-rank input and rank vary.
+Rep rep_input(const Graph&, const Node& n) { return n.attrs.has("shared") ? Rep::Replicated : Rep::Varying; }
+Rep rep_rank(const Graph&, const Node&) { return Rep::Varying; }
+
 }  // namespace
 
 void register_leaf_ops(RuleTable& t) {
@@ -87,6 +91,8 @@ void register_leaf_ops(RuleTable& t) {
   t[Op::Iota] = {infer_iota, eval_iota, nullptr};
   t[Op::Randn] = {infer_random, eval_random, nullptr};
   t[Op::Rand] = {infer_random, eval_random, nullptr};
+  t[Op::Input].rep = rep_input;
+  t[Op::Rank].rep = rep_rank;
 }
 
 }  // namespace gradc

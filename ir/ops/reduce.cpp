@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "ir/rules.h"
+#include "passes/ad.h"
 
 namespace gradc {
 namespace {
@@ -71,10 +72,33 @@ Tensor eval_reduce(const Node& n, const Args& a, const EvalCtx&) {
   return y;
 }
 
+// The cotangent g of the reduced value, reshaped to keep the reduced axes (size 1)
+// and broadcast back over x.
+ValueId spread(Ad& ad, ValueId g, ValueId x) {
+  Shape keep = ad.shape(x);
+  for (int64_t a : ad.y().attr_ints("axes")) keep[size_t(a)] = 1;
+  return ad.broadcast(ad.reshape(g, keep), ad.shape(x));
+}
+
+// d/dx_i sum_j x_j = 1
+void vjp_reduce_sum(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) { ct[0] = spread(ad, g, ad.arg(0)); }
+
+// d/dx_i max_j x_j = [x_i = y] / #{j : x_j = y}: ties split the derivative evenly
+// (likewise min), as PyTorch's amax/amin do.
+void vjp_reduce_extremum(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) {
+  ValueId x = ad.arg(0);
+  ValueId hit = ad.cmp(Op::Eq, x, spread(ad, y, x));
+  ValueId count = spread(ad, ad.reduce_sum(hit, ad.y().attr_ints("axes")), x);
+  ct[0] = ad.div(ad.mul(spread(ad, g, x), hit), count);
+}
+
 }  // namespace
 
 void register_reduce_ops(RuleTable& t) {
   for (Op op : {Op::ReduceSum, Op::ReduceMax, Op::ReduceMin}) t[op] = {infer_reduce, eval_reduce, nullptr};
+  t[Op::ReduceSum].vjp = vjp_reduce_sum;
+  t[Op::ReduceMax].vjp = vjp_reduce_extremum;
+  t[Op::ReduceMin].vjp = vjp_reduce_extremum;
 }
 
 }  // namespace gradc

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "ir/rules.h"
+#include "passes/ad.h"
 
 namespace gradc {
 namespace {
@@ -189,6 +190,63 @@ Tensor eval_matmul(const Node& nd, const Args& args, const EvalCtx&) {
   return y;
 }
 
+// ---- derivative rules (all of these ops are linear: each rule is the transpose) ----
+
+// reshape^T = reshape back
+void vjp_reshape(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad.reshape(g, ad.shape(ad.arg(0))); }
+// transpose(perm)^T = transpose(perm^-1)
+void vjp_transpose(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
+  std::vector<int64_t> perm = ad.y().attr_ints("perm"), inv(perm.size());
+  for (size_t d = 0; d < perm.size(); ++d) inv[size_t(perm[d])] = int64_t(d);
+  ct[0] = ad.transpose(g, inv);
+}
+// broadcast^T = sum over the broadcast axes
+void vjp_broadcast_to(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad.sum_to(g, ad.shape(ad.arg(0))); }
+// concat^T = the slices of each operand's part
+void vjp_concat(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) {
+  int axis = int(ad.y().attr_int("axis"));
+  if (axis < 0) axis += ad.type(y).rank();
+  int64_t at = 0;
+  for (size_t i = 0; i < ad.y().args.size(); ++i) {
+    const Shape s = ad.shape(ad.arg(i));
+    if (ad.needs(i)) {
+      std::vector<int64_t> starts(s.size(), 0), ends = ad.shape(y);
+      starts[size_t(axis)] = at;
+      ends[size_t(axis)] = at + s[size_t(axis)];
+      ct[i] = ad.slice(g, starts, ends);
+    }
+    at += s[size_t(axis)];
+  }
+}
+// slice^T = pad with zeros
+void vjp_slice(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
+  std::vector<int64_t> lo = ad.y().attr_ints("starts"), hi = ad.y().attr_ints("ends");
+  const Shape s = ad.shape(ad.arg(0));
+  for (size_t d = 0; d < hi.size(); ++d) hi[d] = s[d] - hi[d];
+  ct[0] = ad.pad(g, lo, hi);
+}
+// pad^T = slice out the middle
+void vjp_pad(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
+  std::vector<int64_t> starts = ad.y().attr_ints("lo"), ends = starts;
+  const Shape s = ad.shape(ad.arg(0));
+  for (size_t d = 0; d < s.size(); ++d) ends[d] += s[d];
+  ct[0] = ad.slice(g, starts, ends);
+}
+// y = a b:  d/da = g b^T,  d/db = a^T g  (over the last two axes; batch axes summed
+// back where they were broadcast)
+void vjp_matmul(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
+  ValueId a = ad.arg(0), b = ad.arg(1);
+  auto swap_last = [&](ValueId v) {
+    std::vector<int64_t> perm;
+    int r = ad.type(v).rank();
+    for (int d = 0; d < r; ++d) perm.push_back(d);
+    std::swap(perm[size_t(r - 1)], perm[size_t(r - 2)]);
+    return ad.transpose(v, perm);
+  };
+  if (ad.needs(0)) ct[0] = ad.sum_to(ad.emit(Op::Matmul, {g, swap_last(b)}), ad.shape(a));
+  if (ad.needs(1)) ct[1] = ad.sum_to(ad.emit(Op::Matmul, {swap_last(a), g}), ad.shape(b));
+}
+
 }  // namespace
 
 void register_shape_ops(RuleTable& t) {
@@ -199,6 +257,13 @@ void register_shape_ops(RuleTable& t) {
   t[Op::Slice] = {infer_slice, eval_slice, nullptr};
   t[Op::Pad] = {infer_pad, eval_pad, nullptr};
   t[Op::Matmul] = {infer_matmul, eval_matmul, nullptr};
+  t[Op::Reshape].vjp = vjp_reshape;
+  t[Op::Transpose].vjp = vjp_transpose;
+  t[Op::BroadcastTo].vjp = vjp_broadcast_to;
+  t[Op::Concat].vjp = vjp_concat;
+  t[Op::Slice].vjp = vjp_slice;
+  t[Op::Pad].vjp = vjp_pad;
+  t[Op::Matmul].vjp = vjp_matmul;
 }
 
 }  // namespace gradc

@@ -1,0 +1,52 @@
+// Collectives as linear maps: the one description of each collective that the
+// autodiff pass derives its adjoints from and that `gradc prove` checks.
+//
+// With op=sum, every collective of LANGUAGE.md section 5 adds whole blocks of
+// some ranks' inputs into blocks of some ranks' outputs, element for element.
+// Its routing is one Term: "for every source rank k and destination rank r in
+// the domain, the `src` selection of rank k's input is added into the `dst`
+// selection of rank r's output". A selection is the whole value, or block b of
+// N equal blocks along an axis, where b is the rank on the *other* side (k for a
+// destination block, r for a source block). The domain is every (k, r) pair,
+// pairs with k or r fixed to the root, or an explicit list of pairs.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace gradc {
+
+struct Side {
+  int64_t root = -1;  // -1: the rank ranges over 0..N-1; else fixed to this rank
+  int64_t axis = -1;  // -1: the whole value; else the block along this axis indexed by the other side's rank
+  bool operator==(const Side&) const = default;
+};
+
+struct Term {
+  Side src, dst;
+  bool has_pairs = false;                   // the domain is `pairs` ([src, dst]) instead of all ranks
+  std::vector<std::vector<int64_t>> pairs;  // sorted
+  bool operator==(const Term&) const = default;
+};
+
+// The routing of collective node n (its op=sum version) in a world of N ranks.
+Term routing(const Node& n, int world);
+// The routing of the transposed map: data flows the other way.
+Term transpose(const Term& t);
+
+// A collective to emit: its op and attributes (axis, root, split_axis, ...).
+struct CollectiveCall {
+  Op op;
+  Attrs attrs;
+};
+// The collective(s) whose routing is exactly `t` (their sum, for a permute whose
+// transposed pairs send two values to one rank); empty if none has it.
+std::vector<CollectiveCall> collectives_for(const Term& t, int world);
+// The adjoint of n's op=sum map: collectives_for(transpose(routing(n))).
+std::vector<CollectiveCall> transpose_of(const Node& n, int world);
+
+std::string term_str(const Term& t);     // "in[k].block(0, r) -> out[r].whole for all k, r"
+std::string call_str(const CollectiveCall& c);  // "reduce_scatter(axis=0)"
+
+}  // namespace gradc

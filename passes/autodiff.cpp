@@ -1,0 +1,276 @@
+// The autodiff pass: replaces every grad(loss, w, mode) by a backward graph
+// made of ordinary ops (LANGUAGE.md section 6), built by reverse accumulation
+// with each op's derivative rule (OpRule::vjp). Collectives are linear maps on
+// the values of all ranks together; their rules emit the transposed collective,
+// so the backward graph is itself an SPMD program that every rank runs.
+#include <algorithm>
+#include <unordered_map>
+
+#include "passes/ad.h"
+#include "passes/autodiff.h"
+
+namespace gradc {
+
+// ---- the builder used by the derivative rules ---------------------------------
+
+void Ad::begin(ValueId y, const std::vector<bool>& need) {
+  y_ = y;
+  need_ = need;
+}
+
+ValueId Ad::emit(Op op, std::vector<ValueId> args, Attrs attrs) {
+  Node n;
+  n.op = op;
+  n.args = std::move(args);
+  n.attrs = std::move(attrs);
+  n.loc = y_ >= 0 ? g_[y_].loc : Loc{};
+  n.backward = true;
+  n.type = infer_type(g_, n);
+  n.rep = infer_rep(g_, n);
+  return g_.append(std::move(n));
+}
+
+ValueId Ad::scalar(double v, DType dt) {
+  Node n;
+  n.op = Op::Const;
+  n.type = Type{dt, {}};
+  n.attrs.set("value", dt == DType::I32 ? Attr::of_int(int64_t(v)) : Attr::of_float(v));
+  n.loc = y_ >= 0 ? g_[y_].loc : Loc{};
+  n.backward = true;
+  n.rep = Rep::Replicated;
+  return g_.append(std::move(n));
+}
+
+ValueId Ad::zeros(const Type& t) {
+  Node n;
+  n.op = Op::Const;
+  n.type = t;
+  n.attrs.set("value", Attr::of_float(0));
+  n.loc = y_ >= 0 ? g_[y_].loc : Loc{};
+  n.backward = true;
+  n.rep = Rep::Replicated;
+  return g_.append(std::move(n));
+}
+
+ValueId Ad::cast(ValueId a, DType dt) {
+  if (dtype(a) == dt) return a;
+  Attrs at;
+  at.set("to", Attr::of_sym(dtype_name(dt)));
+  return emit(Op::Cast, {a}, at);
+}
+
+ValueId Ad::reshape(ValueId a, Shape s) {
+  if (shape(a) == s) return a;
+  Attrs at;
+  at.set("shape", Attr::of_ints(s));
+  return emit(Op::Reshape, {a}, at);
+}
+
+ValueId Ad::broadcast(ValueId a, Shape s) {
+  if (shape(a) == s) return a;
+  Attrs at;
+  at.set("shape", Attr::of_ints(s));
+  return emit(Op::BroadcastTo, {a}, at);
+}
+
+ValueId Ad::transpose(ValueId a, const std::vector<int64_t>& perm) {
+  Attrs at;
+  at.set("perm", Attr::of_ints(perm));
+  return emit(Op::Transpose, {a}, at);
+}
+
+ValueId Ad::slice(ValueId a, const std::vector<int64_t>& starts, const std::vector<int64_t>& ends) {
+  Attrs at;
+  at.set("starts", Attr::of_ints(starts));
+  at.set("ends", Attr::of_ints(ends));
+  return emit(Op::Slice, {a}, at);
+}
+
+ValueId Ad::pad(ValueId a, const std::vector<int64_t>& lo, const std::vector<int64_t>& hi) {
+  Attrs at;
+  at.set("lo", Attr::of_ints(lo));
+  at.set("hi", Attr::of_ints(hi));
+  return emit(Op::Pad, {a}, at);
+}
+
+ValueId Ad::reduce_sum(ValueId a, const std::vector<int64_t>& axes) {
+  if (axes.empty()) return a;
+  Attrs at;
+  at.set("axes", Attr::of_ints(axes));
+  return emit(Op::ReduceSum, {a}, at);
+}
+
+ValueId Ad::sum_to(ValueId a, Shape s) {
+  const Shape from = shape(a);
+  if (from == s) return a;
+  // Axes that broadcasting added (leading) or stretched (size 1 in s).
+  std::vector<int64_t> axes;
+  size_t lead = from.size() - s.size();
+  for (size_t d = 0; d < from.size(); ++d)
+    if (d < lead || (s[d - lead] == 1 && from[d] != 1)) axes.push_back(int64_t(d));
+  return reshape(reduce_sum(a, axes), s);
+}
+
+ValueId Ad::collective(Op op, ValueId a, Attrs attrs) { return emit(op, {a}, std::move(attrs)); }
+
+// ---- the pass ------------------------------------------------------------------
+
+namespace {
+
+// The op where a non-replicated value's ranks start to differ: follow varying
+// operands up to a node none of whose operands varies.
+ValueId variation_origin(const Graph& g, ValueId v) {
+  for (;;) {
+    const Node& n = g[v];
+    if (n.op == Op::Input) return v;
+    auto it = std::find_if(n.args.begin(), n.args.end(), [&](ValueId a) { return g[a].rep == Rep::Varying; });
+    if (it == n.args.end()) return v;
+    v = *it;
+  }
+}
+
+std::string describe_origin(const Node& n) {
+  if (n.op == Op::Input) return fmt::format("the per-rank input '{}'", n.attr_sym("name"));
+  if (n.op == Op::Rank) return "'rank'";
+  return std::string(op_name(n.op));
+}
+
+// One reverse sweep from `loss` producing the cotangent of every value in `ws`.
+std::vector<ValueId> backward(Graph& g, ValueId loss, const std::vector<ValueId>& ws, const std::string& mode) {
+  const ValueId first = *std::min_element(ws.begin(), ws.end());
+  const ValueId end = loss + 1;  // forward values are [0, end); backward ones are appended after
+  auto differentiable = [&](ValueId v) { return is_float(g.type(v).dtype); };
+
+  // live[v]: v is on a path from some w to the loss, along which gradients flow.
+  std::vector<bool> from_w(size_t(end), false), live(size_t(end), false);
+  for (ValueId w : ws)
+    if (w < end) from_w[size_t(w)] = true;
+  for (ValueId v = first; v < end; ++v) {
+    const Node& n = g[v];
+    if (from_w[size_t(v)] || !is_differentiable(n.op) || !differentiable(v)) continue;
+    for (ValueId a : n.args)
+      if (from_w[size_t(a)]) from_w[size_t(v)] = true;
+  }
+  if (from_w[size_t(loss)]) live[size_t(loss)] = true;
+  for (ValueId v = loss; v >= first; --v) {
+    if (!live[size_t(v)] || !is_differentiable(g[v].op)) continue;
+    for (ValueId a : g[v].args)
+      if (from_w[size_t(a)]) live[size_t(a)] = true;
+  }
+
+  Ad ad(g);
+  std::unordered_map<ValueId, ValueId> ct;
+  auto accumulate = [&](ValueId v, ValueId c) {
+    auto it = ct.find(v);
+    ct[v] = it == ct.end() ? c : ad.add(it->second, c);
+  };
+  if (live[size_t(loss)]) {
+    // The seed: d L / d loss_r, 1 for mode=sum; 1/N for mean, and for global
+    // (there the loss is the same on every rank, so L = sum(loss) = (1/N) sum_r sum(loss_r)).
+    ad.begin(loss, {});
+    double scale = mode == "sum" ? 1.0 : 1.0 / g.world;
+    ValueId seed = ad.zeros(g.type(loss));
+    g[seed].attrs.set("value", Attr::of_float(scale));
+    ct[loss] = seed;
+  }
+  for (ValueId v = loss; v >= first; --v) {
+    auto it = ct.find(v);
+    if (it == ct.end() || !live[size_t(v)] || !is_differentiable(g[v].op)) continue;
+    const std::vector<ValueId> args = g[v].args;  // a copy: the rule appends nodes
+    const Op op = g[v].op;
+    std::vector<bool> need(args.size());
+    bool any = false;
+    for (size_t i = 0; i < args.size(); ++i) any |= need[i] = live[size_t(args[i])];
+    if (!any) continue;
+    std::vector<ValueId> cts(args.size(), -1);
+    ad.begin(v, need);
+    rule(op).vjp(ad, v, it->second, cts);
+    for (size_t i = 0; i < args.size(); ++i)
+      if (need[i]) {
+        GRADC_ASSERT(cts[i] >= 0, "{}: derivative rule gave no cotangent for operand {}", op_name(op), i);
+        GRADC_ASSERT(g.type(cts[i]) == g.type(args[i]), "{}: cotangent {} for operand of type {}", op_name(op),
+                     type_str(g.type(cts[i])), type_str(g.type(args[i])));
+        accumulate(args[i], cts[i]);
+      }
+  }
+
+  std::vector<ValueId> out;
+  for (ValueId w : ws) {
+    ad.begin(w, {});
+    auto it = ct.find(w);
+    ValueId r = it != ct.end() ? it->second : ad.zeros(g.type(w));
+    if (g[w].op == Op::Input && g[w].attrs.has("shared")) {
+      // One variable feeds every rank: its gradient is the total over ranks.
+      if (g[r].rep == Rep::Replicated) {
+        r = ad.mul(r, double(g.world));
+      } else {
+        Attrs a;
+        a.set("op", Attr::of_sym("sum"));
+        r = ad.collective(Op::AllReduce, r, a);
+      }
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace
+
+Graph autodiff(const Graph& g, std::vector<GradInfo>* info) {
+  Graph out;
+  out.world = g.world;
+  std::vector<ValueId> remap(g.nodes.size(), -1);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.op != Op::Grad) {
+      Node c = n;
+      for (ValueId& a : c.args) a = remap[size_t(a)];
+      if (c.grad_of >= 0) c.grad_of = remap[size_t(c.grad_of)];
+      c.rep = infer_rep(out, c);
+      remap[i] = out.append(std::move(c));
+      continue;
+    }
+    // grad(loss, a, b) lowers to consecutive grad nodes: one sweep serves them all.
+    size_t j = i;
+    std::vector<ValueId> ws;
+    const std::string mode = n.attr_sym("mode");
+    while (j < g.nodes.size() && g.nodes[j].op == Op::Grad && g.nodes[j].args[0] == n.args[0] &&
+           g.nodes[j].attr_sym("mode") == mode) {
+      ws.push_back(remap[size_t(g.nodes[j].args[1])]);
+      ++j;
+    }
+    ValueId loss = remap[size_t(n.args[0])];
+    if (mode == "global" && out[loss].rep != Rep::Replicated) {
+      const Node& origin = out[variation_origin(out, loss)];
+      std::string lname = g[n.args[0]].name.empty() ? "the loss" : "'" + g[n.args[0]].name + "'";
+      throw UserError(origin.loc,
+                      fmt::format("grad: mode=global needs a loss that is identical on every rank, but {} differs "
+                                  "per rank: the ranks' values start to differ at {}",
+                                  lname, describe_origin(origin)));
+    }
+    std::vector<ValueId> results = backward(out, loss, ws, mode);
+    for (size_t k = i; k < j; ++k) {
+      ValueId r = results[k - i];
+      // Two gradients can be one value (grad(loss, y, x) with y = x + 2): it keeps the first's name.
+      if (out[r].grad_of < 0 && out[r].backward) {
+        if (out[r].name.empty()) out[r].name = g.nodes[k].name;
+        out[r].grad_of = ws[k - i];
+      }
+      remap[k] = r;
+      if (info) info->push_back({loss, ws[k - i], r, mode, g.nodes[k].name, g.nodes[k].loc});
+    }
+    i = j - 1;
+  }
+  for (const auto& [name, v] : g.outputs) out.outputs.push_back({name, remap[size_t(v)]});
+  return out;
+}
+
+Graph autodiff(const Graph& g) { return autodiff(g, nullptr); }
+
+Graph replication(const Graph& g) {
+  Graph out = g;
+  for (Node& n : out.nodes) n.rep = infer_rep(out, n);
+  return out;
+}
+
+}  // namespace gradc

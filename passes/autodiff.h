@@ -1,0 +1,26 @@
+// The autodiff pass and the replication analysis.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace gradc {
+
+// What the autodiff pass made of one grad(loss, w, mode=...), in the new graph.
+struct GradInfo {
+  ValueId loss, w, result;
+  std::string mode;
+  std::string name;  // the name the program bound the gradient to
+  Loc loc;
+};
+
+// Replaces every grad node by its backward graph; `info` (if given) gets one
+// entry per grad node, in program order. mode=global with a loss that is not
+// replicated is a UserError at the op where the ranks' values start to differ.
+Graph autodiff(const Graph& g, std::vector<GradInfo>* info);
+Graph autodiff(const Graph& g);
+// Marks every value replicated (identical on all ranks) or varying.
+Graph replication(const Graph& g);
+
+}  // namespace gradc
