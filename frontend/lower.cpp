@@ -46,7 +46,7 @@ struct Call {
 
 class Lowerer {
  public:
-  Lowerer(const ast::Program& p, int world) : prog_(p) { g_.world = world; }
+  Lowerer(const ast::Program& p, int world, bool f64) : prog_(p), f64_(f64) { g_.world = world; }
 
   Graph run() {
     Scope top;
@@ -57,6 +57,10 @@ class Lowerer {
 
  private:
   // ---- values and constants -------------------------------------------------
+  // The float type: f32, or f64 when the whole program is lowered in f64.
+  DType F() const { return f64_ ? DType::F64 : DType::F32; }
+  DType flt(DType t) const { return t == DType::I32 ? F() : t; }
+  DType declared(DType t) const { return t == DType::F32 ? F() : t; }
   DType dtype(const V& v) const { return v.is_lit() ? v.lit_dtype : g_.type(v.id).dtype; }
   const Type& type(const V& v) const { return g_.type(v.id); }
 
@@ -89,7 +93,7 @@ class Lowerer {
     return op(Op::Cast, {v.id}, loc, a).id;
   }
   ValueId tensor(const V& v, Loc loc) { return tensor(v, dtype(v), loc); }
-  ValueId float_tensor(const V& v, Loc loc) { return tensor(v, float_of(dtype(v)), loc); }
+  ValueId float_tensor(const V& v, Loc loc) { return tensor(v, flt(dtype(v)), loc); }
 
   // ---- names ----------------------------------------------------------------
   Scope& scope() { return *scopes_.back(); }
@@ -147,6 +151,7 @@ class Lowerer {
     const ast::Name& name = s.names[0];
     Type t;
     parse_dtype(s.type.dtype, t.dtype);
+    t.dtype = declared(t.dtype);
     for (const auto& d : s.type.dims) {
       int64_t n = static_int(*d, "a dimension");
       if (n < 0) user_error(d->loc, "dimension {} is negative", n);
@@ -230,7 +235,8 @@ class Lowerer {
   V single(const Expr& e) {
     switch (e.kind) {
       case Expr::Number:
-        return V{-1, e.is_int ? double(e.ival) : double(float(e.fval)), e.is_int ? DType::I32 : DType::F32};
+        if (e.is_int) return V{-1, double(e.ival), DType::I32};
+        return V{-1, f64_ ? e.fval : double(float(e.fval)), F()};
       case Expr::Name:
         return lookup(e.text, e.loc);
       case Expr::Unary: {
@@ -262,7 +268,7 @@ class Lowerer {
 
   V binary_op(Op o, V a, V b, Loc loc) {
     DType dt = promote(dtype(a), dtype(b));
-    if (o == Op::Div || o == Op::Pow) dt = float_of(dt);
+    if (o == Op::Div || o == Op::Pow) dt = flt(dt);
     bool cmp = o == Op::Eq || o == Op::Ne || o == Op::Lt || o == Op::Le || o == Op::Gt || o == Op::Ge;
     if (a.is_lit() && b.is_lit() && !(o == Op::Pow && b.num < 0 && !is_float(dt))) {
       double x = a.num, y = b.num, r = 0;
@@ -279,8 +285,8 @@ class Lowerer {
         case Op::Gt: r = x > y; break;
         default: r = x >= y; break;
       }
-      DType rt = cmp ? float_of(dt) : dt;
-      if (rt == DType::F32) r = double(float(r));
+      DType rt = cmp ? float_of(dt) : dt;  // as the comparison ops' shape rule says
+      if (rt == DType::F32 && !f64_) r = double(float(r));
       if (rt == DType::I32 && std::fabs(r) > 2147483647.0) user_error(loc, "integer overflow in a constant");
       return V{-1, r, rt};
     }
@@ -450,8 +456,8 @@ class Lowerer {
     return s;
   }
   ValueId fill(const Shape& s, const V& v, Loc loc) {
-    if (v.is_lit()) return constant(Type{DType::F32, s}, double(float(v.num)), loc);
-    ValueId x = tensor(v, DType::F32, loc);
+    if (v.is_lit()) return constant(Type{F(), s}, f64_ ? v.num : double(float(v.num)), loc);
+    ValueId x = tensor(v, F(), loc);
     if (g_.type(x).rank() != 0) user_error(loc, "full: the value must be a scalar, got {}", type_str(g_.type(x)));
     Attrs a;
     a.set("shape", Attr::of_ints(s));
@@ -548,6 +554,7 @@ class Lowerer {
   V builtin(const Expr& e);
 
   const ast::Program& prog_;
+  bool f64_;
   Graph g_;
   std::vector<Scope*> scopes_;
   std::vector<std::string> stack_;
@@ -648,7 +655,7 @@ V Lowerer::builtin(const Expr& e) {
     std::string name = symbol(*c.get("dtype"), "dtype");
     DType dt;
     if (!parse_dtype(name, dt)) user_error(c.loc_of("dtype"), "cast: unknown dtype '{}' (expected f32, f64 or i32)", name);
-    return V{tensor(arg(c, "x"), dt, loc)};
+    return V{tensor(arg(c, "x"), declared(dt), loc)};
   }
   if (f == "reshape" || f == "broadcast_to") {
     Call c = bind_args(e, {"x", "shape"}, 2);
@@ -764,7 +771,7 @@ V Lowerer::builtin(const Expr& e) {
   }
   if (f == "zeros" || f == "ones") {
     Call c = bind_args(e, {"shape"}, 1);
-    return V{constant(Type{DType::F32, static_shape(c, "shape")}, f == "ones" ? 1.0 : 0.0, loc)};
+    return V{constant(Type{F(), static_shape(c, "shape")}, f == "ones" ? 1.0 : 0.0, loc)};
   }
   if (f == "full") {
     Call c = bind_args(e, {"shape", "value"}, 2);
@@ -782,7 +789,8 @@ V Lowerer::builtin(const Expr& e) {
     a.set("shape", Attr::of_ints(static_shape(c, "shape")));
     V seed = c.get("seed") ? arg(c, "seed") : V{-1, 0, DType::I32};
     if (dtype(seed) != DType::I32) user_error(c.loc_of("seed"), "{}: seed must be an i32 scalar", f);
-    return op(f == "randn" ? Op::Randn : Op::Rand, {tensor(seed, c.loc_of("seed"))}, loc, a);
+    V r = op(f == "randn" ? Op::Randn : Op::Rand, {tensor(seed, c.loc_of("seed"))}, loc, a);
+    return V{tensor(r, F(), loc)};  // f32 values, widened when the program is lowered in f64
   }
   if (auto co = kCollective.find(f); co != kCollective.end()) {
     if (in_default_) user_error(loc, "{}: an input's default value cannot use collectives", f);
@@ -858,11 +866,11 @@ int declared_world(const ast::Program& p) {
   return world;
 }
 
-Graph lower_program(const ast::Program& p, int ranks) {
+Graph lower_program(const ast::Program& p, const LowerOptions& opt) {
   int world = declared_world(p);
-  if (ranks > 0) world = ranks;
+  if (opt.ranks > 0) world = opt.ranks;
   if (world == 0) world = 1;
-  return Lowerer(p, world).run();
+  return Lowerer(p, world, opt.f64).run();
 }
 
 }  // namespace gradc

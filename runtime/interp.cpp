@@ -33,7 +33,7 @@ std::vector<Tensor> input_values(const Graph& g, const Node& n, const RankInputs
 }  // namespace
 
 std::vector<std::vector<Tensor>> evaluate(const Graph& g, const RankInputs& inputs,
-                                          const std::vector<ValueId>& wanted) {
+                                          const std::vector<ValueId>& wanted, const Overrides* overrides) {
   const int N = g.world;
   GRADC_ASSERT(int(inputs.size()) == N, "{} ranks of inputs for a world of {}", inputs.size(), N);
   // An input supplied on every rank needs no default.
@@ -77,6 +77,10 @@ std::vector<std::vector<Tensor>> evaluate(const Graph& g, const RankInputs& inpu
         for (size_t k = 0; k < n.args.size(); ++k) args[k] = &vals[size_t(n.args[k])][size_t(r)];
         out.push_back(f(n, args, EvalCtx{r, N}));
       }
+    }
+    if (overrides) {
+      auto it = overrides->find(ValueId(i));
+      if (it != overrides->end()) out = it->second;
     }
     for (ValueId a : n.args)
       if (last_use[size_t(a)] == int(i) && !keep[size_t(a)]) vals[size_t(a)].clear();

@@ -18,9 +18,13 @@ using RankOutputs = std::vector<std::vector<std::pair<std::string, Tensor>>>;
 
 RankOutputs interpret(const Graph& g, const RankInputs& inputs);
 
+// Values given for some nodes on every rank, used instead of what they compute.
+using Overrides = std::map<ValueId, std::vector<Tensor>>;
+
 // Evaluates the nodes `wanted` (and what they need) on every rank; vals[node][rank].
 // Used by interpret and by the checks that compare values (verify).
 std::vector<std::vector<Tensor>> evaluate(const Graph& g, const RankInputs& inputs,
-                                          const std::vector<ValueId>& wanted);
+                                          const std::vector<ValueId>& wanted,
+                                          const Overrides* overrides = nullptr);
 
 }  // namespace gradc

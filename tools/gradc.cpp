@@ -15,6 +15,7 @@
 #include "ir/rules.h"
 #include "passes/autodiff.h"
 #include "passes/pass.h"
+#include "runtime/gradcheck.h"
 #include "runtime/interp.h"
 #include "runtime/npy.h"
 #include "runtime/report.h"
@@ -77,10 +78,10 @@ struct CommandLine {
 // The file being compiled, for diagnostics with its source line.
 SourceFile g_source;
 
-Graph load_program(const std::string& path, int ranks) {
+Graph load_program(const std::string& path, int ranks, bool f64 = false) {
   g_source.path = path;
   g_source.text = read_file(path);
-  return lower_program(parse_program(g_source.text), ranks);
+  return lower_program(parse_program(g_source.text), LowerOptions{ranks, f64});
 }
 
 int ranks_flag(const CommandLine& cl) { return cl.get_int("ranks", 0, 1, 4096); }
@@ -188,7 +189,9 @@ const char* kRunHelp =
     "DIR/x.npy, else its default. --outputs writes DIR/rank<r>/<name>.npy.\n"
     "--iters=K runs K more times and prints the median wall time of one run on stderr.\n";
 
-RankInputs load_inputs(const Graph& g, const std::string& dir) {
+// Reads each input's .npy files; with `widen`, f32 data are read into f64 inputs
+// (for checks that run an f32 program in f64).
+RankInputs load_inputs(const Graph& g, const std::string& dir, bool widen = false) {
   RankInputs in(size_t(g.world));
   if (dir.empty()) return in;
   if (!fs::is_directory(dir)) throw UserError({}, fmt::format("--inputs: '{}' is not a directory", dir));
@@ -199,6 +202,7 @@ RankInputs load_inputs(const Graph& g, const std::string& dir) {
       for (std::string path : {fmt::format("{}/rank{}/{}.npy", dir, r, name), fmt::format("{}/{}.npy", dir, name)}) {
         if (!fs::exists(path)) continue;
         Tensor t = read_npy(path);
+        if (widen && t.dtype() == DType::F32 && n.type.dtype == DType::F64) t = t.cast(DType::F64);
         if (t.type != n.type)
           throw UserError({}, fmt::format("{}: holds {}, but input '{}' is declared {}", path, type_str(t.type),
                                           name, type_str(n.type)));
@@ -246,6 +250,36 @@ int cmd_run(const CommandLine& cl) {
   return 0;
 }
 
+const char* kVerifyHelp =
+    "usage: gradc verify FILE.dg [--ranks=N] [--rtol=R] [--atol=A] [--inputs=DIR]\n"
+    "Check every grad of FILE.dg two ways, in f64: against central finite differences\n"
+    "of the objective, and against the single-process reference (all ranks' values in\n"
+    "one process, each collective replaced by its local meaning). One row per gradient\n"
+    "with the largest errors; exit 1 if any is out of tolerance (|a - b| <= atol + rtol |b|;\n"
+    "defaults rtol=1e-5, atol=1e-7). Inputs take their defaults, or --inputs as for run.\n";
+
+double tolerance_flag(const CommandLine& cl, const char* key, double dflt) {
+  if (!cl.has(key)) return dflt;
+  const std::string& v = cl.get(key);
+  char* end = nullptr;
+  double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end || !(x >= 0)) throw UsageError(fmt::format("--{} must be a number >= 0, got '{}'", key, v));
+  return x;
+}
+
+int cmd_verify(const CommandLine& cl) {
+  GradCheckOptions opt;
+  opt.rtol = tolerance_flag(cl, "rtol", opt.rtol);
+  opt.atol = tolerance_flag(cl, "atol", opt.atol);
+  Graph g = load_program(cl.one_file("FILE.dg"), ranks_flag(cl), /*f64=*/true);
+  autodiff(g);  // reports mode=global errors before any work
+  std::vector<GradCheckRow> rows = check_gradients(g, load_inputs(g, cl.get("inputs"), true), opt);
+  std::cout << gradcheck_table(rows, opt);
+  for (const GradCheckRow& r : rows)
+    if (!r.ok) return 1;
+  return 0;
+}
+
 struct Command {
   const char* name;
   int (*run)(const CommandLine&);
@@ -259,6 +293,7 @@ const std::vector<Command>& commands() {
       {"ir", cmd_ir, kIrHelp, {"stage", "format", "ranks", "print-after-all", "time-passes"}},
       {"opt", cmd_opt, kOptHelp, {"pass", "format", "print-after-all", "time-passes"}},
       {"run", cmd_run, kRunHelp, {"ranks", "inputs", "outputs", "format", "backend", "iters"}},
+      {"verify", cmd_verify, kVerifyHelp, {"ranks", "rtol", "atol", "inputs"}},
   };
   return cmds;
 }
@@ -271,6 +306,7 @@ const char* kUsage =
     "  ir FILE.dg        print the graph after a stage (--stage=parsed|opt)\n"
     "  opt FILE.ir       run passes on textual IR (--pass=P,...)\n"
     "  run FILE.dg       run on the CPU with N ranks in one process\n"
+    "  verify FILE.dg    check every gradient against finite differences and a single-process reference\n"
     "Run `gradc COMMAND --help` for a command's options.\n";
 
 }  // namespace
