@@ -46,6 +46,19 @@ struct RuleTable {
 };
 
 const OpRule& rule(Op op);
+
+// For tests that show a check can fail: replaces an op's rules while it lives.
+class ScopedRuleOverride {
+ public:
+  ScopedRuleOverride(Op op, const OpRule& r);
+  ~ScopedRuleOverride();
+  ScopedRuleOverride(const ScopedRuleOverride&) = delete;
+  ScopedRuleOverride& operator=(const ScopedRuleOverride&) = delete;
+
+ private:
+  Op op_;
+  OpRule saved_;
+};
 Type infer_type(const Graph& g, const Node& n);
 // The start-up self-check: one line for every op that lacks a rule it needs.
 std::vector<std::string> missing_rules();

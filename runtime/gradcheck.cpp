@@ -88,7 +88,7 @@ std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inpu
     std::vector<Tensor> base = evaluate(spmd, inputs, {gi.w})[size_t(gi.w)];
     const int64_t size = base[0].size();
     const int64_t step = std::max<int64_t>(1, (size + opt.max_fd_elements - 1) / opt.max_fd_elements);
-    for (int r = 0; r < (shared ? 1 : N); ++r) {
+    for (int r = 0; opt.finite_differences && r < (shared ? 1 : N); ++r) {
       row.fd_total += size;
       for (int64_t i = 0; i < size; i += step) {
         double w0 = base[size_t(r)].get(i);

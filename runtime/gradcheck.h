@@ -12,6 +12,7 @@ namespace gradc {
 struct GradCheckOptions {
   double rtol = 1e-5, atol = 1e-7;
   int64_t max_fd_elements = 48;  // per gradient and rank; larger values are sampled evenly
+  bool finite_differences = true;  // off for data with ties or zeros, where only the reference applies
 };
 
 struct GradCheckRow {

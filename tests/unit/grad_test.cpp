@@ -1,0 +1,252 @@
+// Gradients: every differentiable op from one table (as JAX's LAX_GRAD_OPS),
+// every collective and reduction under all three modes, shared inputs against
+// one process on the whole batch, a Hessian-vector product through all_reduce,
+// and a check that gradient checking catches a wrong rule.
+#include <fmt/format.h>
+
+#include "ir/rules.h"
+#include "passes/ad.h"
+#include "passes/autodiff.h"
+#include "runtime/gradcheck.h"
+#include "util.h"
+
+namespace gradc::test {
+namespace {
+
+std::vector<GradCheckRow> check(const std::string& src, int ranks, GradCheckOptions opt = {}) {
+  Graph g = lower_program(parse_program(src), LowerOptions{ranks, true});
+  return check_gradients(g, RankInputs(size_t(g.world)), opt);
+}
+
+void require_ok(const std::vector<GradCheckRow>& rows, size_t expected_rows) {
+  REQUIRE(rows.size() == expected_rows);
+  for (const auto& r : rows) {
+    INFO(gradcheck_table({r}, GradCheckOptions{}));
+    CHECK(r.ok);
+    CHECK(r.ref_err <= 1e-9);
+  }
+}
+
+// One row per differentiable op: the expression (of a, b: f32[3, 4], and
+// c: f32[4, 5]) and how to draw a and b, so each op is tested where it is smooth.
+struct GradOp {
+  const char* name;
+  const char* expr;
+  const char* a = "randn([3, 4], seed=1 + rank)";
+  const char* b = "randn([3, 4], seed=11 + rank)";
+};
+const char* kPositive = "rand([3, 4], seed=1 + rank) + 0.5";
+const char* kPositiveB = "rand([3, 4], seed=11 + rank) + 0.5";
+
+const GradOp kGradOps[] = {
+    {"neg", "-a"},
+    {"exp", "exp(a)"},
+    {"log", "log(a)", kPositive},
+    {"sqrt", "sqrt(a)", kPositive},
+    {"rsqrt", "rsqrt(a)", kPositive},
+    {"abs", "abs(a)"},
+    {"relu", "relu(a)"},
+    {"sigmoid", "sigmoid(a)"},
+    {"tanh", "tanh(a)"},
+    {"sin", "sin(a)"},
+    {"cos", "cos(a)"},
+    {"square", "square(a)"},
+    {"reciprocal", "reciprocal(a)", kPositive},
+    {"add", "a + b"},
+    {"sub", "a - b"},
+    {"mul", "a * b"},
+    {"div", "a / b", "randn([3, 4], seed=1 + rank)", kPositiveB},
+    {"pow", "pow(a, b)", kPositive},
+    {"power operator", "a ** 3"},
+    {"maximum", "maximum(a, b)"},
+    {"minimum", "minimum(a, b)"},
+    {"where", "where(a > b, a * 2, b * 3)"},
+    {"broadcasting", "a * b[1] + b[:, 0:1]"},
+    {"sum", "sum(a * b, axis=1)"},
+    {"mean", "mean(a * b, axis=0, keepdims=true)"},
+    {"max", "max(a * b, axis=1)"},
+    {"min", "min(a * b)"},
+    {"logsumexp", "logsumexp(a * b, axis=-1)"},
+    {"reshape", "reshape(a * b, [2, 6])"},
+    {"transpose", "transpose(a * b)"},
+    {"broadcast_to", "broadcast_to(a[0] * b[1], [2, 3, 4])"},
+    {"concat", "concat([a, b * a], axis=1)"},
+    {"slice", "slice(a * b, axis=1, start=1, end=3)"},
+    {"indexing", "(a * b)[1:3, -1]"},
+    {"expand_dims", "expand_dims(a * b, axis=1)"},
+    {"squeeze", "squeeze(expand_dims(a * b, axis=0))"},
+    {"matmul", "matmul(a * b, c)"},
+    {"batched matmul", "matmul(reshape(a, [3, 2, 2]), reshape(b, [3, 2, 2]))"},
+    {"cast", "cast(a * b, f64) * 2"},
+    {"softmax", "softmax(a * b)"},
+    {"log_softmax", "log_softmax(a * b, axis=0)"},
+    {"normalize", "normalize(a * b)"},
+    {"cross_entropy", "cross_entropy(a * b, [0, 3, 1])"},
+};
+
+TEST_CASE("every differentiable op: finite differences and the reference, on 1 to 4 ranks") {
+  for (const GradOp& op : kGradOps) {
+    for (int n = 1; n <= 4; ++n) {
+      CAPTURE(op.name);
+      CAPTURE(n);
+      // The loss mixes the ranks (all_reduce) and weights each rank differently.
+      std::string src = fmt::format(
+          "input a : f32[3, 4] = {}\n"
+          "input b : f32[3, 4] = {}\n"
+          "c = randn([4, 5], seed=5)\n"
+          "y = {}\n"
+          "loss = sum(all_reduce(y) * (rank + 1)) + sum(y * y)\n"
+          "da, db = grad(loss, a, b)\n"
+          "output da, db\n",
+          op.a, op.b, op.expr);
+      require_ok(check(src, n), 2);
+    }
+  }
+}
+
+// Collectives with every reduction op, each with a loss that differs per rank
+// (modes sum and mean) and one that does not (all three modes).
+struct CollectiveCase {
+  const char* call;
+  bool reduces;  // takes op=
+};
+const CollectiveCase kCollectives[] = {
+    {"all_reduce(x, op=OP)", true},       {"reduce(x, root=ROOT, op=OP)", true},
+    {"reduce_scatter(x, axis=1, op=OP)", true}, {"reduce_scatter(x, axis=0, op=OP)", true},
+    {"all_gather(x, axis=0)", false},     {"all_gather(x, axis=1)", false},
+    {"broadcast(x, root=ROOT)", false},   {"gather(x, root=ROOT, axis=1)", false},
+    {"scatter(x, root=ROOT, axis=0)", false}, {"all_to_all(x, split_axis=0, concat_axis=1)", false},
+    {"all_to_all(x, split_axis=1, concat_axis=1)", false}, {"permute(x, shift=1)", false},
+    {"permute(x, shift=-2)", false},      {"permute(x, pairs=[[0, LAST]])", false},
+};
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
+  return s;
+}
+
+void check_collectives(const char* data, bool finite_differences) {
+  for (const CollectiveCase& c : kCollectives)
+    for (const char* op : {"sum", "avg", "prod", "max", "min"}) {
+      if (!c.reduces && std::string(op) != "sum") continue;
+      for (int n = 1; n <= 4; ++n) {
+        std::string call = replace_all(replace_all(replace_all(c.call, "OP", op), "ROOT", std::to_string(n - 1)),
+                                       "LAST", std::to_string(n - 1));
+        CAPTURE(call);
+        CAPTURE(n);
+        std::string src = fmt::format(
+            "input x : f32[{0}, {1}] = {2}\n"
+            "y = {3}\n"
+            "varying = sum(sin(y) * (rank + 1))\n"
+            "same = all_reduce(varying)\n"
+            "s = grad(varying, x)\n"
+            "m = grad(varying, x, mode=mean)\n"
+            "gs = grad(same, x, mode=sum)\n"
+            "gm = grad(same, x, mode=mean)\n"
+            "gg = grad(same, x, mode=global)\n"
+            "output s, m, gs, gm, gg\n",
+            2 * n, 3 * n, replace_all(replace_all(data, "R", std::to_string(2 * n)), "C", std::to_string(3 * n)), call);
+        GradCheckOptions opt;
+        opt.finite_differences = finite_differences;
+        opt.max_fd_elements = 8;
+        require_ok(check(src, n, opt), 5);
+      }
+    }
+}
+
+TEST_CASE("every collective and reduction op, all three modes: random data") {
+  check_collectives("randn([R, C], seed=rank) + 0.1", true);
+}
+
+TEST_CASE("every collective and reduction op, all three modes: zeros and ties, against the reference") {
+  // Integers from {-1, 0, 1, 2}: many elements tie across ranks, many are zero.
+  check_collectives("cast(cast(rand([R, C], seed=rank) * 4, i32), f32) - 1", false);
+}
+
+TEST_CASE("exact values: prod with zeros, max and min with ties") {
+  auto grads = [](const std::string& src) {
+    Graph g = autodiff(lower_program(parse_program(src), 3));
+    return interpret(g, RankInputs(3));
+  };
+  // L = 3 prod_k x_k: dL/dx_k = 3 prod_{j != k} x_j.
+  auto one_zero = grads("input x : f32 = where(rank == 0, 0.0, rank + 1.0)\nd = grad(all_reduce(x, op=prod), x)\noutput d\n");
+  check_values(out(one_zero, 0, "d"), {3 * 2 * 3});
+  check_values(out(one_zero, 1, "d"), {0});
+  check_values(out(one_zero, 2, "d"), {0});
+  auto two_zeros = grads("input x : f32 = where(rank == 2, 5.0, 0.0)\nd = grad(all_reduce(x, op=prod), x)\noutput d\n");
+  for (int r = 0; r < 3; ++r) check_values(out(two_zeros, r, "d"), {0});
+  // Three ranks tie for the max: each gets a third of dL/dy = 3 (one per rank).
+  auto ties = grads("input x : f32[2] = where(iota(2) == 0, 7.0, rank)\nd = grad(all_reduce(x, op=max), x)\noutput d\n");
+  for (int r = 0; r < 3; ++r) check_values(out(ties, r, "d"), {1, r == 2 ? 3.0 : 0.0});
+  // Two ranks tie for the min of reduce_scatter's block: each gets half.
+  auto min_ties = grads("input x : f32[3] = where(rank == 1, 4.0, 2.0)\nd = grad(sum(reduce_scatter(x, op=min)), x)\noutput d\n");
+  check_values(out(min_ties, 0, "d"), {0.5, 0.5, 0.5});
+  check_values(out(min_ties, 1, "d"), {0, 0, 0});
+  check_values(out(min_ties, 2, "d"), {0.5, 0.5, 0.5});
+}
+
+TEST_CASE("shared inputs: mode=mean is data-parallel training's averaged gradient") {
+  for (int n = 1; n <= 4; ++n) {
+    CAPTURE(n);
+    const char* model = "loss = mean(square(tanh(matmul(x, w)) - 0.5))\ndw = grad(loss, w, mode=mean)\noutput loss, dw\n";
+    std::string spmd = fmt::format(
+        "input x : f32[4, 3] = randn([4, 3], seed=10 + rank)\n"
+        "input w : f32[3, 2] shared = randn([3, 2], seed=1)\n{}",
+        model);
+    std::string parts;
+    for (int r = 0; r < n; ++r) parts += fmt::format("{}randn([4, 3], seed={})", r ? ", " : "", 10 + r);
+    std::string whole = fmt::format(
+        "input x : f32[{}, 3] = concat([{}], axis=0)\n"
+        "input w : f32[3, 2] shared = randn([3, 2], seed=1)\n{}",
+        4 * n, parts, model);
+    auto a = interpret(autodiff(lower_program(parse_program(spmd), n)), RankInputs(size_t(n)));
+    auto b = interpret(autodiff(lower_program(parse_program(whole), 1)), RankInputs(1));
+    const Tensor& want = out(b, 0, "dw");
+    for (int r = 0; r < n; ++r) check_values(out(a, r, "dw"), want.values(), 1e-5);
+  }
+}
+
+TEST_CASE("a Hessian-vector product through all_reduce") {
+  // s = sum_k x_k; L = sum_r s^2 = N s^2; H = 2N everywhere, so Hv = 2N sum_j v_j on every rank.
+  auto o = interpret(autodiff(lower_program(parse_program(
+                                                "input x : f32 = 1\ninput v : f32 = rank + 1\n"
+                                                "s = all_reduce(x)\ng = grad(s * s, x)\nhv = grad(g * v, x)\noutput g, hv\n"),
+                                            3)),
+                     RankInputs(3));
+  for (int r = 0; r < 3; ++r) {
+    check_values(out(o, r, "g"), {2 * 3 * 3});
+    check_values(out(o, r, "hv"), {2 * 3 * 6});
+  }
+  // A nonlinear one, checked against finite differences of the inner gradient.
+  require_ok(check("input x : f32[3] = randn([3], seed=rank)\ninput v : f32[3] = randn([3], seed=10 + rank)\n"
+                   "s = all_reduce(sum(x * x * x))\ng = grad(s * s + sum(sin(x)), x)\nhv = grad(sum(g * v), x)\n"
+                   "output hv\n",
+                   3),
+             2);
+}
+
+// all_gather's cotangent as the hand-written "GatherLayer" computes it: this
+// rank's block of its own cotangent, not summed over ranks.
+void gatherlayer_vjp(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
+  Attrs a;
+  a.set("root", Attr::of_int(0));
+  a.set("axis", Attr::of_int(ad.y().attr_int("axis")));
+  ct[0] = ad.collective(Op::Scatter, g, a);
+}
+
+TEST_CASE("gradient checking catches a wrong collective rule") {
+  const char* src = "input x : f32[2] = randn([2], seed=rank)\ng = all_gather(x)\nloss = sum(g * g * (rank + 1))\n"
+                    "dx = grad(loss, x)\noutput dx\n";
+  require_ok(check(src, 2), 1);
+  OpRule wrong = rule(Op::AllGather);
+  wrong.vjp = gatherlayer_vjp;
+  ScopedRuleOverride swap(Op::AllGather, wrong);
+  auto rows = check(src, 2);
+  REQUIRE(rows.size() == 1);
+  CHECK(!rows[0].ok);
+  CHECK(rows[0].fd_err > 1e-3);
+  CHECK(rows[0].ref_err > 1e-3);
+}
+
+}  // namespace
+}  // namespace gradc::test
