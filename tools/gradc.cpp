@@ -14,6 +14,7 @@
 #include "ir/print.h"
 #include "ir/rules.h"
 #include "passes/autodiff.h"
+#include "passes/cost.h"
 #include "passes/pass.h"
 #include "runtime/gradcheck.h"
 #include "runtime/interp.h"
@@ -280,6 +281,19 @@ int cmd_verify(const CommandLine& cl) {
   return 0;
 }
 
+const char* kCostHelp =
+    "usage: gradc cost FILE.dg [--ranks=N]\n"
+    "For every collective of the forward and of the derived backward graph: the bytes\n"
+    "each rank sends and receives under ring algorithms (all_reduce 2(N-1)/N of its\n"
+    "buffer; all_gather, reduce_scatter and all_to_all (N-1)/N of the whole buffer;\n"
+    "the rooted ones averaged over ranks), with totals; flops and peak memory per rank.\n";
+
+int cmd_cost(const CommandLine& cl) {
+  Graph g = autodiff(load_program(cl.one_file("FILE.dg"), ranks_flag(cl)));
+  std::cout << cost_report(g, graph_cost(g));
+  return 0;
+}
+
 struct Command {
   const char* name;
   int (*run)(const CommandLine&);
@@ -294,6 +308,7 @@ const std::vector<Command>& commands() {
       {"opt", cmd_opt, kOptHelp, {"pass", "format", "print-after-all", "time-passes"}},
       {"run", cmd_run, kRunHelp, {"ranks", "inputs", "outputs", "format", "backend", "iters"}},
       {"verify", cmd_verify, kVerifyHelp, {"ranks", "rtol", "atol", "inputs"}},
+      {"cost", cmd_cost, kCostHelp, {"ranks"}},
   };
   return cmds;
 }
@@ -307,6 +322,7 @@ const char* kUsage =
     "  opt FILE.ir       run passes on textual IR (--pass=P,...)\n"
     "  run FILE.dg       run on the CPU with N ranks in one process\n"
     "  verify FILE.dg    check every gradient against finite differences and a single-process reference\n"
+    "  cost FILE.dg      bytes each rank sends per collective, forward and backward; flops; memory\n"
     "Run `gradc COMMAND --help` for a command's options.\n";
 
 }  // namespace

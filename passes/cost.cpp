@@ -1,0 +1,112 @@
+#include "passes/cost.h"
+
+#include <fmt/format.h>
+
+#include "ir/print.h"
+
+namespace gradc {
+
+namespace {
+double bytes(const Type& t) { return double(t.size()) * dtype_size(t.dtype); }
+
+double node_flops(const Graph& g, const Node& n) {
+  if (is_elementwise(n.op)) return double(n.type.size());
+  switch (n.op) {
+    case Op::ReduceSum:
+    case Op::ReduceMax:
+    case Op::ReduceMin: return double(g.type(n.args[0]).size());
+    case Op::Matmul: {
+      const Shape& a = g.type(n.args[0]).shape;
+      return 2.0 * double(n.type.size()) * double(a.back());
+    }
+    case Op::AllReduce:
+    case Op::ReduceScatter:
+    case Op::Reduce: return double(g.type(n.args[0]).size()) * double(g.world - 1) / g.world * 2;
+    default: return 0;
+  }
+}
+
+std::string bytes_str(double b) {
+  if (b == double(int64_t(b))) return fmt::format("{}", int64_t(b));
+  return fmt::format("{:.1f}", b);
+}
+}  // namespace
+
+CollectiveCost collective_cost(const Graph& g, ValueId v) {
+  const Node& n = g[v];
+  const double N = g.world, share = (N - 1) / N;
+  CollectiveCost c{v, n.backward};
+  double in = bytes(g.type(n.args[0])), out = bytes(n.type);
+  switch (n.op) {
+    case Op::AllReduce: c.sent = 2 * share * in; break;
+    case Op::AllGather: c.sent = share * out; break;
+    case Op::ReduceScatter: c.sent = share * in; break;
+    case Op::AllToAll: c.sent = share * in; break;
+    case Op::Broadcast:
+    case Op::Reduce: c.sent = share * in; break;
+    case Op::Gather: c.sent = share * out; break;
+    case Op::Scatter: c.sent = share * in; break;
+    case Op::Permute: {
+      int moving = 0;
+      for (const auto& p : n.attr_int_lists("pairs")) moving += p[0] != p[1];
+      c.sent = moving * in / N;
+      break;
+    }
+    default: GRADC_ASSERT(false, "{} is not a collective", op_name(n.op));
+  }
+  c.received = c.sent;  // every byte one rank sends, another receives
+  return c;
+}
+
+GraphCost graph_cost(const Graph& g) {
+  GraphCost c;
+  std::vector<int> last_use(g.nodes.size(), -1);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (ValueId a : g.nodes[i].args) last_use[size_t(a)] = int(i);
+  for (const auto& o : g.outputs) last_use[size_t(o.second)] = int(g.nodes.size());
+  double live = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (is_collective(n.op)) c.collectives.push_back(collective_cost(g, ValueId(i)));
+    (n.backward ? c.flops_backward : c.flops_forward) += node_flops(g, n);
+    live += bytes(n.type);
+    c.peak_bytes = std::max(c.peak_bytes, live);
+    for (ValueId a : n.args)
+      if (last_use[size_t(a)] == int(i)) {
+        live -= bytes(g.type(a));
+        last_use[size_t(a)] = -2;  // freed once, even when used twice by this node
+      }
+    if (last_use[i] == -1) live -= bytes(n.type);  // never used
+  }
+  return c;
+}
+
+std::string cost_report(const Graph& g, const GraphCost& c) {
+  std::vector<std::string> names = value_names(g);
+  std::string s = fmt::format("{} ranks; bytes per rank under ring algorithms\n", g.world);
+  s += fmt::format("{:<10} {:<14} {:<44} {:<16} {:>12} {:>12}\n", "phase", "value", "collective", "operand", "sent",
+                   "received");
+  double totals[2][2] = {{0, 0}, {0, 0}};
+  int counts[2] = {0, 0};
+  for (const CollectiveCost& cc : c.collectives) {
+    const Node& n = g[cc.node];
+    std::vector<std::string> attrs;
+    for (const auto& [k, v] : n.attrs.items) attrs.push_back(k + "=" + attr_str(v));
+    std::string call = fmt::format("{}({})", op_name(n.op), fmt::join(attrs, ", "));
+    if (call.size() > 44) call = call.substr(0, 41) + "...";
+    s += fmt::format("{:<10} {:<14} {:<44} {:<16} {:>12} {:>12}\n", cc.backward ? "backward" : "forward",
+                     "%" + names[size_t(cc.node)], call, type_str(g.type(n.args[0])), bytes_str(cc.sent),
+                     bytes_str(cc.received));
+    totals[cc.backward][0] += cc.sent;
+    totals[cc.backward][1] += cc.received;
+    counts[cc.backward]++;
+  }
+  for (int b = 0; b < 2; ++b)
+    s += fmt::format("total {:<8} {} collective{}, {} bytes sent, {} received per rank\n", b ? "backward" : "forward",
+                     counts[b], counts[b] == 1 ? "" : "s", bytes_str(totals[b][0]), bytes_str(totals[b][1]));
+  s += fmt::format("flops per rank: forward {}, backward {}\n", bytes_str(c.flops_forward), bytes_str(c.flops_backward));
+  s += fmt::format("peak memory per rank: {} bytes\n", bytes_str(c.peak_bytes));
+  return s;
+}
+
+}  // namespace gradc
