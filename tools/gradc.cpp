@@ -318,7 +318,7 @@ const char* kUsage =
     "gradc compiles per-rank (SPMD) tensor programs with collectives and derives their gradients.\n"
     "commands:\n"
     "  check FILE.dg     parse and type-check\n"
-    "  ir FILE.dg        print the graph after a stage (--stage=parsed|opt)\n"
+    "  ir FILE.dg        print the graph after a stage (--stage=parsed|grad|opt)\n"
     "  opt FILE.ir       run passes on textual IR (--pass=P,...)\n"
     "  run FILE.dg       run on the CPU with N ranks in one process\n"
     "  verify FILE.dg    check every gradient against finite differences and a single-process reference\n"
