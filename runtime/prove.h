@@ -1,0 +1,57 @@
+// `gradc prove`: evidence that every collective's derived adjoint is right.
+//
+// For each collective (and reduction op) the prover reads the one description
+// of its data movement that the autodiff pass derives adjoints from (routing in
+// ir/collectives.h) and shows, two ways, that the adjoint is the transpose:
+//  - for every N and every shape: the transposed routing term equals the
+//    routing of the adjoint collective, as statements over symbolic ranks k, r,
+//    root and axes (the symbolic proof);
+//  - for N = 1..K on small shapes, exactly (integer values, no rounding): the
+//    forward kernel's matrix A equals the matrix of the routing description, the
+//    adjoint's matrix (from the backward graph the autodiff pass built) equals
+//    A^T entry by entry, and <A x, y> = <x, A^T y> for random integer vectors.
+// For avg, prod, max and min the derivative the autodiff pass derives is
+// compared exactly with the definition at integer and dyadic rational points,
+// zeros and ties included.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ir/collectives.h"
+#include "ir/rules.h"
+
+namespace gradc {
+
+// What an adjoint claims for a collective node in a world of N ranks: the
+// collectives whose sum, applied to the cotangent, is the cotangent of x (the
+// linear, op=sum part). An empty list claims the identity.
+using AdjointClaim = std::function<std::vector<CollectiveCall>(const Node& fwd, int world)>;
+
+struct ProofCase {
+  Op op;
+  std::string reduction;  // "sum", "avg", "prod", "max", "min"; "" for the others
+};
+// Every collective, and every reduction op of the reducing ones.
+std::vector<ProofCase> all_proof_cases();
+
+struct ProofRow {
+  ProofCase c;
+  std::string forward, adjoint;  // in readable math
+  bool proved = false;           // for all N
+  std::string proof_note;        // why not, when not proved
+  bool checked = false;          // for N = 1..K
+  std::string counterexample;    // the first failure, when not checked
+  std::string derivation;        // step by step, for --op
+};
+
+struct ProveOptions {
+  int max_ranks = 8;
+  AdjointClaim claim;       // null: what the autodiff pass derives
+  VjpFn rule = nullptr;     // null: the op's own derivative rule (for the nonlinear reductions)
+};
+
+ProofRow prove(const ProofCase& c, const ProveOptions& opt);
+std::string proof_table(const std::vector<ProofRow>& rows, int max_ranks);
+
+}  // namespace gradc
