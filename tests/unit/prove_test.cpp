@@ -94,7 +94,7 @@ TEST_CASE("the prover rejects prod's rule that divides by the input") {
   CHECK(!r.checked);
   CHECK(r.counterexample.find("at integers x = ") != std::string::npos);
   CHECK(r.counterexample.find("the definition has") != std::string::npos);
-  // Without zeros, dividing is right: the same rule passes on a point set with none.
+  // The real rule (zeros counted) passes the same checks.
   ProofRow honest = prove_one(Op::AllReduce, "prod");
   CHECK(honest.checked);
 }
