@@ -194,7 +194,7 @@ class Parser {
     if (peek().is("-")) {
       Token t = next();
       ExprPtr e = make(Expr::Unary, t.loc);
-      e->text = "-";
+      e->text = t.text;  // "-"; copying the token avoids a GCC 12 -Wrestrict false positive
       e->args.push_back(unary());
       return e;
     }
@@ -209,7 +209,7 @@ class Parser {
     if (!peek().is("**")) return base;
     Token t = next();
     ExprPtr e = make(Expr::Binary, t.loc);
-    e->text = "**";
+    e->text = t.text;  // "**"
     e->args.push_back(std::move(base));
     e->args.push_back(unary());  // right-associative; 2 ** -1 is allowed
     return e;
