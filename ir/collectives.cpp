@@ -103,34 +103,45 @@ std::vector<CollectiveCall> collectives_for(const Term& t, int world) {
 std::vector<CollectiveCall> transpose_of(const Node& n, int world) {
   Term t = transpose(routing(n, world));
   std::vector<CollectiveCall> calls = collectives_for(t, world);
-  GRADC_ASSERT(!calls.empty() || (t.has_pairs && t.pairs.empty()), "no collective has the routing {}", term_str(t));
+  GRADC_ASSERT(!calls.empty() || (t.has_pairs && t.pairs.empty()), "no collective has the routing {}",
+               term_str(t, "x", "y"));
   return calls;
 }
 
 namespace {
-std::string side_str(const char* what, const Side& s, const char* var, const char* other) {
-  std::string rank = s.root < 0 ? var : std::to_string(s.root);
-  std::string sel = s.axis < 0 ? "whole" : fmt::format("block(axis={}, {})", s.axis, other);
-  return fmt::format("{}[{}].{}", what, rank, sel);
+std::string int_str(int64_t v, IntName name) { return name ? name(v) : std::to_string(v); }
+
+std::string side_str(const char* v, const Side& s, const char* rank, const char* other, IntName name) {
+  std::string r = s.root < 0 ? rank : int_str(s.root, name);
+  if (s.axis < 0) return fmt::format("{}[{}]", v, r);
+  return fmt::format("{}[{}].block(axis {}, {})", v, r, int_str(s.axis, name), other);
+}
+
+std::string attr_named(const Attr& v, IntName name) {
+  if (v.kind == Attr::Int) return int_str(v.i, name);
+  if (v.kind != Attr::List) return attr_str(v);
+  std::vector<std::string> items;
+  for (const Attr& x : v.list) items.push_back(attr_named(x, name));
+  return fmt::format("[{}]", fmt::join(items, ", "));
 }
 }  // namespace
 
-std::string term_str(const Term& t) {
-  std::string body = side_str("x", t.src, "k", "r") + " -> " + side_str("y", t.dst, "r", "k");
+std::string term_str(const Term& t, const char* src, const char* dst, IntName name) {
+  std::string body = side_str(dst, t.dst, "r", "k", name) + " += " + side_str(src, t.src, "k", "r", name);
   if (t.has_pairs) {
     std::vector<std::string> ps;
-    for (const auto& p : t.pairs) ps.push_back(fmt::format("({}, {})", p[0], p[1]));
-    return fmt::format("{} for (k, r) in {{{}}}", body, fmt::join(ps, ", "));
+    for (const auto& p : t.pairs) ps.push_back(fmt::format("({}, {})", int_str(p[0], name), int_str(p[1], name)));
+    return fmt::format("{}  for (k, r) in {{{}}}", body, fmt::join(ps, ", "));
   }
   std::vector<std::string> vars;
   if (t.src.root < 0) vars.push_back("k");
   if (t.dst.root < 0) vars.push_back("r");
-  return vars.empty() ? body : fmt::format("{} for all {}", body, fmt::join(vars, ", "));
+  return vars.empty() ? body : fmt::format("{}  for all ranks {}", body, fmt::join(vars, ", "));
 }
 
-std::string call_str(const CollectiveCall& c) {
+std::string call_str(const CollectiveCall& c, IntName name) {
   std::vector<std::string> a;
-  for (const auto& [k, v] : c.attrs.items) a.push_back(k + "=" + attr_str(v));
+  for (const auto& [k, v] : c.attrs.items) a.push_back(k + "=" + attr_named(v, name));
   return fmt::format("{}({})", op_name(c.op), fmt::join(a, ", "));
 }
 

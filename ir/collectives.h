@@ -10,6 +10,7 @@
 // destination block, r for a source block). The domain is every (k, r) pair,
 // pairs with k or r fixed to the root, or an explicit list of pairs.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -46,7 +47,10 @@ std::vector<CollectiveCall> collectives_for(const Term& t, int world);
 // The adjoint of n's op=sum map: collectives_for(transpose(routing(n))).
 std::vector<CollectiveCall> transpose_of(const Node& n, int world);
 
-std::string term_str(const Term& t);     // "in[k].block(0, r) -> out[r].whole for all k, r"
-std::string call_str(const CollectiveCall& c);  // "reduce_scatter(axis=0)"
+// Readable forms, with each integer (rank, root, axis) written by `name`:
+//   "y[r] += x[k].block(axis 0, r)  for all ranks k, r" and "reduce_scatter(axis=0, op=sum)".
+using IntName = std::string (*)(int64_t);
+std::string term_str(const Term& t, const char* src, const char* dst, IntName name = nullptr);
+std::string call_str(const CollectiveCall& c, IntName name = nullptr);
 
 }  // namespace gradc

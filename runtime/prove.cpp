@@ -314,41 +314,8 @@ std::string sym(int64_t v) {
   return std::to_string(v);
 }
 
-std::string side_math(const char* v, const Side& s, const char* rank, const char* other) {
-  std::string r = s.root < 0 ? rank : sym(s.root);
-  if (s.axis < 0) return fmt::format("{}[{}]", v, r);
-  return fmt::format("{}[{}].block(axis {}, {})", v, r, sym(s.axis), other);
-}
-
-// "dst[r] += src[k].block(axis a, r) for all ranks k, r": the elements of the
-// source selection are added, one for one, into the destination selection.
-std::string term_math(const Term& t, const char* src, const char* dst) {
-  std::string body = side_math(dst, t.dst, "r", "k") + " += " + side_math(src, t.src, "k", "r");
-  if (t.has_pairs) {
-    std::vector<std::string> ps;
-    for (const auto& p : t.pairs) ps.push_back(fmt::format("({}, {})", sym(p[0]), sym(p[1])));
-    return fmt::format("{}  for (k, r) in {{{}}}", body, fmt::join(ps, ", "));
-  }
-  std::vector<std::string> vars;
-  if (t.src.root < 0) vars.push_back("k");
-  if (t.dst.root < 0) vars.push_back("r");
-  return vars.empty() ? body : fmt::format("{}  for all ranks {}", body, fmt::join(vars, ", "));
-}
-
-// An attribute with its symbols named: axis=a, root=root, pairs=[[q, p], ...].
-std::string sym_attr(const Attr& v) {
-  if (v.kind == Attr::Int) return sym(v.i);
-  if (v.kind != Attr::List) return attr_str(v);
-  std::vector<std::string> items;
-  for (const Attr& x : v.list) items.push_back(sym_attr(x));
-  return fmt::format("[{}]", fmt::join(items, ", "));
-}
-
-std::string call_math(const CollectiveCall& c) {
-  std::vector<std::string> a;
-  for (const auto& [k, v] : c.attrs.items) a.push_back(k + "=" + sym_attr(v));
-  return fmt::format("{}({})", op_name(c.op), fmt::join(a, ", "));
-}
+std::string term_math(const Term& t, const char* src, const char* dst) { return term_str(t, src, dst, sym); }
+std::string call_math(const CollectiveCall& c) { return call_str(c, sym); }
 
 std::string calls_math(const std::vector<CollectiveCall>& calls) {
   if (calls.empty()) return "the identity";
