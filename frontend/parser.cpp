@@ -158,6 +158,13 @@ class Parser {
   }
 
   ExprPtr expr() {
+    // Deeply nested input would overflow the stack; no real program comes close.
+    struct Depth {
+      int& d;
+      explicit Depth(int& x) : d(x) { ++d; }
+      ~Depth() { --d; }
+    } depth(depth_);
+    if (depth_ > kMaxDepth) user_error(peek().loc, "expressions are nested more than {} deep", kMaxDepth);
     ExprPtr lhs = additive();
     for (const char* op : {"==", "!=", "<", "<=", ">", ">="}) {
       if (peek().is(op)) {
@@ -310,8 +317,10 @@ class Parser {
     user_error(t.loc, "expected an expression, got {}", describe(t));
   }
 
+  static constexpr int kMaxDepth = 500;
   std::vector<Token> toks_;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

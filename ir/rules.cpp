@@ -32,7 +32,16 @@ Type infer_type(const Graph& g, const Node& n) {
                arity == 1 ? "" : "s", n.args.size());
   InferFn f = rule(n.op).infer;
   GRADC_ASSERT(f, "no shape rule for {}", op_name(n.op));
-  return f(g, n);
+  Type t = f(g, n);
+  // Sizes are int64 element counts: refuse shapes whose count would overflow.
+  int64_t size = 1;
+  for (int64_t d : t.shape) {
+    if (d < 0) user_error(n.loc, "{}: negative dimension in {}", op_name(n.op), type_str(t));
+    if (d != 0 && size > (int64_t(1) << 40) / d)
+      user_error(n.loc, "{}: {} has more than 2^40 elements", op_name(n.op), type_str(t));
+    size *= d;
+  }
+  return t;
 }
 
 std::vector<std::string> missing_rules() {
