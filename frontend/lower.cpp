@@ -88,6 +88,16 @@ class Lowerer {
       return constant(Type{dt, {}}, v.num, loc);
     }
     if (g_.type(v.id).dtype == dt) return v.id;
+    const Node& c = g_[v.id];
+    if (c.op == Op::Const && is_float(dt) && c.args.empty()) {
+      // A constant takes the new float type directly: [0.1, 0.2] in f64 context holds
+      // the f64 values 0.1 and 0.2, not f32 roundings of them.
+      Node n = c;
+      n.type.dtype = dt;
+      n.loc = loc;
+      n.name.clear();
+      return add(std::move(n));
+    }
     Attrs a;
     a.set("to", Attr::of_sym(dtype_name(dt)));
     return op(Op::Cast, {v.id}, loc, a).id;
@@ -236,7 +246,7 @@ class Lowerer {
     switch (e.kind) {
       case Expr::Number:
         if (e.is_int) return V{-1, double(e.ival), DType::I32};
-        return V{-1, f64_ ? e.fval : double(float(e.fval)), F()};
+        return V{-1, e.fval, F()};  // exact until it takes a type: f32 rounds it then
       case Expr::Name:
         return lookup(e.text, e.loc);
       case Expr::Unary: {
@@ -286,7 +296,6 @@ class Lowerer {
         default: r = x >= y; break;
       }
       DType rt = cmp ? float_of(dt) : dt;  // as the comparison ops' shape rule says
-      if (rt == DType::F32 && !f64_) r = double(float(r));
       if (rt == DType::I32 && std::fabs(r) > 2147483647.0) user_error(loc, "integer overflow in a constant");
       return V{-1, r, rt};
     }
@@ -456,7 +465,7 @@ class Lowerer {
     return s;
   }
   ValueId fill(const Shape& s, const V& v, Loc loc) {
-    if (v.is_lit()) return constant(Type{F(), s}, f64_ ? v.num : double(float(v.num)), loc);
+    if (v.is_lit()) return constant(Type{F(), s}, v.num, loc);
     ValueId x = tensor(v, F(), loc);
     if (g_.type(x).rank() != 0) user_error(loc, "full: the value must be a scalar, got {}", type_str(g_.type(x)));
     Attrs a;

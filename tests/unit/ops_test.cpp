@@ -1,5 +1,7 @@
 // Local ops (LANGUAGE.md section 4) against values computed by hand or by
 // independent loops here; dtype promotion and broadcasting; the language's rules.
+#include <fmt/format.h>
+
 #include <cmath>
 
 #include "util.h"
@@ -169,6 +171,43 @@ TEST_CASE("shared inputs must agree across ranks") {
   CHECK_THROWS_WITH_AS(interpret(g, in), "shared input 'w' differs between ranks 0 and 1", UserError);
   CHECK_THROWS_WITH_AS(run("input w : f32 shared = rank\noutput w\n", 3), "shared input 'w' differs between ranks 0 and 1",
                        UserError);
+}
+
+}  // namespace
+}  // namespace gradc::test
+
+namespace gradc::test {
+namespace {
+
+TEST_CASE("ops keep i32 and f64: dtypes and values") {
+  struct Row {
+    const char* expr;
+    DType dtype;
+    std::vector<double> want;
+  };
+  const Row rows[] = {
+      {"abs(iota(3) - 1)", DType::I32, {1, 0, 1}},
+      {"relu(iota(3) - 1)", DType::I32, {0, 0, 1}},
+      {"sign(iota(3) - 1)", DType::I32, {-1, 0, 1}},
+      {"square(iota(3))", DType::I32, {0, 1, 4}},
+      {"maximum(iota(3), 1)", DType::I32, {1, 1, 2}},
+      {"max(reshape(iota(6), [2, 3]), axis=0)", DType::I32, {3, 4, 5}},
+      {"transpose(reshape(iota(4), [2, 2]))", DType::I32, {0, 2, 1, 3}},
+      {"matmul(reshape(iota(4), [2, 2]), reshape(iota(4), [2, 2]))", DType::I32, {2, 3, 6, 11}},
+      {"where(iota(3) > 0, iota(3), -5)", DType::I32, {-5, 1, 2}},
+      {"concat([iota(2), iota(1)], axis=0)", DType::I32, {0, 1, 0}},
+      {"exp(cast(iota(2), f64))", DType::F64, {1, std::exp(1.0)}},
+      {"sqrt(cast([2, 8], f64))", DType::F64, {std::sqrt(2.0), std::sqrt(8.0)}},
+      {"sum(cast([0.1, 0.2], f64))", DType::F64, {0.1 + 0.2}},
+      {"softmax(cast([0, 0], f64))", DType::F64, {0.5, 0.5}},
+      {"cast([1, 2], f64) / 3", DType::F64, {1.0 / 3, 2.0 / 3}},
+  };
+  for (const Row& r : rows) {
+    CAPTURE(r.expr);
+    Tensor y = out(run(fmt::format("y = {}\noutput y\n", r.expr), 1), 0, "y");
+    CHECK(y.dtype() == r.dtype);
+    check_values(y, r.want);
+  }
 }
 
 }  // namespace
