@@ -74,44 +74,46 @@ Type infer_where(const Graph& g, const Node& n) {
 
 // ---- interpreter kernels -------------------------------------------------
 
-template <class T>
-T apply_unary(Op op, T x) {
+// Calls body(f) with the scalar function of a unary op, so that each op runs its
+// own tight loop (the switch is outside the loop, never per element).
+template <class T, class Body>
+void with_unary(Op op, Body&& body) {
   switch (op) {
-    case Op::Neg: return T(-x);
-    case Op::Exp: return T(std::exp(x));
-    case Op::Log: return T(std::log(x));
-    case Op::Sqrt: return T(std::sqrt(x));
-    case Op::Rsqrt: return T(1 / std::sqrt(x));
-    case Op::Abs: return x < 0 ? T(-x) : x;
-    case Op::Relu: return x > 0 ? x : T(0);
-    case Op::Sigmoid: return T(1 / (1 + std::exp(-x)));
-    case Op::Tanh: return T(std::tanh(x));
-    case Op::Sin: return T(std::sin(x));
-    case Op::Cos: return T(std::cos(x));
-    case Op::Square: return T(x * x);
-    case Op::Reciprocal: return T(1 / x);
-    case Op::Sign: return T((x > 0) - (x < 0));
+    case Op::Neg: return body([](T x) { return T(-x); });
+    case Op::Exp: return body([](T x) { return T(std::exp(x)); });
+    case Op::Log: return body([](T x) { return T(std::log(x)); });
+    case Op::Sqrt: return body([](T x) { return T(std::sqrt(x)); });
+    case Op::Rsqrt: return body([](T x) { return T(1 / std::sqrt(x)); });
+    case Op::Abs: return body([](T x) { return x < 0 ? T(-x) : x; });
+    case Op::Relu: return body([](T x) { return x > 0 ? x : T(0); });
+    case Op::Sigmoid: return body([](T x) { return T(1 / (1 + std::exp(-x))); });
+    case Op::Tanh: return body([](T x) { return T(std::tanh(x)); });
+    case Op::Sin: return body([](T x) { return T(std::sin(x)); });
+    case Op::Cos: return body([](T x) { return T(std::cos(x)); });
+    case Op::Square: return body([](T x) { return T(x * x); });
+    case Op::Reciprocal: return body([](T x) { return T(1 / x); });
+    case Op::Sign: return body([](T x) { return T((x > 0) - (x < 0)); });
     default: break;
   }
   GRADC_ASSERT(false, "{} is not unary", op_name(op));
 }
 
-template <class T>
-T apply_binary(Op op, T a, T b) {
+template <class T, class Body>
+void with_binary(Op op, Body&& body) {
   switch (op) {
-    case Op::Add: return T(a + b);
-    case Op::Sub: return T(a - b);
-    case Op::Mul: return T(a * b);
-    case Op::Div: return T(a / b);
-    case Op::Pow: return T(std::pow(a, b));
-    case Op::Maximum: return a > b ? a : b;
-    case Op::Minimum: return a < b ? a : b;
-    case Op::Eq: return a == b;
-    case Op::Ne: return a != b;
-    case Op::Lt: return a < b;
-    case Op::Le: return a <= b;
-    case Op::Gt: return a > b;
-    case Op::Ge: return a >= b;
+    case Op::Add: return body([](T a, T b) { return T(a + b); });
+    case Op::Sub: return body([](T a, T b) { return T(a - b); });
+    case Op::Mul: return body([](T a, T b) { return T(a * b); });
+    case Op::Div: return body([](T a, T b) { return T(a / b); });
+    case Op::Pow: return body([](T a, T b) { return T(std::pow(a, b)); });
+    case Op::Maximum: return body([](T a, T b) { return a > b ? a : b; });
+    case Op::Minimum: return body([](T a, T b) { return a < b ? a : b; });
+    case Op::Eq: return body([](T a, T b) { return T(a == b); });
+    case Op::Ne: return body([](T a, T b) { return T(a != b); });
+    case Op::Lt: return body([](T a, T b) { return T(a < b); });
+    case Op::Le: return body([](T a, T b) { return T(a <= b); });
+    case Op::Gt: return body([](T a, T b) { return T(a > b); });
+    case Op::Ge: return body([](T a, T b) { return T(a >= b); });
     default: break;
   }
   GRADC_ASSERT(false, "{} is not binary", op_name(op));
@@ -123,14 +125,10 @@ Tensor eval_unary(const Node& n, const Args& a, const EvalCtx&) {
     using T = decltype(tag);
     const T* x = a[0]->data<T>();
     T* out = y.data<T>();
-    const Op op = n.op;
     const int64_t size = y.size();
-    switch (op) {  // the common ones as their own loops, so they vectorise
-      case Op::Neg: for (int64_t i = 0; i < size; ++i) out[i] = T(-x[i]); break;
-      case Op::Exp: for (int64_t i = 0; i < size; ++i) out[i] = T(std::exp(x[i])); break;
-      case Op::Square: for (int64_t i = 0; i < size; ++i) out[i] = T(x[i] * x[i]); break;
-      default: for (int64_t i = 0; i < size; ++i) out[i] = apply_unary<T>(op, x[i]);
-    }
+    with_unary<T>(n.op, [&](auto f) {
+      for (int64_t i = 0; i < size; ++i) out[i] = f(x[i]);
+    });
   });
   return y;
 }
@@ -165,12 +163,7 @@ Tensor eval_binary(const Node& n, const Args& a, const EvalCtx&) {
     using T = decltype(ta);
     dispatch(n.type.dtype, [&](auto tr) {
       using R = decltype(tr);
-      switch (op) {  // the common ones as their own loops, so they vectorise
-        case Op::Add: binary_loop<T, R>(*a[0], *a[1], y, [](T p, T q) { return p + q; }); break;
-        case Op::Sub: binary_loop<T, R>(*a[0], *a[1], y, [](T p, T q) { return p - q; }); break;
-        case Op::Mul: binary_loop<T, R>(*a[0], *a[1], y, [](T p, T q) { return p * q; }); break;
-        default: binary_loop<T, R>(*a[0], *a[1], y, [op](T p, T q) { return apply_binary<T>(op, p, q); });
-      }
+      with_binary<T>(op, [&](auto f) { binary_loop<T, R>(*a[0], *a[1], y, f); });
     });
   });
   return y;
