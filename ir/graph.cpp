@@ -12,12 +12,6 @@ Attr Attr::of_ints(const std::vector<int64_t>& v) {
   for (int64_t x : v) a.list.push_back(of_int(x));
   return a;
 }
-Attr Attr::of_floats(const std::vector<double>& v) {
-  Attr a;
-  a.kind = List;
-  for (double x : v) a.list.push_back(of_float(x));
-  return a;
-}
 
 void Attrs::set(const std::string& key, Attr v) {
   auto it = std::lower_bound(items.begin(), items.end(), key,
@@ -95,12 +89,5 @@ ValueId emit(Graph& g, Op op, std::vector<ValueId> args, Attrs attrs, Loc loc, s
   return g.append(std::move(n));
 }
 
-std::vector<int> use_counts(const Graph& g) {
-  std::vector<int> uses(g.nodes.size(), 0);
-  for (const Node& n : g.nodes)
-    for (ValueId a : n.args) uses[size_t(a)]++;
-  for (const auto& o : g.outputs) uses[size_t(o.second)]++;
-  return uses;
-}
 
 }  // namespace gradc

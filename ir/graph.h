@@ -28,7 +28,6 @@ struct Attr {
   static Attr of_str(std::string v) { Attr a; a.kind = Str; a.s = std::move(v); return a; }
   static Attr of_sym(std::string v) { Attr a; a.kind = Sym; a.s = std::move(v); return a; }
   static Attr of_ints(const std::vector<int64_t>& v);
-  static Attr of_floats(const std::vector<double>& v);
   bool operator==(const Attr&) const = default;
   double number() const { return kind == Float ? f : double(i); }
 };
@@ -81,8 +80,5 @@ struct Graph {
 // throws UserError at `loc` when the operands do not fit).
 ValueId emit(Graph& g, Op op, std::vector<ValueId> args, Attrs attrs, Loc loc,
              std::string name = {});
-
-// How many uses each value has (operands and outputs).
-std::vector<int> use_counts(const Graph& g);
 
 }  // namespace gradc

@@ -45,11 +45,6 @@ decltype(auto) dispatch(DType t, F&& f) {
   return f(double{});
 }
 
-template <class T> constexpr DType dtype_of();
-template <> constexpr DType dtype_of<int32_t>() { return DType::I32; }
-template <> constexpr DType dtype_of<float>() { return DType::F32; }
-template <> constexpr DType dtype_of<double>() { return DType::F64; }
-
 using Strides = std::vector<int64_t>;
 Strides row_major_strides(const Shape& s);
 // Strides for reading a tensor of shape `in` broadcast (NumPy rules) to `out`:
