@@ -89,5 +89,4 @@ ValueId emit(Graph& g, Op op, std::vector<ValueId> args, Attrs attrs, Loc loc, s
   return g.append(std::move(n));
 }
 
-
 }  // namespace gradc
