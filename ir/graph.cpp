@@ -28,50 +28,53 @@ const Attr* Attrs::find(const std::string& key) const {
   return nullptr;
 }
 
+// A missing or ill-typed attribute can only come from textual IR (the frontend
+// and the passes always set them), so it is reported as the user's error there.
 namespace {
 const Attr& get(const Node& n, const std::string& key) {
   const Attr* a = n.attrs.find(key);
-  GRADC_ASSERT(a, "{} has no attribute '{}'", op_name(n.op), key);
+  if (!a) user_error(n.loc, "{}: needs the attribute '{}'", op_name(n.op), key);
   return *a;
+}
+[[noreturn]] void ill_typed(const Node& n, const std::string& key, const char* what) {
+  user_error(n.loc, "{}: attribute '{}' must be {}", op_name(n.op), key, what);
 }
 }  // namespace
 
 int64_t Node::attr_int(const std::string& key) const {
   const Attr& a = get(*this, key);
-  GRADC_ASSERT(a.kind == Attr::Int, "{}.{} is not an integer", op_name(op), key);
+  if (a.kind != Attr::Int) ill_typed(*this, key, "an integer");
   return a.i;
 }
 double Node::attr_num(const std::string& key) const {
   const Attr& a = get(*this, key);
-  GRADC_ASSERT(a.kind == Attr::Int || a.kind == Attr::Float, "{}.{} is not a number",
-               op_name(op), key);
+  if (a.kind != Attr::Int && a.kind != Attr::Float) ill_typed(*this, key, "a number");
   return a.number();
 }
 const std::string& Node::attr_sym(const std::string& key) const {
   const Attr& a = get(*this, key);
-  GRADC_ASSERT(a.kind == Attr::Sym || a.kind == Attr::Str, "{}.{} is not a name", op_name(op),
-               key);
+  if (a.kind != Attr::Sym && a.kind != Attr::Str) ill_typed(*this, key, "a name");
   return a.s;
 }
 std::vector<int64_t> Node::attr_ints(const std::string& key) const {
   const Attr& a = get(*this, key);
-  GRADC_ASSERT(a.kind == Attr::List, "{}.{} is not a list", op_name(op), key);
+  if (a.kind != Attr::List) ill_typed(*this, key, "a list of integers");
   std::vector<int64_t> out;
   for (const Attr& x : a.list) {
-    GRADC_ASSERT(x.kind == Attr::Int, "{}.{} is not a list of integers", op_name(op), key);
+    if (x.kind != Attr::Int) ill_typed(*this, key, "a list of integers");
     out.push_back(x.i);
   }
   return out;
 }
 std::vector<std::vector<int64_t>> Node::attr_int_lists(const std::string& key) const {
   const Attr& a = get(*this, key);
-  GRADC_ASSERT(a.kind == Attr::List, "{}.{} is not a list", op_name(op), key);
+  if (a.kind != Attr::List) ill_typed(*this, key, "a list of integer lists");
   std::vector<std::vector<int64_t>> out;
   for (const Attr& x : a.list) {
-    GRADC_ASSERT(x.kind == Attr::List, "{}.{} is not a list of lists", op_name(op), key);
+    if (x.kind != Attr::List) ill_typed(*this, key, "a list of integer lists");
     auto& row = out.emplace_back();
     for (const Attr& y : x.list) {
-      GRADC_ASSERT(y.kind == Attr::Int, "{}.{} is not a list of integer lists", op_name(op), key);
+      if (y.kind != Attr::Int) ill_typed(*this, key, "a list of integer lists");
       row.push_back(y.i);
     }
   }

@@ -52,8 +52,8 @@ struct Node {
   bool backward = false;   // made by the autodiff pass
   ValueId grad_of = -1;    // for a gradient value: the forward value it is the gradient of
 
-  // Typed attribute access; a missing or ill-typed attribute is an internal error
-  // (the verifier reports it as a user error for IR read from text).
+  // Typed attribute access; a missing or ill-typed attribute (possible only in
+  // textual IR) is a UserError at the node's location.
   int64_t attr_int(const std::string& key) const;
   double attr_num(const std::string& key) const;
   const std::string& attr_sym(const std::string& key) const;
