@@ -14,6 +14,13 @@ namespace {
   throw UserError({}, fmt::format("{}: {}", path, why));
 }
 
+// Header text as it may be shown in a message: bytes outside printable ASCII as \xNN.
+std::string printable(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) out += (c >= 0x20 && c < 0x7f) ? std::string(1, char(c)) : fmt::format("\\x{:02x}", c);
+  return out;
+}
+
 // The value of `key` in the header dict: the text after "'key':" up to the next top-level comma.
 std::string dict_value(const std::string& h, const std::string& key, const std::string& path) {
   size_t k = h.find("'" + key + "'");
@@ -55,7 +62,7 @@ Tensor parse_npy(const std::string& s, const std::string& path) {
   if (descr == "'<f4'") t.dtype = DType::F32;
   else if (descr == "'<f8'") t.dtype = DType::F64;
   else if (descr == "'<i4'") t.dtype = DType::I32;
-  else bad(path, fmt::format("unsupported dtype {} (gradc reads <f4, <f8 and <i4)", descr));
+  else bad(path, fmt::format("unsupported dtype {} (gradc reads <f4, <f8 and <i4)", printable(descr)));
   if (dict_value(h, "fortran_order", path) != "False") bad(path, "Fortran-order arrays are not supported");
   std::string shape = dict_value(h, "shape", path);
   if (shape.size() < 2 || shape.front() != '(' || shape.back() != ')') bad(path, "malformed shape in header");
@@ -66,10 +73,13 @@ Tensor parse_npy(const std::string& s, const std::string& path) {
     if (i == dims.size()) break;
     size_t j = i;
     while (j < dims.size() && std::isdigit(static_cast<unsigned char>(dims[j]))) ++j;
-    if (j == i) bad(path, "malformed shape in header");
+    if (j == i || j - i > 12) bad(path, "malformed shape in header");
     t.shape.push_back(std::stoll(dims.substr(i, j - i)));
     i = j;
   }
+  int64_t count = 1;
+  for (int64_t d : t.shape)
+    if (d != 0 && (count *= d) > (int64_t(1) << 40)) bad(path, "the array is too large");
   size_t need = size_t(t.size()) * size_t(dtype_size(t.dtype));
   size_t have = s.size() - hstart - hlen;
   if (have < need) bad(path, fmt::format("truncated: {} needs {} bytes of data, the file has {}", type_str(t), need, have));

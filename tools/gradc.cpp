@@ -396,5 +396,8 @@ int main(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     std::cerr << "gradc: error: out of memory\n";
     return 1;
+  } catch (const std::exception& e) {  // a library's exception: still a message, not a crash
+    std::cerr << fmt::format("gradc: internal error: {}\n", e.what());
+    return 1;
   }
 }
