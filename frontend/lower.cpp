@@ -64,14 +64,7 @@ class Lowerer {
   DType dtype(const V& v) const { return v.is_lit() ? v.lit_dtype : g_.type(v.id).dtype; }
   const Type& type(const V& v) const { return g_.type(v.id); }
 
-  ValueId constant(const Type& t, double value, Loc loc) {
-    Node n;
-    n.op = Op::Const;
-    n.type = t;
-    n.loc = loc;
-    n.attrs.set("value", t.dtype == DType::I32 ? Attr::of_int(int64_t(value)) : Attr::of_float(value));
-    return add(std::move(n));
-  }
+  ValueId constant(const Type& t, double value, Loc loc) { return add(const_node(t, value, loc)); }
   ValueId add(Node n) {
     n.type = infer_type(g_, n);
     return g_.append(std::move(n));

@@ -81,6 +81,15 @@ std::vector<std::vector<int64_t>> Node::attr_int_lists(const std::string& key) c
   return out;
 }
 
+Node const_node(const Type& t, double value, Loc loc) {
+  Node n;
+  n.op = Op::Const;
+  n.type = t;
+  n.loc = loc;
+  n.attrs.set("value", t.dtype == DType::I32 ? Attr::of_int(int64_t(value)) : Attr::of_float(value));
+  return n;
+}
+
 ValueId emit(Graph& g, Op op, std::vector<ValueId> args, Attrs attrs, Loc loc, std::string name) {
   Node n;
   n.op = op;

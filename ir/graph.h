@@ -76,6 +76,9 @@ struct Graph {
   int size() const { return int(nodes.size()); }
 };
 
+// A constant node holding `value` in every element of `t` (an integer attribute for i32).
+Node const_node(const Type& t, double value, Loc loc);
+
 // Adds a node and computes its result type with the op's shape rule (which
 // throws UserError at `loc` when the operands do not fit).
 ValueId emit(Graph& g, Op op, std::vector<ValueId> args, Attrs attrs, Loc loc,

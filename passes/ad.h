@@ -25,8 +25,9 @@ class Ad {
   Graph& graph() { return g_; }
 
   ValueId emit(Op op, std::vector<ValueId> args, Attrs attrs = {});
-  ValueId scalar(double v, DType dt);  // a constant, broadcast by the ops that use it
-  ValueId zeros(const Type& t);
+  ValueId constant(const Type& t, double v);
+  ValueId scalar(double v, DType dt) { return constant(Type{dt, {}}, v); }  // broadcast by the ops that use it
+  ValueId zeros(const Type& t) { return constant(t, 0); }
   ValueId add(ValueId a, ValueId b) { return emit(Op::Add, {a, b}); }
   ValueId sub(ValueId a, ValueId b) { return emit(Op::Sub, {a, b}); }
   ValueId mul(ValueId a, ValueId b) { return emit(Op::Mul, {a, b}); }

@@ -30,23 +30,8 @@ ValueId Ad::emit(Op op, std::vector<ValueId> args, Attrs attrs) {
   return g_.append(std::move(n));
 }
 
-ValueId Ad::scalar(double v, DType dt) {
-  Node n;
-  n.op = Op::Const;
-  n.type = Type{dt, {}};
-  n.attrs.set("value", dt == DType::I32 ? Attr::of_int(int64_t(v)) : Attr::of_float(v));
-  n.loc = y_ >= 0 ? g_[y_].loc : Loc{};
-  n.backward = true;
-  n.rep = Rep::Replicated;
-  return g_.append(std::move(n));
-}
-
-ValueId Ad::zeros(const Type& t) {
-  Node n;
-  n.op = Op::Const;
-  n.type = t;
-  n.attrs.set("value", Attr::of_float(0));
-  n.loc = y_ >= 0 ? g_[y_].loc : Loc{};
+ValueId Ad::constant(const Type& t, double v) {
+  Node n = const_node(t, v, y_ >= 0 ? g_[y_].loc : Loc{});
   n.backward = true;
   n.rep = Rep::Replicated;
   return g_.append(std::move(n));
@@ -168,10 +153,7 @@ std::vector<ValueId> backward(Graph& g, ValueId loss, const std::vector<ValueId>
     // The seed: d L / d loss_r, 1 for mode=sum; 1/N for mean, and for global
     // (there the loss is the same on every rank, so L = sum(loss) = (1/N) sum_r sum(loss_r)).
     ad.begin(loss, {});
-    double scale = mode == "sum" ? 1.0 : 1.0 / g.world;
-    ValueId seed = ad.zeros(g.type(loss));
-    g[seed].attrs.set("value", Attr::of_float(scale));
-    ct[loss] = seed;
+    ct[loss] = ad.constant(g.type(loss), mode == "sum" ? 1.0 : 1.0 / g.world);
   }
   for (ValueId v = loss; v >= first; --v) {
     auto it = ct.find(v);

@@ -28,14 +28,7 @@ class Unroller {
   ValueId emit_(Op op, std::vector<ValueId> args, Attrs attrs = {}) {
     return emit(g(), op, std::move(args), std::move(attrs), loc_);
   }
-  ValueId constant(const Type& t, double v) {
-    Node n;
-    n.op = Op::Const;
-    n.type = t;
-    n.loc = loc_;
-    n.attrs.set("value", t.dtype == DType::I32 ? Attr::of_int(int64_t(v)) : Attr::of_float(v));
-    return g().append(std::move(n));
-  }
+  ValueId constant(const Type& t, double v) { return g().append(const_node(t, v, loc_)); }
   ValueId reshape(ValueId v, const Shape& s) {
     Attrs a;
     a.set("shape", Attr::of_ints(s));
