@@ -40,9 +40,12 @@ std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inpu
   const int N = g.world;
   std::vector<GradInfo> info;
   Graph spmd = autodiff(g, &info);
-  std::vector<ValueId> results;
-  for (const GradInfo& gi : info) results.push_back(gi.result);
-  auto vals = evaluate(spmd, inputs, results);
+  std::vector<ValueId> wanted;  // every gradient, and every value it is taken with respect to
+  for (const GradInfo& gi : info) {
+    wanted.push_back(gi.result);
+    wanted.push_back(gi.w);
+  }
+  auto vals = evaluate(spmd, inputs, wanted);
 
   // The single-process reference, with rank r's input x renamed x#r.
   Unrolled u = unroll(g);
@@ -85,7 +88,7 @@ std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inpu
     // Central differences of the objective, perturbing w on one rank (on all
     // ranks at once for a shared input: it is one variable).
     const bool shared = spmd[gi.w].op == Op::Input && spmd[gi.w].attrs.has("shared");
-    std::vector<Tensor> base = evaluate(spmd, inputs, {gi.w})[size_t(gi.w)];
+    const std::vector<Tensor>& base = vals[size_t(gi.w)];
     const int64_t size = base[0].size();
     const int64_t step = std::max<int64_t>(1, (size + opt.max_fd_elements - 1) / opt.max_fd_elements);
     for (int r = 0; opt.finite_differences && r < (shared ? 1 : N); ++r) {

@@ -274,7 +274,6 @@ int cmd_verify(const CommandLine& cl) {
   opt.rtol = tolerance_flag(cl, "rtol", opt.rtol);
   opt.atol = tolerance_flag(cl, "atol", opt.atol);
   Graph g = load_program(cl.one_file("FILE.dg"), ranks_flag(cl), /*f64=*/true);
-  autodiff(g);  // reports mode=global errors before any work
   std::vector<GradCheckRow> rows = check_gradients(g, load_inputs(g, cl.get("inputs"), true), opt);
   std::cout << gradcheck_table(rows, opt);
   for (const GradCheckRow& r : rows)
