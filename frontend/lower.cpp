@@ -180,11 +180,7 @@ class Lowerer {
       } else {
         ValueId d = tensor(v, t.dtype, loc);
         if (g_.type(d).shape != t.shape) {
-          const Shape ds = g_.type(d).shape;
-          bool ok = ds.size() <= t.shape.size();
-          for (size_t i = 0; ok && i < ds.size(); ++i)
-            ok = ds[ds.size() - 1 - i] == 1 || ds[ds.size() - 1 - i] == t.shape[t.shape.size() - 1 - i];
-          if (!ok)
+          if (!broadcasts_to(g_.type(d).shape, t.shape))
             user_error(loc, "the default value of '{}' is {}, which does not broadcast to {}",
                        name.text, type_str(g_.type(d)), type_str(t));
           Attrs a;

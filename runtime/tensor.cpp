@@ -99,6 +99,15 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, bool* ok) {
   return out;
 }
 
+bool broadcasts_to(const Shape& from, const Shape& to) {
+  if (from.size() > to.size()) return false;
+  for (size_t i = 0; i < from.size(); ++i) {
+    int64_t d = from[from.size() - 1 - i];
+    if (d != 1 && d != to[to.size() - 1 - i]) return false;
+  }
+  return true;
+}
+
 namespace {
 // Copies x, read with `src` strides from offset `base`, into a fresh tensor of `shape`.
 Tensor gather_strided(const Tensor& x, const Shape& shape, const Strides& src, int64_t base) {

@@ -56,12 +56,7 @@ Tensor eval_transpose(const Node& n, const Args& a, const EvalCtx&) {
 Type infer_broadcast_to(const Graph& g, const Node& n) {
   const Type& x = arg_type(g, n, 0);
   Shape s = shape_attr(n, "shape");
-  bool ok = s.size() >= x.shape.size();
-  for (size_t i = 0; ok && i < x.shape.size(); ++i) {
-    int64_t d = x.shape[x.shape.size() - 1 - i];
-    ok = d == 1 || d == s[s.size() - 1 - i];
-  }
-  if (!ok) user_error(n.loc, "broadcast_to: cannot broadcast {} to {}", type_str(x), shape_str(s));
+  if (!broadcasts_to(x.shape, s)) user_error(n.loc, "broadcast_to: cannot broadcast {} to {}", type_str(x), shape_str(s));
   return Type{x.dtype, s};
 }
 Tensor eval_broadcast_to(const Node& n, const Args& a, const EvalCtx&) {
