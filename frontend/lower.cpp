@@ -82,7 +82,7 @@ class Lowerer {
     }
     if (g_.type(v.id).dtype == dt) return v.id;
     const Node& c = g_[v.id];
-    if (c.op == Op::Const && is_float(dt) && c.args.empty()) {
+    if (c.op == Op::Const && is_float(dt)) {
       // A constant takes the new float type directly: [0.1, 0.2] in f64 context holds
       // the f64 values 0.1 and 0.2, not f32 roundings of them.
       Node n = c;
