@@ -131,11 +131,17 @@ Tensor unit(const Type& t, int64_t i) {
   return x;
 }
 
+// The collective with op=sum: the linear map whose transpose is checked.
+Node sum_version(const Node& n) {
+  Node lin = n;
+  if (lin.attrs.has("op")) lin.attrs.set("op", Attr::of_sym("sum"));
+  return lin;
+}
+
 // The forward kernel's matrix of the op=sum map: A[(r, i), (k, j)].
 Matrix kernel_matrix(const Instance& in) {
   const Node& n = in.g[in.y];
-  Node lin = n;
-  if (lin.attrs.has("op")) lin.attrs.set("op", Attr::of_sym("sum"));
+  const Node lin = sum_version(n);
   const Type& xt = in.g.type(0);
   const int N = in.g.world;
   Matrix A;
@@ -509,8 +515,7 @@ std::string check_linear(const Instance& in, const ProveOptions& opt) {
   std::string why;
   if (!adjoint_matrix(adj, in, integer_vector(in.g.type(0), N, 1, -3, 3), B, why)) return why;
   if (std::string diff = first_difference(transposed(A), B, xs, ys, "A^T", "the adjoint"); !diff.empty()) return diff;
-  Node lin = n;
-  if (lin.attrs.has("op")) lin.attrs.set("op", Attr::of_sym("sum"));
+  const Node lin = sum_version(n);
   for (uint64_t seed = 1; seed <= 3; ++seed) {
     std::vector<Tensor> x = integer_vector(in.g.type(0), N, seed, -5, 5);
     std::vector<Tensor> y = integer_vector(in.g.type(in.y), N, seed + 100, -5, 5);
