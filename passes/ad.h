@@ -21,6 +21,10 @@ class Ad {
   Shape shape(ValueId v) const { return g_.type(v).shape; }  // a copy, for the same reason
   DType dtype(ValueId v) const { return g_.type(v).dtype; }
   bool replicated(ValueId v) const { return g_[v].rep == Rep::Replicated; }
+  // Whether the gradient being built is differentiated again (grad of grad):
+  // rules whose cheapest form is exact only to first order then use an exact one.
+  bool higher_order() const { return higher_order_; }
+  void set_higher_order(bool h) { higher_order_ = h; }
   int world() const { return g_.world; }
   Graph& graph() { return g_; }
 
@@ -51,6 +55,7 @@ class Ad {
  private:
   Graph& g_;
   ValueId y_ = -1;
+  bool higher_order_ = false;
   std::vector<bool> need_;
 };
 

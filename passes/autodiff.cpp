@@ -121,7 +121,9 @@ std::string describe_origin(const Node& n) {
 }
 
 // One reverse sweep from `loss` producing the cotangent of every value in `ws`.
-std::vector<ValueId> backward(Graph& g, ValueId loss, const std::vector<ValueId>& ws, const std::string& mode) {
+// `higher_order`: the gradients are differentiated again (see Ad::higher_order).
+std::vector<ValueId> backward(Graph& g, ValueId loss, const std::vector<ValueId>& ws, const std::string& mode,
+                              bool higher_order) {
   const ValueId first = *std::min_element(ws.begin(), ws.end());
   const ValueId end = loss + 1;  // forward values are [0, end); backward ones are appended after
   auto differentiable = [&](ValueId v) { return is_float(g.type(v).dtype); };
@@ -144,6 +146,7 @@ std::vector<ValueId> backward(Graph& g, ValueId loss, const std::vector<ValueId>
   }
 
   Ad ad(g);
+  ad.set_higher_order(higher_order);
   std::unordered_map<ValueId, ValueId> ct;
   auto accumulate = [&](ValueId v, ValueId c) {
     auto it = ct.find(v);
@@ -199,6 +202,15 @@ std::vector<ValueId> backward(Graph& g, ValueId loss, const std::vector<ValueId>
 }  // namespace
 
 Graph autodiff(const Graph& g, std::vector<GradInfo>* info) {
+  // again[v]: v feeds the loss of some grad, so a gradient that v depends on is
+  // differentiated again.
+  std::vector<bool> again(g.nodes.size(), false);
+  for (const Node& n : g.nodes)
+    if (n.op == Op::Grad) again[size_t(n.args[0])] = true;
+  for (size_t v = g.nodes.size(); v-- > 0;)
+    if (again[v])
+      for (ValueId a : g.nodes[v].args) again[size_t(a)] = true;
+
   Graph out;
   out.world = g.world;
   std::vector<ValueId> remap(g.nodes.size(), -1);
@@ -230,7 +242,9 @@ Graph autodiff(const Graph& g, std::vector<GradInfo>* info) {
                                   "per rank: the ranks' values start to differ at {}",
                                   lname, describe_origin(origin)));
     }
-    std::vector<ValueId> results = backward(out, loss, ws, mode);
+    bool higher_order = false;
+    for (size_t k = i; k < j; ++k) higher_order |= again[k];
+    std::vector<ValueId> results = backward(out, loss, ws, mode, higher_order);
     for (size_t k = i; k < j; ++k) {
       ValueId r = results[k - i];
       // Two gradients can be one value (grad(loss, y, x) with y = x + 2): it keeps the first's name.

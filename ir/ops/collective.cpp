@@ -136,31 +136,77 @@ Rep rep_permute(const Graph& g, const Node& n) {
 // its derivative rule applies A^T, which is again a collective (transpose_of in
 // ir/collectives.cpp, checked by `gradc prove`). For op=avg, A/N. For prod, max
 // and min, y = red_k x_k is nonlinear: rank k's cotangent is A^T(g) times the
-// local partial dy/dx_k, computed exactly on every rank (see reduction_partial).
+// local partial dy/dx_k, computed exactly on every rank (see extremum_partial and the prod rules).
 
-// dy/dx_k, elementwise, for y = red_j x_j over ranks, where `full` is y itself
-// (the whole reduced value, on every rank):
-//   prod:    prod_{j != k} x_j, from the count of zeros z = sum_j [x_j = 0] and the
-//            product of the nonzero values P: x_k != 0: z = 0 ? P / x_k : 0;
-//            x_k = 0: z = 1 ? P : 0. No division by a value that can be zero.
-//   max/min: [x_k = y] / #{j : x_j = y}, ties split evenly.
-ValueId reduction_partial(Ad& ad, const std::string& op, ValueId x, ValueId full) {
-  DType dt = ad.dtype(x);
+// dy/dx_k, elementwise, for y = red_j x_j over ranks.
+//   max/min: [x_k = y] / #{j : x_j = y}, ties split evenly, where `full` is y
+//            itself on every rank. Piecewise constant: every higher derivative is
+//            0, and so is the derivative of this rule.
+ValueId extremum_partial(Ad& ad, ValueId x, ValueId full) {
   Attrs sum;
   sum.set("op", Attr::of_sym("sum"));
-  if (op == "max" || op == "min") {
-    ValueId hit = ad.cmp(Op::Eq, x, full);
-    return ad.div(hit, ad.collective(Op::AllReduce, hit, sum));
-  }
+  ValueId hit = ad.cmp(Op::Eq, x, full);
+  return ad.div(hit, ad.collective(Op::AllReduce, hit, sum));
+}
+
+//   prod:    prod_{j != k} x_j, from the count of zeros z = sum_j [x_j = 0] and the
+//            product of the nonzero values P: x_k != 0: z = 0 ? P / x_k : 0;
+//            x_k = 0: z = 1 ? P : 0. No division by a value that can be zero, and
+//            two all_reduces of x's size. Exact as a value, but its parts (the
+//            count, the masks) are constants to a further differentiation, so a
+//            gradient that is differentiated again uses leave_one_out_prod.
+ValueId zero_counting_prod(Ad& ad, ValueId x) {
+  DType dt = ad.dtype(x);
+  Attrs sum, prod;
+  sum.set("op", Attr::of_sym("sum"));
+  prod.set("op", Attr::of_sym("prod"));
   ValueId zero = ad.scalar(0, dt), one = ad.scalar(1, dt);
   ValueId is_zero = ad.cmp(Op::Eq, x, zero);
   ValueId zeros = ad.collective(Op::AllReduce, is_zero, sum);
-  Attrs prod;
-  prod.set("op", Attr::of_sym("prod"));
   ValueId nonzero_prod = ad.collective(Op::AllReduce, ad.where(is_zero, one, x), prod);
   ValueId if_zero = ad.where(ad.cmp(Op::Eq, zeros, one), nonzero_prod, zero);
   ValueId if_nonzero = ad.where(ad.cmp(Op::Eq, zeros, zero), ad.div(nonzero_prod, ad.where(is_zero, one, x)), zero);
   return ad.where(is_zero, if_zero, if_nonzero);
+}
+
+// prod_{j != k} x_j on rank k, exact to every order: the ranks' values gathered
+// into G = [x_0; ...; x_{N-1}], rank k's own row replaced by ones, and the rows
+// multiplied in a balanced tree (log2 N halvings, an odd count padded with a row
+// of ones). Every step is an ordinary op (all_gather, where, slice, concat, mul)
+// with an exact derivative rule, so grad of grad gives
+// d2P/dx_j dx_k = prod_{i not in {j, k}} x_i without dividing by anything, zeros
+// or not. It costs an all_gather of N times x's size.
+ValueId leave_one_out_prod(Ad& ad, ValueId x) {
+  const Shape s = ad.shape(x);
+  const DType dt = ad.dtype(x);
+  const int64_t N = ad.world();
+  Shape rows = s;
+  rows.insert(rows.begin(), 1);
+  Attrs ax0;
+  ax0.set("axis", Attr::of_int(0));
+  ValueId all = ad.collective(Op::AllGather, ad.reshape(x, rows), ax0);  // [N] + s
+  Attrs n_attr;
+  n_attr.set("n", Attr::of_int(N));
+  Shape col(rows.size(), 1);
+  col[0] = N;
+  ValueId mine = ad.cmp(Op::Eq, ad.reshape(ad.emit(Op::Iota, {}, n_attr), col), ad.emit(Op::Rank, {}));
+  ValueId v = ad.where(mine, ad.scalar(1, dt), all);
+  for (int64_t n = N; n > 1;) {
+    if (n % 2) {
+      rows[0] = 1;
+      v = ad.emit(Op::Concat, {v, ad.constant(Type{dt, rows}, 1)}, ax0);
+      ++n;
+    }
+    std::vector<int64_t> start(rows.size(), 0), mid(s.size() + 1), end(s.size() + 1);
+    for (size_t d = 0; d < s.size(); ++d) mid[d + 1] = end[d + 1] = s[d];
+    mid[0] = n / 2;
+    end[0] = n;
+    std::vector<int64_t> second = start;
+    second[0] = n / 2;
+    v = ad.mul(ad.slice(v, start, mid), ad.slice(v, second, end));
+    n /= 2;
+  }
+  return ad.reshape(v, s);
 }
 
 void vjp_collective(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) {
@@ -184,8 +230,10 @@ void vjp_collective(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) {
     ct[0] = lin;
   } else if (op == "avg") {
     ct[0] = ad.mul(lin, 1.0 / N);
+  } else if (op == "prod") {
+    ct[0] = ad.mul(lin, ad.higher_order() ? leave_one_out_prod(ad, x) : zero_counting_prod(ad, x));
   } else {
-    // The whole reduced value on every rank.
+    // max and min compare x with the whole reduced value, on every rank.
     ValueId full = y;
     if (n.op == Op::Reduce) {
       Attrs a;
@@ -196,7 +244,7 @@ void vjp_collective(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) {
       a.set("axis", Attr::of_int(n.attr_int("axis")));
       full = ad.collective(Op::AllGather, y, a);
     }
-    ct[0] = ad.mul(lin, reduction_partial(ad, op, x, full));
+    ct[0] = ad.mul(lin, extremum_partial(ad, x, full));
   }
 }
 

@@ -4,6 +4,8 @@
 // and a check that gradient checking catches a wrong rule.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "ir/rules.h"
 #include "passes/ad.h"
 #include "passes/autodiff.h"
@@ -223,6 +225,77 @@ TEST_CASE("a Hessian-vector product through all_reduce") {
                    "output hv\n",
                    3),
              2);
+}
+
+// prod over ranks, differentiated two and three times, with zeros on one rank
+// (element 0), on two ranks (element 1) and on all ranks (element 2): the
+// zero-counting first derivative alone would lose prod_{i not in {j, k}} x_i.
+// Expected values from the definition: for P = prod_i x_i (per element) and
+// L = N P (mode=sum, every rank's loss is P),
+//   hv_k = N sum_{j != k} v_j prod_{i not in {j,k}} x_i
+//   t_k  = N sum_{j != k} u_j sum_{l not in {j,k}} v_l prod_{i not in {j,k,l}} x_i
+TEST_CASE("prod over ranks: second and third order with zeros, exact and against finite differences") {
+  const int N = 3;
+  const double xs[N][3] = {{1.5, 0, 0}, {0, 2, 0}, {-0.5, 0, 0}};
+  const char* src =
+      "input x : f32[3] = where(rank == 0, [1.5, 0.0, 0.0], where(rank == 1, [0.0, 2.0, 0.0], [-0.5, 0.0, 0.0]))\n"
+      "input v : f32[3] = where(rank == 0, [0.5, -1.0, 2.0], where(rank == 1, [1.5, 0.25, -1.0], [-2.0, 1.0, 0.5]))\n"
+      "input u : f32[3] = where(rank == 0, [1.0, 2.0, -0.5], where(rank == 1, [-1.5, 0.5, 1.0], [0.75, -1.0, 2.0]))\n"
+      "s = {}\n"
+      "g = grad(sum(s), x)\n"
+      "hv = grad(sum(g * v), x)\n"
+      "t = grad(sum(hv * u), x)\n"
+      "output g, hv, t\n";
+  const double vs[N][3] = {{0.5, -1.0, 2.0}, {1.5, 0.25, -1.0}, {-2.0, 1.0, 0.5}};
+  const double us[N][3] = {{1.0, 2.0, -0.5}, {-1.5, 0.5, 1.0}, {0.75, -1.0, 2.0}};
+  auto prod_except = [&](int e, std::initializer_list<int> skip) {
+    double p = 1;
+    for (int i = 0; i < N; ++i)
+      if (std::find(skip.begin(), skip.end(), i) == skip.end()) p *= xs[i][e];
+    return p;
+  };
+  // The same derivatives through all_reduce, reduce (its root's value broadcast
+  // back, so that every rank's loss is P again) and reduce_scatter of a tiled x.
+  for (const char* s : {"all_reduce(x, op=prod)", "broadcast(reduce(x, root=1, op=prod), root=1)",
+                        "all_gather(reduce_scatter(concat([x, x, x]), op=prod))[0:3]"}) {
+    CAPTURE(s);
+    std::string prog = fmt::format(fmt::runtime(src), s);
+    auto o = interpret(autodiff(lower_program(parse_program(prog), LowerOptions{N, true})), RankInputs(N));
+    for (int k = 0; k < N; ++k) {
+      std::vector<double> g(3), hv(3), t(3);
+      for (int e = 0; e < 3; ++e) {
+        g[e] = N * prod_except(e, {k});
+        for (int j = 0; j < N; ++j) {
+          if (j == k) continue;
+          hv[e] += N * vs[j][e] * prod_except(e, {j, k});
+          for (int l = 0; l < N; ++l)
+            if (l != j && l != k) t[e] += N * us[j][e] * vs[l][e] * prod_except(e, {j, k, l});
+        }
+      }
+      CAPTURE(k);
+      check_values(out(o, k, "g"), g, 1e-12);
+      check_values(out(o, k, "hv"), hv, 1e-12);
+      check_values(out(o, k, "t"), t, 1e-12);
+    }
+    // And each order against central differences of the one below it (every
+    // order below is exact, so differences of it are the truth up to rounding).
+    require_ok(check(prog, N), 3);
+  }
+}
+
+TEST_CASE("prod over ranks: a first-order gradient keeps the cheap exchange") {
+  // Two all_reduces of x's size for the first derivative; the exact-to-every-order
+  // form (an all_gather of N times x) only where the gradient is differentiated again.
+  auto count = [](const std::string& src, Op op) {
+    Graph g = autodiff(lower_program(parse_program(src), 4));
+    return std::count_if(g.nodes.begin(), g.nodes.end(), [&](const Node& n) { return n.op == op; });
+  };
+  const char* first = "input x : f32[3] = rank + 1.0\ng = grad(sum(all_reduce(x, op=prod)), x)\noutput g\n";
+  const char* second =
+      "input x : f32[3] = rank + 1.0\ng = grad(sum(all_reduce(x, op=prod)), x)\nh = grad(sum(g), x)\noutput h\n";
+  CHECK(count(first, Op::AllGather) == 0);
+  CHECK(count(first, Op::AllReduce) == 3);  // the forward prod, the zero count, the nonzero product
+  CHECK(count(second, Op::AllGather) >= 1);
 }
 
 // all_gather's cotangent as the hand-written "GatherLayer" computes it: this
