@@ -25,6 +25,10 @@ struct KwArg {
 };
 
 struct Expr {
+  Expr() = default;
+  Expr(const Expr&) = delete;
+  Expr& operator=(const Expr&) = delete;
+  ~Expr();  // iterative: a 100k-term chain must not recurse 100k deep
   enum Kind { Number, Name, Unary, Binary, Call, Subscript, List } kind;
   Loc loc;
   bool is_int = false;  // Number

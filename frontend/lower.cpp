@@ -7,6 +7,7 @@
 #include <set>
 
 #include "ir/rules.h"
+#include "ir/stack.h"
 #include "runtime/comm.h"
 
 namespace gradc {
@@ -220,6 +221,9 @@ class Lowerer {
   }
 
   std::vector<V> expr_multi(const Expr& e, size_t want) {
+    return deep([&] { return expr_multi_here(e, want); });  // chains recurse as deep as they are long
+  }
+  std::vector<V> expr_multi_here(const Expr& e, size_t want) {
     std::vector<V> vs;
     if (e.kind == Expr::Call)
       vs = call(e);

@@ -1,6 +1,7 @@
 // A recursive-descent parser for .dg programs (LANGUAGE.md sections 2 and 3).
 #include "frontend/ast.h"
 #include "frontend/lexer.h"
+#include "ir/stack.h"
 
 namespace gradc {
 namespace {
@@ -158,7 +159,7 @@ class Parser {
   }
 
   ExprPtr expr() {
-    // Deeply nested input would overflow the stack; no real program comes close.
+    // Nesting (parentheses, calls, lists, subscripts) is limited; chains are not.
     struct Depth {
       int& d;
       explicit Depth(int& x) : d(x) { ++d; }
@@ -202,12 +203,12 @@ class Parser {
       Token t = next();
       ExprPtr e = make(Expr::Unary, t.loc);
       e->text = t.text;  // "-"; copying the token avoids a GCC 12 -Wrestrict false positive
-      e->args.push_back(unary());
+      e->args.push_back(deep([&] { return unary(); }));  // --x chains may be long
       return e;
     }
     if (peek().is("+")) {
       next();
-      return unary();
+      return deep([&] { return unary(); });
     }
     return power();
   }
@@ -218,7 +219,7 @@ class Parser {
     ExprPtr e = make(Expr::Binary, t.loc);
     e->text = t.text;  // "**"
     e->args.push_back(std::move(base));
-    e->args.push_back(unary());  // right-associative; 2 ** -1 is allowed
+    e->args.push_back(deep([&] { return unary(); }));  // right-associative; 2 ** -1 is allowed
     return e;
   }
   ExprPtr postfix() {
@@ -324,6 +325,24 @@ class Parser {
 };
 
 }  // namespace
+
+ast::Expr::~Expr() {
+  std::vector<ExprPtr> work;
+  auto take = [&](Expr& e) {
+    for (ExprPtr& a : e.args) work.push_back(std::move(a));
+    for (KwArg& k : e.kwargs) work.push_back(std::move(k.value));
+    for (Index& i : e.index) {
+      work.push_back(std::move(i.start));
+      work.push_back(std::move(i.end));
+    }
+  };
+  take(*this);
+  while (!work.empty()) {
+    ExprPtr e = std::move(work.back());
+    work.pop_back();
+    if (e) take(*e);  // e's children move out before e is destroyed here
+  }
+}
 
 ast::Program parse_program(const std::string& text) { return Parser(text).program(); }
 

@@ -70,14 +70,17 @@ class TextParser {
     return it->second;
   }
 
-  Attr attr_value() {
+  // Attribute lists nest at most two deep (pairs=[[0, 1]]); a little more is allowed, no more.
+  static constexpr int kMaxAttrDepth = 16;
+  Attr attr_value(int depth = 0) {
     const Token& t = peek();
     if (t.is("[")) {
+      if (depth == kMaxAttrDepth) user_error(t.loc, "attribute lists are nested more than {} deep", kMaxAttrDepth);
       next();
       Attr a;
       a.kind = Attr::List;
       while (!peek().is("]")) {
-        a.list.push_back(attr_value());
+        a.list.push_back(attr_value(depth + 1));
         if (!peek().is("]")) expect_punct(",");
       }
       next();
