@@ -17,11 +17,19 @@ using ast::Expr;
 
 // A lowered expression: a value in the graph, or a scalar literal not yet
 // materialised (so `2 * world` folds and `x + 2` gets a constant of x's dtype).
+// An integer literal is exact in int64 (`ival`): static integers (slice bounds,
+// dimensions) never pass through a double, and it is range-checked only when it
+// becomes an i32 value.
 struct V {
   ValueId id = -1;
   double num = 0;
   DType lit_dtype = DType::I32;
+  int64_t ival = 0;  // the literal's value when lit_dtype is i32
+  Loc loc = {};      // where the literal was written (its range errors point there)
   bool is_lit() const { return id < 0; }
+  bool is_int_lit() const { return is_lit() && lit_dtype == DType::I32; }
+  static V integer(int64_t i, Loc at = {}) { return V{-1, double(i), DType::I32, i, at}; }
+  static V real(double x, DType dt) { return V{-1, x, dt, 0, {}}; }
 };
 
 struct Scope {
@@ -76,11 +84,7 @@ class Lowerer {
   // The value as a tensor of dtype `dt`: a literal becomes a constant, a value of
   // another dtype is cast.
   ValueId tensor(const V& v, DType dt, Loc loc) {
-    if (v.is_lit()) {
-      if (dt == DType::I32 && v.num != std::trunc(v.num))
-        user_error(loc, "{} is not an integer", v.num);
-      return constant(Type{dt, {}}, v.num, loc);
-    }
+    if (v.is_lit()) return constant(Type{dt, {}}, literal(v, dt, loc), loc);
     if (g_.type(v.id).dtype == dt) return v.id;
     const Node& c = g_[v.id];
     if (c.op == Op::Const && is_float(dt)) {
@@ -97,6 +101,17 @@ class Lowerer {
     return op(Op::Cast, {v.id}, loc, a).id;
   }
   ValueId tensor(const V& v, Loc loc) { return tensor(v, dtype(v), loc); }
+  // A literal's value as an element of dtype `dt`: an i32 must be an integer in range.
+  static double literal(const V& v, DType dt, Loc loc) {
+    if (dt != DType::I32) return v.num;
+    if (!v.is_int_lit()) {
+      if (v.num != std::trunc(v.num)) user_error(loc, "{} is not an integer", v.num);
+      return v.num;
+    }
+    if (v.ival < INT32_MIN || v.ival > INT32_MAX)
+      user_error(v.loc.line ? v.loc : loc, "{} does not fit in i32 (-2147483648 to 2147483647)", v.ival);
+    return double(v.ival);
+  }
   ValueId float_tensor(const V& v, Loc loc) { return tensor(v, flt(dtype(v)), loc); }
 
   // ---- names ----------------------------------------------------------------
@@ -121,7 +136,7 @@ class Lowerer {
       n.name = "rank";
       return V{add(std::move(n))};
     }
-    if (name == "world") return V{-1, double(g_.world), DType::I32};
+    if (name == "world") return V::integer(g_.world);
     if (in_default_) user_error(loc, "unknown name '{}' (a default value may use only rank, world and literals)", name);
     if (scope().in_function)
       user_error(loc, "unknown name '{}' (a function sees only its parameters and its own names)", name);
@@ -177,7 +192,7 @@ class Lowerer {
       scopes_.pop_back();
       Loc loc = s.value->loc;
       if (v.is_lit()) {
-        n.args.push_back(constant(t, v.num, loc));
+        n.args.push_back(constant(t, literal(v, t.dtype, loc), loc));
       } else {
         ValueId d = tensor(v, t.dtype, loc);
         if (g_.type(d).shape != t.shape) {
@@ -197,9 +212,8 @@ class Lowerer {
   // ---- static (compile-time) values ----------------------------------------
   int64_t static_int(const Expr& e, const char* what) {
     V v = expr(e);
-    if (!v.is_lit() || v.lit_dtype != DType::I32)
-      user_error(e.loc, "{} must be a constant integer", what);
-    return int64_t(v.num);
+    if (!v.is_int_lit()) user_error(e.loc, "{} must be a constant integer", what);
+    return v.ival;
   }
   std::vector<int64_t> static_ints(const Expr& e, const char* what) {
     std::vector<int64_t> out;
@@ -238,13 +252,14 @@ class Lowerer {
   V single(const Expr& e) {
     switch (e.kind) {
       case Expr::Number:
-        if (e.is_int) return V{-1, double(e.ival), DType::I32};
-        return V{-1, e.fval, F()};  // exact until it takes a type: f32 rounds it then
+        if (e.is_int) return V::integer(e.ival, e.loc);
+        return V::real(e.fval, F());  // exact until it takes a type: f32 rounds it then
       case Expr::Name:
         return lookup(e.text, e.loc);
       case Expr::Unary: {
         V x = expr(*e.args[0]);
-        if (x.is_lit()) return V{-1, -x.num, x.lit_dtype};
+        if (x.is_int_lit()) return int_arith(Op::Sub, V::integer(0), x, e.loc);
+        if (x.is_lit()) return V::real(-x.num, x.lit_dtype);
         return op(Op::Neg, {x.id}, e.loc);
       }
       case Expr::Binary:
@@ -273,6 +288,8 @@ class Lowerer {
     DType dt = promote(dtype(a), dtype(b));
     if (o == Op::Div || o == Op::Pow) dt = flt(dt);
     bool cmp = o == Op::Eq || o == Op::Ne || o == Op::Lt || o == Op::Le || o == Op::Gt || o == Op::Ge;
+    const bool arith = o == Op::Add || o == Op::Sub || o == Op::Mul || o == Op::Pow;
+    if (a.is_int_lit() && b.is_int_lit() && arith && !(o == Op::Pow && b.ival < 0)) return int_arith(o, a, b, loc);
     if (a.is_lit() && b.is_lit() && !(o == Op::Pow && b.num < 0 && !is_float(dt))) {
       double x = a.num, y = b.num, r = 0;
       switch (o) {
@@ -288,17 +305,32 @@ class Lowerer {
         case Op::Gt: r = x > y; break;
         default: r = x >= y; break;
       }
-      DType rt = cmp ? float_of(dt) : dt;  // as the comparison ops' shape rule says
-      if (rt == DType::I32 && std::fabs(r) > 2147483647.0) user_error(loc, "integer overflow in a constant");
-      return V{-1, r, rt};
+      return V::real(r, cmp ? float_of(dt) : dt);  // as the comparison ops' shape rule says
     }
     return op(o, {tensor(a, dt, loc), tensor(b, dt, loc)}, loc);
+  }
+  // + - * ** of two integer literals, exact in int64.
+  static V int_arith(Op o, const V& a, const V& b, Loc loc) {
+    int64_t x = a.ival, y = b.ival, r = 0;
+    bool overflow = false;
+    switch (o) {
+      case Op::Add: overflow = __builtin_add_overflow(x, y, &r); break;
+      case Op::Sub: overflow = __builtin_sub_overflow(x, y, &r); break;
+      case Op::Mul: overflow = __builtin_mul_overflow(x, y, &r); break;
+      default:  // Pow, y >= 0
+        r = 1;
+        for (int64_t k = 0; k < y && !overflow && r != 0 && (r != 1 || x != 1); ++k)
+          overflow = __builtin_mul_overflow(r, x, &r);
+        break;
+    }
+    if (overflow) user_error(loc, "integer overflow in a constant");
+    return V::integer(r, loc);
   }
 
   V array_literal(const Expr& e) {
     // A rectangular, constant, nested list: [[1, 2], [3, 4]].
     Shape shape;
-    std::vector<double> vals;
+    std::vector<std::pair<V, Loc>> vals;
     DType dt = DType::I32;
     std::function<void(const Expr&, size_t)> walk = [&](const Expr& x, size_t depth) {
       if (x.kind == Expr::List) {
@@ -312,7 +344,7 @@ class Lowerer {
       V v = expr(x);
       if (!v.is_lit()) user_error(x.loc, "array literals may hold only constants");
       dt = promote(dt, v.lit_dtype);
-      vals.push_back(v.num);
+      vals.push_back({v, x.loc});
     };
     walk(e, 0);
     if (vals.empty()) user_error(e.loc, "empty array literal");
@@ -322,7 +354,8 @@ class Lowerer {
     n.loc = e.loc;
     Attr list;
     list.kind = Attr::List;
-    for (double v : vals) list.list.push_back(dt == DType::I32 ? Attr::of_int(int64_t(v)) : Attr::of_float(v));
+    for (const auto& [v, loc] : vals)
+      list.list.push_back(dt == DType::I32 ? Attr::of_int(int64_t(literal(v, dt, loc))) : Attr::of_float(v.num));
     n.attrs.set("value", list);
     return V{add(std::move(n))};
   }
@@ -657,7 +690,9 @@ V Lowerer::builtin(const Expr& e) {
     std::string name = symbol(*c.get("dtype"), "dtype");
     DType dt;
     if (!parse_dtype(name, dt)) user_error(c.loc_of("dtype"), "cast: unknown dtype '{}' (expected f32, f64 or i32)", name);
-    return V{tensor(arg(c, "x"), declared(dt), loc)};
+    V x = arg(c, "x");
+    if (x.is_lit() && !x.is_int_lit() && dt == DType::I32) return V::integer(saturate_i32(x.num), loc);
+    return V{tensor(x, declared(dt), loc)};
   }
   if (f == "reshape" || f == "broadcast_to") {
     Call c = bind_args(e, {"x", "shape"}, 2);
@@ -789,7 +824,7 @@ V Lowerer::builtin(const Expr& e) {
     Call c = bind_args(e, {"shape", "seed"}, 1);
     Attrs a;
     a.set("shape", Attr::of_ints(static_shape(c, "shape")));
-    V seed = c.get("seed") ? arg(c, "seed") : V{-1, 0, DType::I32};
+    V seed = c.get("seed") ? arg(c, "seed") : V::integer(0);
     if (dtype(seed) != DType::I32) user_error(c.loc_of("seed"), "{}: seed must be an i32 scalar", f);
     V r = op(f == "randn" ? Op::Randn : Op::Rand, {tensor(seed, c.loc_of("seed"))}, loc, a);
     return V{tensor(r, F(), loc)};  // f32 values, widened when the program is lowered in f64
@@ -862,7 +897,8 @@ int declared_world(const ast::Program& p) {
     if (world) user_error(s.loc, "world is declared twice");
     const Expr& e = *s.value;
     if (e.kind != Expr::Number || !e.is_int) user_error(e.loc, "world must be a positive integer literal");
-    if (e.ival < 1 || e.ival > 4096) user_error(e.loc, "world must be between 1 and 4096, got {}", e.ival);
+    if (e.ival < 1 || e.ival > kMaxWorld)
+      user_error(e.loc, "world must be between 1 and {}, got {}", kMaxWorld, e.ival);
     world = int(e.ival);
   }
   return world;

@@ -13,6 +13,8 @@
 
 namespace gradc {
 
+inline constexpr int kMaxWorld = 4096;  // the most ranks a program may have
+
 using ValueId = int32_t;
 
 // An attribute value: an integer, a float, a string, a bare symbol (op=sum) or a list.
@@ -62,7 +64,7 @@ struct Node {
 };
 
 struct Graph {
-  int world = 1;  // the number of ranks this graph is specialised for
+  int world = 1;  // the number of ranks this graph is specialised for, 1 to kMaxWorld
   std::vector<Node> nodes;
   std::vector<std::pair<std::string, ValueId>> outputs;
 

@@ -16,8 +16,9 @@ class TextParser {
     skip_newlines();
     if (peek().is_ident("world")) {
       next();
-      g_.world = int(expect_int("the number of ranks"));
-      if (g_.world < 1) user_error(prev_.loc, "world must be at least 1");
+      int64_t world = expect_int("the number of ranks");
+      if (world < 1 || world > kMaxWorld) user_error(prev_.loc, "world must be between 1 and {}, got {}", kMaxWorld, world);
+      g_.world = int(world);
       end_line();
     }
     while (peek().kind != Tok::End) {

@@ -33,14 +33,11 @@ Type infer_type(const Graph& g, const Node& n) {
   InferFn f = rule(n.op).infer;
   GRADC_ASSERT(f, "no shape rule for {}", op_name(n.op));
   Type t = f(g, n);
-  // Sizes are int64 element counts: refuse shapes whose count would overflow.
-  int64_t size = 1;
-  for (int64_t d : t.shape) {
+  for (int64_t d : t.shape)
     if (d < 0) user_error(n.loc, "{}: negative dimension in {}", op_name(n.op), type_str(t));
-    if (d != 0 && size > (int64_t(1) << 40) / d)
-      user_error(n.loc, "{}: {} has more than 2^40 elements", op_name(n.op), type_str(t));
-    size *= d;
-  }
+  if (too_large(t.shape))
+    user_error(n.loc, "{}: {} is too large (its nonzero dimensions multiply to more than 2^40)", op_name(n.op),
+               type_str(t));
   return t;
 }
 

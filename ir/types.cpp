@@ -24,6 +24,16 @@ bool parse_dtype(const std::string& s, DType& out) {
 
 int dtype_size(DType t) { return t == DType::F64 ? 8 : 4; }
 
+bool too_large(const Shape& s) {
+  int64_t size = 1;
+  for (int64_t d : s) {
+    if (d == 0) continue;
+    if (d < 0 || size > kMaxElements / d) return true;
+    size *= d;
+  }
+  return false;
+}
+
 int64_t num_elements(const Shape& s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;

@@ -17,9 +17,23 @@ const char* dtype_name(DType t);
 bool parse_dtype(const std::string& s, DType& out);
 int dtype_size(DType t);
 
+// A float converted to i32, defined for every input as XLA does: truncation
+// toward zero, saturating at the i32 limits, NaN to 0 (C++ leaves the
+// out-of-range cases undefined). Every backend casts with this rule.
+inline int32_t saturate_i32(double x) {
+  if (x != x) return 0;
+  if (x >= 2147483647.0) return 2147483647;
+  if (x <= -2147483648.0) return -2147483647 - 1;
+  return int32_t(x);
+}
+
 using Shape = std::vector<int64_t>;
 
 int64_t num_elements(const Shape& s);
+// Sizes and strides are int64: a shape is too large when its nonzero dimensions
+// multiply to more than 2^40 (so f32[0, 2^62, 2^62] is refused too: its strides overflow).
+inline constexpr int64_t kMaxElements = int64_t(1) << 40;
+bool too_large(const Shape& s);
 std::string shape_str(const Shape& s);  // "[2, 3]"
 
 struct Type {

@@ -77,9 +77,7 @@ Tensor parse_npy(const std::string& s, const std::string& path) {
     t.shape.push_back(std::stoll(dims.substr(i, j - i)));
     i = j;
   }
-  int64_t count = 1;
-  for (int64_t d : t.shape)
-    if (d != 0 && (count *= d) > (int64_t(1) << 40)) bad(path, "the array is too large");
+  if (too_large(t.shape)) bad(path, fmt::format("shape {} is too large", shape_str(t.shape)));
   size_t need = size_t(t.size()) * size_t(dtype_size(t.dtype));
   size_t have = s.size() - hstart - hlen;
   if (have < need) bad(path, fmt::format("truncated: {} needs {} bytes of data, the file has {}", type_str(t), need, have));

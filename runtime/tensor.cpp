@@ -1,5 +1,7 @@
 #include "runtime/tensor.h"
 
+#include <type_traits>
+
 #include <algorithm>
 #include <cstring>
 
@@ -56,7 +58,10 @@ Tensor Tensor::cast(DType to) const {
       using B = decltype(b);
       const A* src = data<A>();
       B* dst = y.data<B>();
-      for (int64_t i = 0; i < size(); ++i) dst[i] = B(src[i]);
+      if constexpr (std::is_same_v<B, int32_t> && std::is_floating_point_v<A>)
+        for (int64_t i = 0; i < size(); ++i) dst[i] = saturate_i32(double(src[i]));
+      else
+        for (int64_t i = 0; i < size(); ++i) dst[i] = B(src[i]);
     });
   });
   return y;

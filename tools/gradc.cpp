@@ -86,7 +86,7 @@ Graph load_program(const std::string& path, int ranks, bool f64 = false) {
   return lower_program(parse_program(g_source.text), LowerOptions{ranks, f64});
 }
 
-int ranks_flag(const CommandLine& cl) { return cl.get_int("ranks", 0, 1, 4096); }
+int ranks_flag(const CommandLine& cl) { return cl.get_int("ranks", 0, 1, kMaxWorld); }
 
 PipelineOptions pipeline_options(const CommandLine& cl) {
   PipelineOptions o;
