@@ -8,6 +8,7 @@
 #include "ir/print.h"
 #include "passes/autodiff.h"
 #include "passes/unroll.h"
+#include "runtime/memory.h"
 
 namespace gradc {
 
@@ -40,6 +41,7 @@ std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inpu
   const int N = g.world;
   std::vector<GradInfo> info;
   Graph spmd = autodiff(g, &info);
+  check_memory(spmd, 2, "gradc verify (the program and its single-process reference)");
   std::vector<ValueId> wanted;  // every gradient, and every value it is taken with respect to
   for (const GradInfo& gi : info) {
     wanted.push_back(gi.result);

@@ -18,6 +18,7 @@
 #include "passes/pass.h"
 #include "runtime/gradcheck.h"
 #include "runtime/interp.h"
+#include "runtime/memory.h"
 #include "runtime/prove.h"
 #include "runtime/npy.h"
 #include "runtime/report.h"
@@ -234,6 +235,7 @@ int cmd_run(const CommandLine& cl) {
   if (backend != "interp") throw UsageError(fmt::format("unknown --backend '{}' (available: interp)", backend));
   int iters = cl.get_int("iters", 0, 0, 1000000);
   Graph g = autodiff(load_program(cl.one_file("FILE.dg"), ranks_flag(cl)));
+  check_memory(g, 1, "the program");
   RankInputs inputs = load_inputs(g, cl.get("inputs"));
   RankOutputs outs = interpret(g, inputs);
   if (iters > 0) {
