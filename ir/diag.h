@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace gradc {
 
@@ -47,5 +49,8 @@ struct SourceFile {
 std::string read_file(const std::string& path);
 // Writes via a temporary name and a rename, so a failed command leaves nothing half-written.
 void write_file_atomic(const std::string& path, const std::string& data);
+// Writes all the files or none: each is written under a temporary name, and they
+// take their names only when all are complete. Errors give the system's reason.
+void write_files_atomic(const std::vector<std::pair<std::string, std::string>>& files);
 
 }  // namespace gradc

@@ -197,13 +197,17 @@ const char* kRunHelp =
 RankInputs load_inputs(const Graph& g, const std::string& dir, bool widen = false) {
   RankInputs in(size_t(g.world));
   if (dir.empty()) return in;
-  if (!fs::is_directory(dir)) throw UserError({}, fmt::format("--inputs: '{}' is not a directory", dir));
+  std::error_code dir_ec;
+  if (!fs::is_directory(dir, dir_ec)) throw UserError({}, fmt::format("--inputs: '{}' is not a directory", dir));
   for (const Node& n : g.nodes) {
     if (n.op != Op::Input) continue;
     const std::string& name = n.attr_sym("name");
     for (int r = 0; r < g.world; ++r) {
       for (std::string path : {fmt::format("{}/rank{}/{}.npy", dir, r, name), fmt::format("{}/{}.npy", dir, name)}) {
-        if (!fs::exists(path)) continue;
+        std::error_code ec;
+        bool found = fs::exists(path, ec);
+        if (ec) throw UserError({}, fmt::format("cannot read '{}': {}", path, ec.message()));
+        if (!found) continue;
         Tensor t = read_npy(path);
         if (widen && t.dtype() == DType::F32 && n.type.dtype == DType::F64) t = t.cast(DType::F64);
         if (t.type != n.type)
@@ -218,13 +222,31 @@ RankInputs load_inputs(const Graph& g, const std::string& dir, bool widen = fals
 }
 
 void write_outputs(const RankOutputs& outs, const std::string& dir) {
-  // Everything is computed before anything is written; each file lands by rename.
-  for (size_t r = 0; r < outs.size(); ++r) {
-    std::string sub = fmt::format("{}/rank{}", dir, r);
-    std::error_code ec;
-    fs::create_directories(sub, ec);
-    if (ec) throw UserError({}, fmt::format("--outputs: cannot create '{}': {}", sub, ec.message()));
-    for (const auto& [name, t] : outs[r]) write_file_atomic(fmt::format("{}/{}.npy", sub, name), npy_bytes(t));
+  // Everything is computed before anything is written, and every rank's files
+  // land together or not at all (write_files_atomic); folders this run made are
+  // removed again when writing fails.
+  std::vector<std::string> made;
+  std::vector<std::pair<std::string, std::string>> files;
+  try {
+    for (size_t r = 0; r < outs.size(); ++r) {
+      std::string sub = fmt::format("{}/rank{}", dir, r);
+      for (const std::string& d : {dir, sub}) {
+        std::error_code ec;
+        if (fs::is_directory(d, ec)) continue;
+        if (!fs::create_directory(d, ec) || ec)
+          throw UserError({}, fmt::format("--outputs: cannot create '{}': {}", d,
+                                          ec ? ec.message() : "a file of that name is in the way"));
+        made.push_back(d);
+      }
+      for (const auto& [name, t] : outs[r]) files.push_back({fmt::format("{}/{}.npy", sub, name), npy_bytes(t)});
+    }
+    write_files_atomic(files);
+  } catch (const UserError&) {
+    for (auto it = made.rbegin(); it != made.rend(); ++it) {
+      std::error_code ec;
+      fs::remove(*it, ec);  // empty folders only: nothing was written into them
+    }
+    throw;
   }
 }
 
