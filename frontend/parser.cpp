@@ -13,6 +13,17 @@ class Parser {
   explicit Parser(const std::string& text) : toks_(lex(text)) {}
 
   Program program() {
+    try {
+      return program_here();
+    } catch (UserError& e) {
+      if (!open_.empty() && e.notes.empty() && e.loc.line > open_.back().loc.line)
+        e.notes.push_back({open_.back().loc, fmt::format("to match this '{}'", open_.back().text)});
+      throw;
+    }
+  }
+
+ private:
+  Program program_here() {
     Program p;
     skip_separators();
     while (peek().kind != Tok::End) {
@@ -30,7 +41,6 @@ class Parser {
     return p;
   }
 
- private:
   const Token& peek(size_t k = 0) const { return toks_[std::min(pos_ + k, toks_.size() - 1)]; }
   Token next() {
     Token t = toks_[pos_];
@@ -45,6 +55,25 @@ class Parser {
   Token expect(const char* p) {
     if (!peek().is(p)) user_error(peek().loc, "expected '{}', got {}", p, describe(peek()));
     return next();
+  }
+  // Brackets: open() pushes, close() pops. An error while one is open, on a later
+  // line than it, gets a note at the innermost open bracket (as clang's "note: to
+  // match this '('"), since a missing ')' is found only at the next line.
+  Token open(const char* p) {
+    Token t = expect(p);
+    open_.push_back(t);
+    return t;
+  }
+  void close(const char* p) {
+    if (!peek().is(p)) user_error(peek().loc, "expected '{}', got {}", p, describe(peek()));
+    next();
+    open_.pop_back();
+  }
+  // Between the items of a bracketed list: a ',' or, left for the caller, the closing `p`.
+  void separator(const char* p, const char* in = "") {
+    if (peek().is(p)) return;
+    if (!peek().is(",")) user_error(peek().loc, "expected ',' or '{}'{}, got {}", p, in, describe(peek()));
+    next();
   }
   Name name(const char* what) {
     const Token& t = peek();
@@ -71,13 +100,13 @@ class Parser {
     next();  // def
     Func f;
     f.name = name("a function name");
-    expect("(");
+    open("(");
     while (!peek().is(")")) {
       f.params.push_back(name("a parameter name"));
-      if (!peek().is(")")) expect(",");
+      separator(")");
     }
-    next();
-    expect("{");
+    close(")");
+    open("{");
     skip_separators();
     while (!peek().is_ident("return")) {
       if (peek().is("}") || peek().kind == Tok::End)
@@ -93,7 +122,7 @@ class Parser {
     f.results.push_back(expr());
     while (accept(",")) f.results.push_back(expr());
     skip_separators();
-    expect("}");
+    close("}");
     return f;
   }
 
@@ -141,12 +170,13 @@ class Parser {
     t.dtype = next().text;
     if (t.dtype != "f32" && t.dtype != "f64" && t.dtype != "i32")
       user_error(t.loc, "unknown dtype '{}' (expected f32, f64 or i32)", t.dtype);
-    if (accept("[")) {
+    if (peek().is("[")) {
+      open("[");
       while (!peek().is("]")) {
         t.dims.push_back(expr());
-        if (!peek().is("]")) expect(",");
+        separator("]");
       }
-      next();
+      close("]");
     }
     return t;
   }
@@ -227,7 +257,7 @@ class Parser {
     for (;;) {
       if (peek().is("(")) {
         if (e->kind != Expr::Name) user_error(peek().loc, "only named functions can be called");
-        Token open = next();
+        open("(");
         e->kind = Expr::Call;
         while (!peek().is(")")) {
           if (peek().kind == Tok::Ident && peek(1).is("=")) {
@@ -244,15 +274,12 @@ class Parser {
               user_error(peek().loc, "positional argument after keyword arguments");
             e->args.push_back(expr());
           }
-          if (!peek().is(")") && !peek().is(","))
-            user_error(peek().loc, "expected ',' or ')' in the call to {} opened at {}:{}, got {}", e->text,
-                       open.loc.line, open.loc.col, describe(peek()));
-          accept(",");
+          separator(")", fmt::format(" in the call to {}", e->text).c_str());
         }
-        next();
+        close(")");
       } else if (peek().is("[")) {
-        Token open = next();
-        ExprPtr s = make(Expr::Subscript, open.loc);
+        Token bracket = open("[");
+        ExprPtr s = make(Expr::Subscript, bracket.loc);
         s->args.push_back(std::move(e));
         while (!peek().is("]")) {
           Index ix;
@@ -264,9 +291,9 @@ class Parser {
             if (peek().is(":")) user_error(peek().loc, "slice steps are not supported");
           }
           s->index.push_back(std::move(ix));
-          if (!peek().is("]")) expect(",");
+          separator("]");
         }
-        next();
+        close("]");
         e = std::move(s);
       } else {
         return e;
@@ -300,19 +327,18 @@ class Parser {
       return e;
     }
     if (t.is("(")) {
-      next();
+      open("(");
       ExprPtr e = expr();
-      expect(")");
+      close(")");
       return e;
     }
     if (t.is("[")) {
-      Token open = next();
-      ExprPtr e = make(Expr::List, open.loc);
+      ExprPtr e = make(Expr::List, open("[").loc);
       while (!peek().is("]")) {
         e->args.push_back(expr());
-        if (!peek().is("]")) expect(",");
+        separator("]");
       }
-      next();
+      close("]");
       return e;
     }
     user_error(t.loc, "expected an expression, got {}", describe(t));
@@ -320,6 +346,7 @@ class Parser {
 
   static constexpr int kMaxDepth = 500;
   std::vector<Token> toks_;
+  std::vector<Token> open_;  // the brackets open at this point, innermost last
   size_t pos_ = 0;
   int depth_ = 0;
 };

@@ -26,12 +26,15 @@ std::string SourceFile::line(int n) const {
 
 std::string SourceFile::format(const UserError& e) const {
   if (!e.loc.known()) return fmt::format("{}: error: {}\n", path, e.what());
-  std::string src = line(e.loc.line);
-  std::string caret;
-  for (int i = 1; i < e.loc.col && size_t(i - 1) < src.size(); ++i)
-    caret += src[size_t(i - 1)] == '\t' ? '\t' : ' ';
-  return fmt::format("{}:{}:{}: error: {}\n{}\n{}^\n", path, e.loc.line, e.loc.col, e.what(), src,
-                     caret);
+  auto located = [&](Loc loc, const char* kind, const std::string& msg) {
+    std::string src = line(loc.line);
+    std::string caret;
+    for (int i = 1; i < loc.col && size_t(i - 1) < src.size(); ++i) caret += src[size_t(i - 1)] == '\t' ? '\t' : ' ';
+    return fmt::format("{}:{}:{}: {}: {}\n{}\n{}^\n", path, loc.line, loc.col, kind, msg, src, caret);
+  };
+  std::string out = located(e.loc, "error", e.what());
+  for (const auto& [loc, msg] : e.notes) out += located(loc, "note", msg);
+  return out;
 }
 
 std::string read_file(const std::string& path) {

@@ -17,6 +17,7 @@ struct Loc {
 
 struct UserError : std::runtime_error {
   Loc loc;
+  std::vector<std::pair<Loc, std::string>> notes;  // printed after the error, as clang's "note:"
   UserError(Loc l, std::string msg) : std::runtime_error(std::move(msg)), loc(l) {}
 };
 
