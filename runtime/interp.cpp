@@ -33,7 +33,8 @@ std::vector<Tensor> input_values(const Graph& g, const Node& n, const RankInputs
 }  // namespace
 
 std::vector<std::vector<Tensor>> evaluate(const Graph& g, const RankInputs& inputs,
-                                          const std::vector<ValueId>& wanted, const Overrides* overrides) {
+                                          const std::vector<ValueId>& wanted, const Overrides* overrides,
+                                          bool every_collective) {
   const int N = g.world;
   GRADC_ASSERT(int(inputs.size()) == N, "{} ranks of inputs for a world of {}", inputs.size(), N);
   // An input supplied on every rank needs no default.
@@ -49,7 +50,7 @@ std::vector<std::vector<Tensor>> evaluate(const Graph& g, const RankInputs& inpu
   for (ValueId v : wanted) needed[size_t(v)] = keep[size_t(v)] = true;
   for (size_t i = g.nodes.size(); i-- > 0;) {
     const Node& n = g.nodes[i];
-    if (!needed[i] && !is_collective(n.op)) continue;
+    if (!needed[i] && !(every_collective && is_collective(n.op))) continue;
     needed[i] = true;  // collectives always run: every rank takes part in every exchange
     if (n.op == Op::Input && supplied(n)) continue;
     for (ValueId a : n.args) needed[size_t(a)] = true;

@@ -22,9 +22,11 @@ RankOutputs interpret(const Graph& g, const RankInputs& inputs);
 using Overrides = std::map<ValueId, std::vector<Tensor>>;
 
 // Evaluates the nodes `wanted` (and what they need) on every rank; vals[node][rank].
-// Used by interpret and by the checks that compare values (verify).
+// Used by interpret and by the checks that compare values (verify). A run takes
+// part in every collective; a check that only needs some values (a loss at a
+// perturbed point) passes every_collective = false and skips the others.
 std::vector<std::vector<Tensor>> evaluate(const Graph& g, const RankInputs& inputs,
                                           const std::vector<ValueId>& wanted,
-                                          const Overrides* overrides = nullptr);
+                                          const Overrides* overrides = nullptr, bool every_collective = true);
 
 }  // namespace gradc

@@ -150,7 +150,7 @@ void check_collectives(const char* data, bool finite_differences) {
             2 * n, 3 * n, replace_all(replace_all(data, "R", std::to_string(2 * n)), "C", std::to_string(3 * n)), call);
         GradCheckOptions opt;
         opt.finite_differences = finite_differences;
-        opt.max_fd_elements = 8;
+        opt.samples = 16;
         require_ok(check(src, n, opt), 5);
       }
     }
