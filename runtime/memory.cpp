@@ -61,7 +61,7 @@ void check_memory(const Graph& g, double copies, const std::string& what) {
   std::vector<ValueId> big;
   for (size_t i = 0; i < g.nodes.size(); ++i) big.push_back(ValueId(i));
   auto bytes = [&](ValueId v) { return double(g.type(v).size()) * dtype_size(g.type(v).dtype); };
-  std::stable_sort(big.begin(), big.end(), [&](ValueId a, ValueId b) { return bytes(a) > bytes(b); });
+  std::sort(big.begin(), big.end(), [&](ValueId a, ValueId b) { return bytes(a) != bytes(b) ? bytes(a) > bytes(b) : a < b; });
   big.resize(std::min<size_t>(big.size(), 3));
   std::string list;
   for (ValueId v : big) {

@@ -595,11 +595,13 @@ std::string check_definition(const Instance& in) {
 
 std::vector<ProofCase> all_proof_cases() {
   std::vector<ProofCase> cases;
-  for (Op op : {Op::AllReduce, Op::ReduceScatter, Op::Reduce})
-    for (const char* r : {"sum", "avg", "prod", "max", "min"}) cases.push_back({op, r});
-  for (Op op : {Op::AllGather, Op::Broadcast, Op::Gather, Op::Scatter, Op::AllToAll, Op::Permute})
-    cases.push_back({op, ""});
-  std::stable_sort(cases.begin(), cases.end(), [](const ProofCase& a, const ProofCase& b) { return a.op < b.op; });
+  for (int i = 0; i < kNumOps; ++i) {  // in the op table's order
+    const Op op = Op(i);
+    if (op == Op::AllReduce || op == Op::ReduceScatter || op == Op::Reduce)
+      for (const char* r : {"sum", "avg", "prod", "max", "min"}) cases.push_back({op, r});
+    else if (is_collective(op))
+      cases.push_back({op, ""});
+  }
   return cases;
 }
 

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (clang-19, ASan + UBSan) into build-fuzz/ and runs
+# each for SECONDS (default 60) on a copy of its seed corpus, with its dictionary.
+#   scripts/fuzz.sh [SECONDS]
+# Seeds: tests/fuzz/corpus/<target>/, plus the examples and the programs of
+# tests/error for the .dg targets. A crash leaves its input in build-fuzz/findings/
+# and fails the script; each one found becomes a test in tests/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-60}
+scripts/deps.sh
+CC=clang-19 CXX=clang++-19 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRADC_FUZZ=ON >/dev/null
+cmake --build build-fuzz --target frontend_fuzz ir_fuzz npy_fuzz run_fuzz
+work=build-fuzz/work
+rm -rf "$work" && mkdir -p build-fuzz/findings
+for target in frontend ir npy run; do
+  mkdir -p "$work/$target"
+  cp tests/fuzz/corpus/"${target/run/frontend}"/* "$work/$target/"
+  case $target in
+    frontend|run) cp examples/*.dg tests/error/*.dg "$work/$target/"; dict=dg ;;
+    ir) cp tests/lit/*.ir "$work/$target/"; dict=ir ;;
+    npy) dict=npy ;;
+  esac
+  echo "fuzz: $target for ${secs}s"
+  ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    build-fuzz/tests/fuzz/${target}_fuzz "$work/$target" -dict=tests/fuzz/$dict.dict -max_total_time="$secs" \
+    -max_len=4096 -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
+    -artifact_prefix=build-fuzz/findings/${target}- 2>&1 | tail -n 12
+done
+echo "fuzz: no crashes"

@@ -1,0 +1,16 @@
+// .dg source through the whole front of the compiler: parse, lower (defs
+// inlined, composites expanded, shapes checked), autodiff, verifier.
+#include "frontend/ast.h"
+#include "frontend/lower.h"
+#include "fuzz.h"
+#include "ir/graph.h"
+#include "ir/print.h"
+#include "passes/autodiff.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string text(reinterpret_cast<const char*>(data), size);
+  return gradc::fuzz::guarded([&] {
+    gradc::Graph g = gradc::autodiff(gradc::lower_program(gradc::parse_program(text), 0));
+    gradc::verify(g);
+  });
+}
