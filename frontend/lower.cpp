@@ -8,7 +8,7 @@
 
 #include "ir/rules.h"
 #include "ir/stack.h"
-#include "runtime/comm.h"
+#include "ir/collectives.h"
 
 namespace gradc {
 namespace {
@@ -864,7 +864,7 @@ V Lowerer::builtin(const Expr& e) {
     }
     if (o == Op::Permute) {
       if (c.get("shift") && c.get("pairs")) user_error(loc, "permute: give shift or pairs, not both");
-      comm::Pairs pairs;
+      std::vector<std::vector<int64_t>> pairs;
       if (const Expr* pe = c.get("pairs")) {
         if (pe->kind != Expr::List) user_error(pe->loc, "permute: pairs must be a list such as [[0, 1], [1, 0]]");
         for (const auto& p : pe->args) {
@@ -874,7 +874,7 @@ V Lowerer::builtin(const Expr& e) {
         }
       } else {
         int64_t shift = c.get("shift") ? static_int(*c.get("shift"), "shift") : 1;
-        pairs = comm::shift_pairs(shift, g_.world);
+        pairs = shift_pairs(shift, g_.world);
       }
       Attr pa;
       pa.kind = Attr::List;

@@ -145,4 +145,10 @@ std::string call_str(const CollectiveCall& c, IntName name) {
   return fmt::format("{}({})", op_name(c.op), fmt::join(a, ", "));
 }
 
+std::vector<std::vector<int64_t>> shift_pairs(int64_t shift, int n) {
+  std::vector<std::vector<int64_t>> pairs;
+  for (int64_t k = 0; k < n; ++k) pairs.push_back({k, ((k + shift) % n + n) % n});
+  return pairs;
+}
+
 }  // namespace gradc

@@ -36,6 +36,9 @@ Term routing(const Node& n, int world);
 // The routing of the transposed map: data flows the other way.
 Term transpose(const Term& t);
 
+// The pairs ([src, dst]) of permute(shift=s) on n ranks: rank k sends to (k + s) mod n.
+std::vector<std::vector<int64_t>> shift_pairs(int64_t shift, int n);
+
 // A collective to emit: its op and attributes (axis, root, split_axis, ...).
 struct CollectiveCall {
   Op op;

@@ -9,7 +9,6 @@
 #include "passes/unroll.h"
 
 #include "ir/rules.h"
-#include "runtime/comm.h"
 
 namespace gradc {
 namespace {

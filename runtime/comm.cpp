@@ -88,10 +88,4 @@ PerRank permute(const PerRank& x, const Pairs& pairs) {
   return y;
 }
 
-Pairs shift_pairs(int64_t shift, int n) {
-  Pairs pairs;
-  for (int64_t k = 0; k < n; ++k) pairs.push_back({k, ((k + shift) % n + n) % n});
-  return pairs;
-}
-
 }  // namespace gradc::comm

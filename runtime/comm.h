@@ -26,7 +26,5 @@ PerRank gather(const PerRank& x, int root, int axis);
 PerRank scatter(const PerRank& x, int root, int axis);
 PerRank all_to_all(const PerRank& x, int split_axis, int concat_axis);
 PerRank permute(const PerRank& x, const Pairs& pairs);
-// The pairs of permute(shift=s): rank k sends to rank (k + s) mod n.
-Pairs shift_pairs(int64_t shift, int n);
 
 }  // namespace gradc::comm

@@ -16,10 +16,10 @@
 #include "passes/autodiff.h"
 #include "passes/cost.h"
 #include "passes/pass.h"
-#include "runtime/gradcheck.h"
+#include "check/gradcheck.h"
 #include "runtime/interp.h"
 #include "runtime/memory.h"
-#include "runtime/prove.h"
+#include "check/prove.h"
 #include "runtime/npy.h"
 #include "runtime/report.h"
 

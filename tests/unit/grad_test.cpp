@@ -9,7 +9,7 @@
 #include "ir/rules.h"
 #include "passes/ad.h"
 #include "passes/autodiff.h"
-#include "runtime/gradcheck.h"
+#include "check/gradcheck.h"
 #include "util.h"
 
 namespace gradc::test {

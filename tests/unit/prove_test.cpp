@@ -1,7 +1,7 @@
 // gradc prove: every collective's adjoint proved and checked, and the prover
 // shown to fail, with a counterexample, on deliberately wrong adjoints.
 #include "passes/ad.h"
-#include "runtime/prove.h"
+#include "check/prove.h"
 #include "util.h"
 
 namespace gradc::test {

@@ -1,4 +1,4 @@
-#include "runtime/gradcheck.h"
+#include "check/gradcheck.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "runtime/prove.h"
+#include "check/prove.h"
 
 #include <fmt/format.h>
 
