@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "ir/scalar.h"  // saturate_i32
+
 namespace gradc {
 
 // Ordered by promotion: i32 -> f32 -> f64.
@@ -17,15 +19,6 @@ const char* dtype_name(DType t);
 bool parse_dtype(const std::string& s, DType& out);
 int dtype_size(DType t);
 
-// A float converted to i32, defined for every input as XLA does: truncation
-// toward zero, saturating at the i32 limits, NaN to 0 (C++ leaves the
-// out-of-range cases undefined). Every backend casts with this rule.
-inline int32_t saturate_i32(double x) {
-  if (x != x) return 0;
-  if (x >= 2147483647.0) return 2147483647;
-  if (x <= -2147483648.0) return -2147483647 - 1;
-  return int32_t(x);
-}
 
 using Shape = std::vector<int64_t>;
 

@@ -1,6 +1,5 @@
 #include "runtime/tensor.h"
 
-#include <type_traits>
 
 #include <algorithm>
 #include <cstring>
@@ -58,10 +57,7 @@ Tensor Tensor::cast(DType to) const {
       using B = decltype(b);
       const A* src = data<A>();
       B* dst = y.data<B>();
-      if constexpr (std::is_same_v<B, int32_t> && std::is_floating_point_v<A>)
-        for (int64_t i = 0; i < size(); ++i) dst[i] = saturate_i32(double(src[i]));
-      else
-        for (int64_t i = 0; i < size(); ++i) dst[i] = B(src[i]);
+      for (int64_t i = 0; i < size(); ++i) dst[i] = op::cast<B>(src[i]);
     });
   });
   return y;

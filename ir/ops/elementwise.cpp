@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "ir/rules.h"
+#include "ir/scalar.h"
 #include "passes/ad.h"
 
 namespace gradc {
@@ -79,41 +80,30 @@ Type infer_where(const Graph& g, const Node& n) {
 template <class T, class Body>
 void with_unary(Op op, Body&& body) {
   switch (op) {
-    case Op::Neg: return body([](T x) { return T(-x); });
-    case Op::Exp: return body([](T x) { return T(std::exp(x)); });
-    case Op::Log: return body([](T x) { return T(std::log(x)); });
-    case Op::Sqrt: return body([](T x) { return T(std::sqrt(x)); });
-    case Op::Rsqrt: return body([](T x) { return T(1 / std::sqrt(x)); });
-    case Op::Abs: return body([](T x) { return x < 0 ? T(-x) : x; });
-    case Op::Relu: return body([](T x) { return x > 0 ? x : T(0); });
-    case Op::Sigmoid: return body([](T x) { return T(1 / (1 + std::exp(-x))); });
-    case Op::Tanh: return body([](T x) { return T(std::tanh(x)); });
-    case Op::Sin: return body([](T x) { return T(std::sin(x)); });
-    case Op::Cos: return body([](T x) { return T(std::cos(x)); });
-    case Op::Square: return body([](T x) { return T(x * x); });
-    case Op::Reciprocal: return body([](T x) { return T(1 / x); });
-    case Op::Sign: return body([](T x) { return T((x > 0) - (x < 0)); });
+#define UNARY(E, f) \
+  case Op::E: return body([](T x) { return op::f(x); });
+    UNARY(Neg, neg) UNARY(Exp, exp) UNARY(Log, log) UNARY(Sqrt, sqrt) UNARY(Rsqrt, rsqrt) UNARY(Abs, abs)
+    UNARY(Relu, relu) UNARY(Sigmoid, sigmoid) UNARY(Tanh, tanh) UNARY(Sin, sin) UNARY(Cos, cos)
+    UNARY(Square, square) UNARY(Reciprocal, reciprocal) UNARY(Sign, sign)
+#undef UNARY
     default: break;
   }
   GRADC_ASSERT(false, "{} is not unary", op_name(op));
 }
 
+// Comparisons give T here (1 or 0); the caller's result type is T's float type.
 template <class T, class Body>
 void with_binary(Op op, Body&& body) {
   switch (op) {
-    case Op::Add: return body([](T a, T b) { return T(a + b); });
-    case Op::Sub: return body([](T a, T b) { return T(a - b); });
-    case Op::Mul: return body([](T a, T b) { return T(a * b); });
-    case Op::Div: return body([](T a, T b) { return T(a / b); });
-    case Op::Pow: return body([](T a, T b) { return T(std::pow(a, b)); });
-    case Op::Maximum: return body([](T a, T b) { return a > b ? a : b; });
-    case Op::Minimum: return body([](T a, T b) { return a < b ? a : b; });
-    case Op::Eq: return body([](T a, T b) { return T(a == b); });
-    case Op::Ne: return body([](T a, T b) { return T(a != b); });
-    case Op::Lt: return body([](T a, T b) { return T(a < b); });
-    case Op::Le: return body([](T a, T b) { return T(a <= b); });
-    case Op::Gt: return body([](T a, T b) { return T(a > b); });
-    case Op::Ge: return body([](T a, T b) { return T(a >= b); });
+#define BINARY(E, f) \
+  case Op::E: return body([](T a, T b) { return op::f(a, b); });
+#define COMPARE(E, f) \
+  case Op::E: return body([](T a, T b) { return op::f<T>(a, b); });
+    BINARY(Add, add) BINARY(Sub, sub) BINARY(Mul, mul) BINARY(Div, div) BINARY(Pow, pow)
+    BINARY(Maximum, maximum) BINARY(Minimum, minimum)
+    COMPARE(Eq, eq) COMPARE(Ne, ne) COMPARE(Lt, lt) COMPARE(Le, le) COMPARE(Gt, gt) COMPARE(Ge, ge)
+#undef BINARY
+#undef COMPARE
     default: break;
   }
   GRADC_ASSERT(false, "{} is not binary", op_name(op));

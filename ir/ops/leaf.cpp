@@ -1,6 +1,6 @@
 // Leaves: inputs, constants, rank, iota and the random generators.
 #include "ir/rules.h"
-#include "runtime/random.h"
+#include "ir/scalar.h"
 
 namespace gradc {
 namespace {

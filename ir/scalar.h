@@ -1,0 +1,122 @@
+// The scalar meaning of every elementwise op, and of rand/randn: one definition,
+// compiled by the host compiler for the interpreter and the CPU target and by
+// nvcc for the CUDA target (gradc writes this file out beside generated code),
+// so every backend computes the same function.
+#pragma once
+#include <math.h>
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#define GRADC_HD __host__ __device__
+#else
+#define GRADC_HD
+#endif
+
+namespace gradc {
+
+// A float converted to i32, defined for every input as XLA does: truncation
+// toward zero, saturating at the i32 limits, NaN to 0 (C++ leaves the
+// out-of-range cases undefined).
+GRADC_HD inline int32_t saturate_i32(double x) {
+  if (x != x) return 0;
+  if (x >= 2147483647.0) return 2147483647;
+  if (x <= -2147483648.0) return -2147483647 - 1;
+  return int32_t(x);
+}
+
+// Counter-based random numbers: Philox4x32-10 (Salmon et al., SC'11, as in
+// Random123, cuRAND and JAX). Element i of randn/rand(shape, seed=s) depends
+// only on (s, i), so every rank and every backend produces the same values.
+struct Philox4 {
+  uint32_t v[4];
+};
+GRADC_HD inline Philox4 philox4x32(Philox4 c, uint32_t k0, uint32_t k1) {
+  const uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u, W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      k0 += W0;
+      k1 += W1;
+    }
+    uint64_t p0 = uint64_t(M0) * c.v[0], p1 = uint64_t(M1) * c.v[2];
+    c = Philox4{{uint32_t(p1 >> 32) ^ c.v[1] ^ k0, uint32_t(p1), uint32_t(p0 >> 32) ^ c.v[3] ^ k1, uint32_t(p0)}};
+  }
+  return c;
+}
+GRADC_HD inline Philox4 philox_block(int32_t seed, int64_t i) {
+  return philox4x32(Philox4{{uint32_t(uint64_t(i)), uint32_t(uint64_t(i) >> 32), 0, 0}}, uint32_t(seed),
+                    0x6772646Du /* "grdm" */);
+}
+// Uniform in [0, 1): the top 24 bits, exact in f32.
+GRADC_HD inline double uniform01(int32_t seed, int64_t i) {
+  return double(philox_block(seed, i).v[0] >> 8) * 0x1p-24;
+}
+// Standard normal by Box-Muller, computed in double and rounded by the caller.
+GRADC_HD inline double normal01(int32_t seed, int64_t i) {
+  Philox4 r = philox_block(seed, i);
+  double u1 = double((r.v[0] >> 8) + 1) * 0x1p-24;  // (0, 1]: log is finite
+  double u2 = double(r.v[1] >> 8) * 0x1p-24;
+  return sqrt(-2.0 * log(u1)) * cos(2.0 * 3.14159265358979323846 * u2);
+}
+
+// op::NAME is the elementwise op NAME on one element (T: float, double or int32_t).
+namespace op {
+GRADC_HD inline float exp_(float x) { return expf(x); }
+GRADC_HD inline double exp_(double x) { return ::exp(x); }
+GRADC_HD inline float log_(float x) { return logf(x); }
+GRADC_HD inline double log_(double x) { return ::log(x); }
+GRADC_HD inline float sqrt_(float x) { return sqrtf(x); }
+GRADC_HD inline double sqrt_(double x) { return ::sqrt(x); }
+GRADC_HD inline float tanh_(float x) { return tanhf(x); }
+GRADC_HD inline double tanh_(double x) { return ::tanh(x); }
+GRADC_HD inline float sin_(float x) { return sinf(x); }
+GRADC_HD inline double sin_(double x) { return ::sin(x); }
+GRADC_HD inline float cos_(float x) { return cosf(x); }
+GRADC_HD inline double cos_(double x) { return ::cos(x); }
+GRADC_HD inline float pow_(float a, float b) { return powf(a, b); }
+GRADC_HD inline double pow_(double a, double b) { return ::pow(a, b); }
+// i32 operands (the shape rules allow them only where the op is defined on them)
+GRADC_HD inline double exp_(int32_t x) { return ::exp(double(x)); }
+GRADC_HD inline double log_(int32_t x) { return ::log(double(x)); }
+GRADC_HD inline double sqrt_(int32_t x) { return ::sqrt(double(x)); }
+GRADC_HD inline double tanh_(int32_t x) { return ::tanh(double(x)); }
+GRADC_HD inline double sin_(int32_t x) { return ::sin(double(x)); }
+GRADC_HD inline double cos_(int32_t x) { return ::cos(double(x)); }
+GRADC_HD inline double pow_(int32_t a, int32_t b) { return ::pow(double(a), double(b)); }
+
+template <class T> GRADC_HD T neg(T x) { return T(-x); }
+template <class T> GRADC_HD T exp(T x) { return T(exp_(x)); }
+template <class T> GRADC_HD T log(T x) { return T(log_(x)); }
+template <class T> GRADC_HD T sqrt(T x) { return T(sqrt_(x)); }
+template <class T> GRADC_HD T rsqrt(T x) { return T(1 / sqrt_(x)); }
+template <class T> GRADC_HD T abs(T x) { return x < 0 ? T(-x) : x; }
+template <class T> GRADC_HD T relu(T x) { return x > 0 ? x : T(0); }
+template <class T> GRADC_HD T sigmoid(T x) { return T(1 / (1 + exp_(T(-x)))); }
+template <class T> GRADC_HD T tanh(T x) { return T(tanh_(x)); }
+template <class T> GRADC_HD T sin(T x) { return T(sin_(x)); }
+template <class T> GRADC_HD T cos(T x) { return T(cos_(x)); }
+template <class T> GRADC_HD T square(T x) { return T(x * x); }
+template <class T> GRADC_HD T reciprocal(T x) { return T(1 / x); }
+template <class T> GRADC_HD T sign(T x) { return T((x > 0) - (x < 0)); }
+template <class T> GRADC_HD T add(T a, T b) { return T(a + b); }
+template <class T> GRADC_HD T sub(T a, T b) { return T(a - b); }
+template <class T> GRADC_HD T mul(T a, T b) { return T(a * b); }
+template <class T> GRADC_HD T div(T a, T b) { return T(a / b); }
+template <class T> GRADC_HD T pow(T a, T b) { return T(pow_(a, b)); }
+template <class T> GRADC_HD T maximum(T a, T b) { return a > b ? a : b; }
+template <class T> GRADC_HD T minimum(T a, T b) { return a < b ? a : b; }
+// Comparisons give 1 or 0 in the result's float type R.
+template <class R, class T> GRADC_HD R eq(T a, T b) { return R(a == b); }
+template <class R, class T> GRADC_HD R ne(T a, T b) { return R(a != b); }
+template <class R, class T> GRADC_HD R lt(T a, T b) { return R(a < b); }
+template <class R, class T> GRADC_HD R le(T a, T b) { return R(a <= b); }
+template <class R, class T> GRADC_HD R gt(T a, T b) { return R(a > b); }
+template <class R, class T> GRADC_HD R ge(T a, T b) { return R(a >= b); }
+template <class T, class C> GRADC_HD T where(C c, T a, T b) { return c != 0 ? a : b; }
+// cast to R: float to i32 saturates (saturate_i32), the rest converts.
+template <class R, class T> GRADC_HD R cast(T x) {
+  if constexpr (sizeof(R) == 4 && R(0.5) == R(0) && !(T(0.5) == T(0))) return saturate_i32(double(x));
+  else return R(x);
+}
+}  // namespace op
+
+}  // namespace gradc
