@@ -15,6 +15,7 @@
 #include "ir/rules.h"
 #include "passes/autodiff.h"
 #include "passes/cost.h"
+#include "passes/lower_kernels.h"
 #include "passes/pass.h"
 #include "check/gradcheck.h"
 #include "runtime/interp.h"
@@ -138,11 +139,15 @@ int cmd_ir(const CommandLine& cl) {
   format_graph(Graph{}, format);  // reject a bad --format before any work
   Graph g = load_program(cl.one_file("FILE.dg"), ranks_flag(cl));
   std::string log;
-  if (stage == "grad" || stage == "opt") g = run_passes(std::move(g), {find_pass("autodiff")}, pipeline_options(cl), log);
+  if (stage == "grad" || stage == "opt" || stage == "lowered") g = run_passes(std::move(g), {find_pass("autodiff")}, pipeline_options(cl), log);
   if (stage == "opt") {
     g = run_passes(std::move(g), optimisation_pipeline(), pipeline_options(cl), log);
   } else if (stage == "lowered") {
-    throw UserError({}, fmt::format("--stage={} is not available in this version of gradc", stage));
+    g = run_passes(std::move(g), optimisation_pipeline(), pipeline_options(cl), log);
+    Lowered l = lower_kernels(g);
+    std::cerr << log;
+    std::cout << (format == "json" ? print_lowered_json(l) : format == "dot" ? print_lowered_dot(l) : print_lowered(l));
+    return 0;
   } else if (stage != "parsed" && stage != "grad") {
     throw UsageError(fmt::format("--stage must be parsed, grad, opt or lowered, got '{}'", stage));
   }

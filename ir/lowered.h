@@ -1,0 +1,66 @@
+// The lowered program: what a backend runs, as `gradc ir --stage=lowered` prints
+// it and the code generators (codegen/) read it. The graph after grad and
+// simplification is cut into kernels:
+//   map     a fused chain of elementwise ops, with broadcasts, casts, where,
+//           comparisons, iota/rank/rand and the views (reshape, transpose, slice,
+//           pad, concat) as index arithmetic: one loop over the output
+//   reduce  a reduction over some axes of a fused expression (the expression is
+//           never materialised)
+//   gemm    matmul as one BLAS call, transposes folded into its flags, batched
+//           as a strided-batched call
+//   comm    a collective on buffers (in place where the semantics allow)
+// Values that are kernel results, inputs, outputs, array constants or used by
+// several kernels live in buffers; every other value is computed where it is
+// used. A buffer plan places the work buffers in one workspace, reusing memory
+// after a buffer's last use. Kernels run on two streams, compute and comm, in
+// this order; `waits` lists the kernels of the other stream each must wait for.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace gradc {
+
+struct LBuffer {
+  enum Kind : uint8_t { Input, Const, Work, Alias } kind = Work;
+  std::string name;    // from the program's value
+  Type type;
+  ValueId value = -1;  // the value it holds
+  int alias_of = -1;   // Alias: the buffer whose memory it is (a reshape of it)
+  int64_t offset = 0;  // Work: bytes into the workspace
+  bool output = false;
+  int64_t bytes() const { return type.size() * dtype_size(type.dtype); }
+};
+
+struct LKernel {
+  enum Kind : uint8_t { Map, Reduce, Gemm, Comm } kind = Map;
+  enum Stream : uint8_t { Compute, Communication } stream = Compute;
+  std::string name;             // the buffer it writes
+  int out = -1;                 // that buffer
+  ValueId root = -1;            // the value it computes (the reduce, matmul or collective node for those)
+  std::vector<ValueId> fused;   // map, reduce: the values computed inside it, in order, root last
+  std::vector<int> reads;       // buffers it reads
+  int guard = -1;               // an input buffer: the kernel computes its default, only when it is not given
+  // gemm: C[b] = op(A[b]) op(B[b]); A and B are buffers, op a transpose when trans_*.
+  int a = -1, b = -1;
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0, batch = 1, stride_a = 0, stride_b = 0;
+  std::vector<int> waits;       // kernels on the other stream this one waits for
+  std::vector<int> lines;       // the source lines it covers
+};
+
+struct Lowered {
+  Graph graph;  // the program the kernels compute (after grad and simplification)
+  std::vector<LBuffer> buffers;
+  std::vector<LKernel> kernels;
+  std::vector<int> buffer_of;   // per value: its buffer, or -1 when it is computed where used
+  int64_t workspace_bytes = 0;  // the work buffers' peak: one allocation
+  std::vector<std::pair<std::string, int>> inputs, outputs;  // by name, in program order
+};
+
+std::string print_lowered(const Lowered& l);       // text
+std::string print_lowered_dot(const Lowered& l);
+std::string print_lowered_json(const Lowered& l);
+
+}  // namespace gradc

@@ -1,0 +1,314 @@
+#include "passes/lower_kernels.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+
+#include "ir/print.h"
+#include "ir/rules.h"
+
+namespace gradc {
+namespace {
+
+bool is_reduce(Op op) { return op == Op::ReduceSum || op == Op::ReduceMax || op == Op::ReduceMin; }
+// Leaves cheap enough to compute wherever they are used, however often.
+bool splat_const(const Node& n) { return n.op == Op::Const && n.attrs.find("value")->kind != Attr::List; }
+bool is_cheap(const Node& n) { return n.op == Op::Rank || n.op == Op::Iota || splat_const(n); }
+
+// matmul's operand as BLAS sees it: a buffer value, transposed or not (a
+// transpose of the last two axes only is folded into the call's flag).
+struct GemmOperand {
+  ValueId v;
+  bool trans = false;
+};
+GemmOperand gemm_operand(const Graph& g, ValueId v) {
+  const Node& n = g[v];
+  if (n.op == Op::Transpose) {
+    std::vector<int64_t> perm = n.attr_ints("perm");
+    const int64_t r = int64_t(perm.size());
+    bool last_two = r >= 2 && perm[size_t(r - 2)] == r - 1 && perm[size_t(r - 1)] == r - 2;
+    for (int64_t d = 0; d + 2 < r; ++d) last_two &= perm[size_t(d)] == d;
+    if (last_two) return {n.args[0], true};
+  }
+  return {v, false};
+}
+
+// A value's name as an identifier in generated code: "h.1" -> "h_1", "12" -> "t12".
+std::string ident(const std::string& name) {
+  std::string s = name;
+  std::replace(s.begin(), s.end(), '.', '_');
+  return std::isdigit(static_cast<unsigned char>(s[0])) ? "t" + s : s;
+}
+
+class Lowerer {
+ public:
+  explicit Lowerer(const Graph& g) { l_.graph = g; }
+
+  Lowered run() {
+    const Graph& g = l_.graph;
+    names_ = value_names(g);
+    mark_buffers();
+    l_.buffer_of.assign(g.nodes.size(), -1);
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      if (buffered_[i]) make_buffer_and_kernel(ValueId(i));
+    for (const auto& [name, v] : g.outputs) {
+      l_.buffers[size_t(l_.buffer_of[size_t(v)])].output = true;
+      l_.outputs.push_back({name, l_.buffer_of[size_t(v)]});
+    }
+    plan_memory();
+    schedule();
+    return std::move(l_);
+  }
+
+ private:
+  // ---- which values live in buffers ----------------------------------------
+  void mark_buffers() {
+    const Graph& g = l_.graph;
+    std::vector<int>& uses = uses_;
+    uses.assign(g.nodes.size(), 0);
+    for (const Node& n : g.nodes)
+      for (ValueId a : n.args) ++uses[size_t(a)];
+    for (const auto& o : g.outputs) uses[size_t(o.second)] += 2;  // an output is always a buffer
+    buffered_.assign(g.nodes.size(), false);
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const Node& n = g.nodes[i];
+      GRADC_ASSERT(n.op != Op::Grad, "lowering needs the autodiff pass first");
+      if (n.op == Op::Input || (n.op == Op::Const && !splat_const(n)) || is_reduce(n.op) || n.op == Op::Matmul ||
+          is_collective(n.op) || (uses[i] > 1 && !is_cheap(n)))
+        buffered_[i] = true;
+      if (n.op == Op::Matmul)
+        for (ValueId a : n.args) buffered_[size_t(gemm_operand(g, a).v)] = true;
+      if (is_collective(n.op)) buffered_[size_t(n.args[0])] = true;
+    }
+  }
+
+  int add_buffer(ValueId v, LBuffer::Kind kind) {
+    LBuffer b;
+    b.kind = kind;
+    b.name = ident(names_[size_t(v)]);
+    b.type = l_.graph.type(v);
+    b.value = v;
+    l_.buffers.push_back(b);
+    l_.buffer_of[size_t(v)] = int(l_.buffers.size() - 1);
+    return int(l_.buffers.size() - 1);
+  }
+
+  // The values a map or reduce kernel computes inside itself: from `root` (or,
+  // for a reduction, its operand) down to buffered values, in graph order.
+  std::vector<ValueId> fuse(ValueId root, bool include_root) {
+    const Graph& g = l_.graph;
+    std::set<ValueId> in;
+    std::vector<ValueId> stack;
+    if (include_root)
+      stack.push_back(root);
+    else
+      stack = g[root].args;
+    while (!stack.empty()) {
+      ValueId v = stack.back();
+      stack.pop_back();
+      if (in.count(v) || (buffered_[size_t(v)] && v != root)) continue;
+      in.insert(v);
+      for (ValueId a : g[v].args) stack.push_back(a);
+    }
+    return {in.begin(), in.end()};
+  }
+
+  void finish_kernel(LKernel k) {
+    const Graph& g = l_.graph;
+    std::set<int> reads, lines;
+    auto note = [&](ValueId v) {
+      if (g[v].loc.known()) lines.insert(g[v].loc.line);
+      for (ValueId a : g[v].args)
+        if (buffered_[size_t(a)] && std::find(k.fused.begin(), k.fused.end(), a) == k.fused.end())
+          reads.insert(l_.buffer_of[size_t(a)]);
+    };
+    for (ValueId v : k.fused) note(v);
+    note(k.root);
+    reads.erase(k.out);
+    if (k.kind == LKernel::Gemm) {
+      reads.insert(k.a);
+      reads.insert(k.b);
+    }
+    k.reads.assign(reads.begin(), reads.end());
+    k.lines.assign(lines.begin(), lines.end());
+    k.stream = k.kind == LKernel::Comm ? LKernel::Communication : LKernel::Compute;
+    l_.kernels.push_back(std::move(k));
+  }
+
+  void make_buffer_and_kernel(ValueId v) {
+    const Graph& g = l_.graph;
+    const Node& n = g[v];
+    LKernel k;
+    k.root = v;
+    if (n.op == Op::Input) {
+      int b = add_buffer(v, LBuffer::Input);
+      l_.inputs.push_back({n.attr_sym("name"), b});
+      if (n.args.empty()) return;
+      k.kind = LKernel::Map;  // the default value, computed only when the caller gives none
+      k.root = n.args[0];
+      if (!buffered_[size_t(k.root)]) k.fused = fuse(k.root, true);
+      k.out = b;
+      k.guard = b;
+      k.name = l_.buffers[size_t(k.out)].name;
+      return finish_kernel(std::move(k));
+    }
+    if (n.op == Op::Const) {
+      add_buffer(v, LBuffer::Const);
+      return;
+    }
+    if (n.op == Op::Reshape && buffered_[size_t(n.args[0])]) {  // a view of a buffer is that buffer
+      int b = add_buffer(v, LBuffer::Alias);
+      l_.buffers[size_t(b)].alias_of = l_.buffer_of[size_t(n.args[0])];
+      return;
+    }
+    const int operand = is_collective(n.op) ? l_.buffer_of[size_t(n.args[0])] : -1;
+    if (n.op == Op::AllReduce && l_.buffers[size_t(operand)].kind == LBuffer::Work && uses_[size_t(n.args[0])] == 1) {
+      k.out = add_buffer(v, LBuffer::Alias);  // in place: the operand is used by nothing else
+      l_.buffers[size_t(k.out)].alias_of = operand;
+    } else {
+      k.out = add_buffer(v, LBuffer::Work);
+    }
+    k.name = l_.buffers[size_t(k.out)].name;
+    if (n.op == Op::Matmul) {
+      k.kind = LKernel::Gemm;
+      GemmOperand a = gemm_operand(g, n.args[0]), b = gemm_operand(g, n.args[1]);
+      k.a = l_.buffer_of[size_t(a.v)];
+      k.b = l_.buffer_of[size_t(b.v)];
+      k.trans_a = a.trans;
+      k.trans_b = b.trans;
+      const Shape& ys = n.type.shape;
+      k.m = ys[ys.size() - 2];
+      k.n = ys[ys.size() - 1];
+      k.k = g.type(n.args[0]).shape.back();
+      k.batch = num_elements(Shape(ys.begin(), ys.end() - 2));
+      auto stride = [&](ValueId x) {
+        const Shape& s = g.type(x).shape;
+        int64_t b_count = num_elements(Shape(s.begin(), s.end() - 2));
+        GRADC_ASSERT(b_count == 1 || b_count == k.batch, "matmul: batch axes broadcast partially");
+        return b_count == 1 ? 0 : s[s.size() - 1] * s[s.size() - 2];
+      };
+      k.stride_a = stride(a.v);
+      k.stride_b = stride(b.v);
+    } else if (is_collective(n.op)) {
+      k.kind = LKernel::Comm;
+    } else if (is_reduce(n.op)) {
+      k.kind = LKernel::Reduce;
+      k.fused = fuse(v, false);
+    } else {
+      k.kind = LKernel::Map;
+      k.fused = fuse(v, true);
+    }
+    finish_kernel(std::move(k));
+  }
+
+  // ---- the buffer plan ---------------------------------------------------------
+  int base(int b) const {
+    while (l_.buffers[size_t(b)].kind == LBuffer::Alias) b = l_.buffers[size_t(b)].alias_of;
+    return b;
+  }
+  void plan_memory() {
+    const int K = int(l_.kernels.size());
+    std::vector<int> first(l_.buffers.size(), K), last(l_.buffers.size(), -1);
+    for (int i = 0; i < K; ++i) {
+      const LKernel& k = l_.kernels[size_t(i)];
+      int o = base(k.out);
+      first[size_t(o)] = std::min(first[size_t(o)], i);
+      last[size_t(o)] = std::max(last[size_t(o)], i);
+      for (int r : k.reads) last[size_t(base(r))] = std::max(last[size_t(base(r))], i);
+    }
+    for (size_t b = 0; b < l_.buffers.size(); ++b)
+      if (l_.buffers[b].output) last[size_t(base(int(b)))] = K;  // outputs live to the end
+    // First fit over the free blocks of one workspace, 256-byte aligned.
+    std::map<int64_t, int64_t> free_blocks;  // offset -> size
+    std::vector<int> live;
+    int64_t top = 0;
+    auto align = [](int64_t x) { return (x + 255) / 256 * 256; };
+    auto release = [&](int b) {
+      int64_t off = l_.buffers[size_t(b)].offset, size = align(l_.buffers[size_t(b)].bytes());
+      if (size == 0) return;
+      auto it = free_blocks.emplace(off, size).first;
+      if (auto next = std::next(it); next != free_blocks.end() && it->first + it->second == next->first) {
+        it->second += next->second;
+        free_blocks.erase(next);
+      }
+      if (it != free_blocks.begin()) {
+        auto prev = std::prev(it);
+        if (prev->first + prev->second == it->first) {
+          prev->second += it->second;
+          free_blocks.erase(it);
+        }
+      }
+    };
+    for (int i = 0; i < K; ++i) {
+      for (auto it = live.begin(); it != live.end();)
+        if (last[size_t(*it)] < i) {
+          release(*it);
+          it = live.erase(it);
+        } else {
+          ++it;
+        }
+      int o = base(l_.kernels[size_t(i)].out);
+      LBuffer& b = l_.buffers[size_t(o)];
+      if (b.kind != LBuffer::Work || first[size_t(o)] != i) continue;
+      int64_t size = align(b.bytes());
+      auto fit = std::find_if(free_blocks.begin(), free_blocks.end(), [&](auto& f) { return f.second >= size; });
+      if (fit != free_blocks.end()) {
+        b.offset = fit->first;
+        if (fit->second > size) free_blocks.emplace(fit->first + size, fit->second - size);
+        free_blocks.erase(fit);
+      } else {
+        b.offset = top;
+        top += size;
+      }
+      live.push_back(o);
+    }
+    for (LBuffer& b : l_.buffers)
+      if (b.kind == LBuffer::Alias) b.offset = l_.buffers[size_t(base(int(&b - &l_.buffers[0])))].offset;
+    l_.workspace_bytes = top;
+  }
+
+  // ---- the schedule -------------------------------------------------------------
+  // A kernel waits for the last kernel on the other stream that wrote what it
+  // reads, or that used memory it writes (a buffer whose place it reuses).
+  void schedule() {
+    auto span = [&](int b) -> std::pair<int64_t, int64_t> {
+      const LBuffer& x = l_.buffers[size_t(base(b))];
+      if (x.kind != LBuffer::Work) return {-1 - base(b), -base(b)};  // its own memory: a range no other shares
+      return {x.offset, x.offset + std::max<int64_t>(x.bytes(), 1)};
+    };
+    auto overlap = [&](int a, int b) {
+      auto [a0, a1] = span(a);
+      auto [b0, b1] = span(b);
+      return a0 < b1 && b0 < a1;
+    };
+    int waited[2] = {-1, -1};  // per stream: the last kernel of the other stream it has waited for
+    for (size_t j = 0; j < l_.kernels.size(); ++j) {
+      LKernel& kj = l_.kernels[j];
+      int wait = -1;
+      for (size_t i = 0; i < j; ++i) {
+        const LKernel& ki = l_.kernels[i];
+        if (ki.stream == kj.stream) continue;
+        bool hazard = overlap(ki.out, kj.out);
+        for (int r : kj.reads) hazard |= overlap(ki.out, r);
+        for (int r : ki.reads) hazard |= overlap(r, kj.out);
+        if (hazard) wait = int(i);
+      }
+      if (wait > waited[kj.stream]) {  // an earlier kernel of this stream may have waited already
+        kj.waits.push_back(wait);
+        waited[kj.stream] = wait;
+      }
+    }
+  }
+
+  Lowered l_;
+  std::vector<std::string> names_;
+  std::vector<bool> buffered_;
+  std::vector<int> uses_;  // readers of each value, an output counting twice
+};
+
+}  // namespace
+
+Lowered lower_kernels(const Graph& g) { return Lowerer(g).run(); }
+
+}  // namespace gradc
