@@ -2,6 +2,9 @@
 // Exit status: 0 success; 1 the program, its data or a check failed; 2 the
 // command line was wrong.
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -16,6 +19,8 @@
 #include "passes/autodiff.h"
 #include "passes/cost.h"
 #include "passes/lower_kernels.h"
+#include "codegen/cpp.h"
+#include "tools/toolchain.h"
 #include "passes/pass.h"
 #include "check/gradcheck.h"
 #include "runtime/interp.h"
@@ -41,6 +46,11 @@ struct CommandLine {
   CommandLine(int argc, char** argv, int first, const std::set<std::string>& known) {
     for (int i = first; i < argc; ++i) {
       std::string a = argv[i];
+      if (a == "-o" && known.count("o")) {  // the compilers' spelling of the output path
+        if (i + 1 >= argc) throw UsageError("-o needs a value");
+        flags["o"] = argv[++i];
+        continue;
+      }
       if (a.rfind("--", 0) != 0 || a == "--") {
         positional.push_back(a);
         continue;
@@ -333,6 +343,87 @@ int cmd_cost(const CommandLine& cl) {
   return 0;
 }
 
+// ---- code generation ------------------------------------------------------------
+
+// The program as the backends see it: grad, simplification, lowering to kernels.
+Lowered lowered_program(const CommandLine& cl) {
+  Graph g = autodiff(load_program(cl.one_file("FILE.dg"), ranks_flag(cl)));
+  std::string log;
+  g = run_passes(std::move(g), optimisation_pipeline(), {}, log);
+  return lower_kernels(g);
+}
+
+Target target_flag(const CommandLine& cl) {
+  std::string t = cl.get("target");
+  if (t == "cpu") return Target::Cpu;
+  if (t == "cuda") return Target::Cuda;
+  throw UsageError(t.empty() ? "--target=cpu or --target=cuda is needed" : fmt::format("--target must be cpu or cuda, got '{}'", t));
+}
+
+// The class name: --name, else the file's stem, as a C++ identifier.
+std::string program_name(const CommandLine& cl) {
+  std::string n = cl.has("name") ? cl.get("name") : fs::path(cl.one_file("FILE.dg")).stem().string();
+  for (char& c : n)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  if (n.empty() || std::isdigit(static_cast<unsigned char>(n[0]))) n = "p" + n;
+  return n;
+}
+
+const char* kEmitHelp =
+    "usage: gradc emit FILE.dg --target=cuda|cpu -o DIR [--name=NAME] [--ranks=N]\n"
+    "Write sources for embedding into DIR: NAME.h (one class: constructed on a communicator\n"
+    "and stream, pointer setters and getters, run() that allocates nothing, constexpr shapes),\n"
+    "NAME.cpp or NAME.cu, the runtime headers they include, and a CMakeLists.txt defining the\n"
+    "library NAME. NAME defaults to the file's stem; N to the program's world.\n";
+
+int cmd_emit(const CommandLine& cl) {
+  Target target = target_flag(cl);
+  if (!cl.has("o")) throw UsageError("-o DIR is needed");
+  const std::string dir = cl.get("o"), name = program_name(cl);
+  Lowered l = lowered_program(cl);
+  std::vector<std::pair<std::string, std::string>> files;
+  for (const GeneratedFile& f : generate(l, target, name, cl.one_file("FILE.dg")))
+    files.push_back({dir + "/" + f.name, f.text});
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw UserError({}, fmt::format("-o: cannot create '{}': {}", dir, ec.message()));
+  write_files_atomic(files);
+  return 0;
+}
+
+const char* kBuildHelp =
+    "usage: gradc build FILE.dg --target=cuda|cpu -o EXE [--ranks=N]\n"
+    "Emit FILE.dg and compile it into a standalone executable, built for N ranks (default:\n"
+    "the program's world):  EXE [--ranks=N] [--inputs=DIR] [--outputs=DIR] [--iters=K]\n"
+    "[--format=text|json], with gradc run's input and output rules. cpu: the ranks are\n"
+    "threads of one process. cuda: one process drives N GPUs. `gradc --version` says which\n"
+    "targets this gradc can compile.\n";
+
+int cmd_build(const CommandLine& cl) {
+  Target target = target_flag(cl);
+  if (!cl.has("o")) throw UsageError("-o EXE is needed");
+  const std::string exe = cl.get("o"), name = program_name(cl);
+  Toolchain tc = target == Target::Cuda ? cuda_toolchain() : cpu_toolchain();
+  if (!tc.found) throw UserError({}, fmt::format("gradc build --target={}: {}", cl.get("target"), tc.missing));
+  Lowered l = lowered_program(cl);
+  std::string tmpl = (fs::temp_directory_path() / "gradc-build-XXXXXX").string();
+  if (!mkdtemp(tmpl.data())) throw UserError({}, fmt::format("cannot create a folder for the sources: {}", std::strerror(errno)));
+  const std::string dir = tmpl;
+  std::vector<GeneratedFile> files = generate(l, target, name, cl.one_file("FILE.dg"));
+  files.push_back(generate_main(l, target, name));
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const GeneratedFile& f : files) out.push_back({dir + "/" + f.name, f.text});
+  write_files_atomic(out);
+  const std::string ext = target == Target::Cuda ? ".cu" : ".cpp";
+  std::string err = compile(target == Target::Cuda, dir, {name + ext, name + "_main" + ext}, exe + ".gradc-tmp");
+  if (!err.empty())
+    throw InternalError(fmt::format("internal error: the generated code did not compile; it is kept in {}\n{}", dir, err));
+  if (std::rename((exe + ".gradc-tmp").c_str(), exe.c_str()) != 0)
+    throw UserError({}, fmt::format("cannot write '{}': {}", exe, std::strerror(errno)));
+  fs::remove_all(dir);
+  return 0;
+}
+
 const char* kProveHelp =
     "usage: gradc prove [--op=OP] [--max-ranks=K]\n"
     "For every collective and reduction op: its adjoint as the autodiff pass derives it,\n"
@@ -377,6 +468,8 @@ const std::vector<Command>& commands() {
       {"verify", cmd_verify, kVerifyHelp, {"ranks", "rtol", "atol", "inputs", "samples", "format"}},
       {"cost", cmd_cost, kCostHelp, {"ranks"}},
       {"prove", cmd_prove, kProveHelp, {"op", "max-ranks"}},
+      {"emit", cmd_emit, kEmitHelp, {"target", "o", "name", "ranks"}},
+      {"build", cmd_build, kBuildHelp, {"target", "o", "ranks"}},
   };
   return cmds;
 }
@@ -392,6 +485,8 @@ const char* kUsage =
     "  verify FILE.dg    check every gradient against finite differences and a single-process reference\n"
     "  cost FILE.dg      bytes each rank sends per collective, forward and backward; flops; memory\n"
     "  prove             prove every collective's derived adjoint, for all N and exactly for N=1..K\n"
+    "  emit FILE.dg      write C++ sources to embed (--target=cpu|cuda -o DIR)\n"
+    "  build FILE.dg     compile a standalone executable (--target=cpu|cuda -o EXE)\n"
     "Run `gradc COMMAND --help` for a command's options.\n";
 
 }  // namespace
@@ -401,6 +496,11 @@ int main(int argc, char** argv) {
   if (!missing.empty()) {
     for (const auto& m : missing) std::cerr << "gradc: internal error: " << m << "\n";
     return 1;
+  }
+  if (argc >= 2 && std::string(argv[1]) == "--version") {
+    std::cout << fmt::format("gradc 0.2\ntargets this build can compile:\n  {}\n  {}\n", cpu_toolchain().describe,
+                             cuda_toolchain().describe);
+    return 0;
   }
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     (argc < 2 ? std::cerr : std::cout) << kUsage;

@@ -1,0 +1,650 @@
+#include "codegen/cpp.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "codegen/runtime_files.h"
+
+namespace gradc {
+namespace {
+
+const char* ctype(DType t) { return t == DType::F32 ? "float" : t == DType::F64 ? "double" : "int32_t"; }
+const char* dtype_enum(DType t) {
+  return t == DType::F32 ? "gradc::DType::F32" : t == DType::F64 ? "gradc::DType::F64" : "gradc::DType::I32";
+}
+
+// A number as a C++ literal of type t, exact (shortest round-trip digits).
+std::string literal(double v, DType t) {
+  if (t == DType::I32) return fmt::format("int32_t({})", int64_t(v));
+  if (std::isnan(v)) return fmt::format("{}(NAN)", ctype(t));
+  if (std::isinf(v)) return fmt::format("{}({}INFINITY)", ctype(t), v < 0 ? "-" : "");
+  std::string s = t == DType::F32 ? fmt::format("{}", float(v)) : fmt::format("{}", v);
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return t == DType::F32 ? s + "f" : s;
+}
+
+Shape strides(const Shape& s) {
+  Shape st(s.size());
+  int64_t acc = 1;
+  for (size_t d = s.size(); d-- > 0;) {
+    st[d] = acc;
+    acc *= s[d];
+  }
+  return st;
+}
+
+// sum idx[d] * stride[d], written simply.
+std::string flat_index(const std::vector<std::string>& idx, const Shape& shape) {
+  Shape st = strides(shape);
+  std::vector<std::string> terms;
+  for (size_t d = 0; d < idx.size(); ++d) {
+    if (idx[d] == "0" || shape[d] == 1) continue;
+    terms.push_back(st[d] == 1 ? idx[d] : fmt::format("{} * {}", idx[d], st[d]));
+  }
+  return terms.empty() ? "0" : fmt::format("{}", fmt::join(terms, " + "));
+}
+
+// The body of one map or reduce kernel: statements computing values at index
+// expressions, memoised within a scope.
+class Body {
+ public:
+  Body(const Lowered& l, const LKernel& k) : l_(l), k_(k), g_(l.graph), fused_(k.fused.begin(), k.fused.end()) {}
+
+  // Splits flat index `flat` of `shape` into one variable per axis.
+  std::vector<std::string> unflatten(const std::string& flat, const Shape& shape, const std::string& prefix) {
+    std::vector<std::string> idx;
+    Shape st = strides(shape);
+    for (size_t d = 0; d < shape.size(); ++d) {
+      std::string e = flat;
+      if (st[d] != 1) e = fmt::format("({} / {})", e, st[d]);
+      if (d > 0) e = fmt::format("{} % {}", e, shape[d]);
+      if (shape[d] == 1) e = "0";
+      std::string var = fmt::format("{}{}", prefix, d);
+      line(fmt::format("const int64_t {} = {};", var, e));
+      idx.push_back(var);
+    }
+    return idx;
+  }
+
+  // The value v at multi-index idx (one expression per axis of v's shape): the
+  // name of a variable holding it.
+  std::string value(ValueId v, const std::vector<std::string>& idx) {
+    const std::string key = fmt::format("{}@{}", v, fmt::join(idx, ","));
+    for (auto s = memo_.rbegin(); s != memo_.rend(); ++s)
+      if (auto it = s->find(key); it != s->end()) return it->second;
+    std::string r = compute(v, idx);
+    memo_.back()[key] = r;
+    return r;
+  }
+
+  void line(const std::string& s) { lines_ += std::string(size_t(indent_), ' ') + s + "\n"; }
+  const std::string& text() const { return lines_; }
+  std::set<int> reads;  // buffers read
+
+ private:
+  std::string fresh(ValueId v) {
+    const std::string& n = g_[v].name;
+    std::string base = "v";
+    if (!n.empty() && (std::isalpha(static_cast<unsigned char>(n[0])) || n[0] == '_')) {
+      base = n;
+      std::replace(base.begin(), base.end(), '.', '_');
+    }
+    return fmt::format("{}_{}", base, counter_++);
+  }
+  std::string def(ValueId v, const std::string& expr) {
+    std::string name = fresh(v);
+    line(fmt::format("const {} {} = {};", ctype(g_.type(v).dtype), name, expr));
+    return name;
+  }
+  std::string load(int b, const std::vector<std::string>& idx) {
+    reads.insert(b);
+    return fmt::format("{}[{}]", l_.buffers[size_t(b)].name, flat_index(idx, l_.buffers[size_t(b)].type.shape));
+  }
+  // idx of an operand of shape `from` broadcast to `to` (NumPy: leading axes dropped, size-1 axes at 0).
+  static std::vector<std::string> broadcast(const std::vector<std::string>& idx, const Shape& from, const Shape& to) {
+    std::vector<std::string> out;
+    const size_t lead = to.size() - from.size();
+    for (size_t d = 0; d < from.size(); ++d) out.push_back(from[d] == 1 ? "0" : idx[d + lead]);
+    return out;
+  }
+  // Evaluates `v` at idx only when `cond` holds, else zero: the operand may not be read there.
+  std::string guarded(ValueId v, const std::string& cond, ValueId child, const std::vector<std::string>& cidx) {
+    std::string name = fresh(v);
+    line(fmt::format("{} {} = 0;", ctype(g_.type(v).dtype), name));
+    line(fmt::format("if ({}) {{", cond));
+    indent_ += 2;
+    memo_.emplace_back();
+    line(fmt::format("{} = {};", name, value(child, cidx)));
+    memo_.pop_back();
+    indent_ -= 2;
+    line("}");
+    return name;
+  }
+
+  std::string compute(ValueId v, const std::vector<std::string>& idx) {
+    const Node& n = g_[v];
+    const int b = l_.buffer_of[size_t(v)];
+    if (!fused_.count(v)) {
+      GRADC_ASSERT(b >= 0, "value %{} is neither fused nor in a buffer", v);
+      return load(b, idx);
+    }
+    const Type& t = n.type;
+    auto arg = [&](size_t i) { return value(n.args[i], broadcast(idx, g_.type(n.args[i]).shape, t.shape)); };
+    switch (n.op) {
+      case Op::Const:
+        return literal(n.attrs.find("value")->number(), t.dtype);
+      case Op::Rank:
+        return "rank";
+      case Op::Iota:
+        return fmt::format("int32_t({})", idx[0]);
+      case Op::Randn:
+      case Op::Rand: {
+        std::string seed = value(n.args[0], {});
+        return def(v, fmt::format("float(gradc::{}({}, {}))", n.op == Op::Randn ? "normal01" : "uniform01", seed,
+                                  flat_index(idx, t.shape)));
+      }
+      case Op::Cast:
+        return def(v, fmt::format("gradc::op::cast<{}>({})", ctype(t.dtype), arg(0)));
+      case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge:
+        return def(v, fmt::format("gradc::op::{}<{}>({}, {})", op_name(n.op), ctype(t.dtype), arg(0), arg(1)));
+      case Op::Where: {
+        // the condition may have another dtype; the branches have the result's
+        std::string c = arg(0), a = arg(1), bb = arg(2);
+        return def(v, fmt::format("gradc::op::where({}, {}, {})", c, a, bb));
+      }
+      case Op::Reshape: {
+        const Shape& in = g_.type(n.args[0]).shape;
+        if (in == t.shape) return value(n.args[0], idx);
+        std::string flat = fmt::format("f{}", counter_++);
+        line(fmt::format("const int64_t {} = {};", flat, flat_index(idx, t.shape)));
+        return value(n.args[0], unflatten(flat, in, fmt::format("r{}_", counter_++)));
+      }
+      case Op::Transpose: {
+        std::vector<int64_t> perm = n.attr_ints("perm");
+        std::vector<std::string> in(idx.size());
+        for (size_t d = 0; d < perm.size(); ++d) in[size_t(perm[d])] = idx[d];
+        return value(n.args[0], in);
+      }
+      case Op::BroadcastTo:
+        return value(n.args[0], broadcast(idx, g_.type(n.args[0]).shape, t.shape));
+      case Op::Slice: {
+        std::vector<int64_t> starts = n.attr_ints("starts");
+        std::vector<std::string> in = idx;
+        for (size_t d = 0; d < in.size(); ++d)
+          if (starts[d]) in[d] = fmt::format("({} + {})", idx[d], starts[d]);
+        return value(n.args[0], in);
+      }
+      case Op::Pad: {
+        std::vector<int64_t> lo = n.attr_ints("lo");
+        const Shape& s = g_.type(n.args[0]).shape;
+        std::vector<std::string> in = idx, conds;
+        for (size_t d = 0; d < in.size(); ++d) {
+          if (lo[d]) in[d] = fmt::format("({} - {})", idx[d], lo[d]);
+          if (lo[d] || s[d] != t.shape[d]) conds.push_back(fmt::format("{} >= {} && {} < {}", idx[d], lo[d], idx[d], lo[d] + s[d]));
+        }
+        if (conds.empty()) return value(n.args[0], in);
+        return guarded(v, fmt::format("{}", fmt::join(conds, " && ")), n.args[0], in);
+      }
+      case Op::Concat: {
+        const int axis = int(n.attr_int("axis") < 0 ? n.attr_int("axis") + t.rank() : n.attr_int("axis"));
+        std::string name = fresh(v);
+        line(fmt::format("{} {} = 0;", ctype(t.dtype), name));
+        int64_t off = 0;
+        for (size_t i = 0; i < n.args.size(); ++i) {
+          const int64_t len = g_.type(n.args[i]).shape[size_t(axis)];
+          std::vector<std::string> in = idx;
+          if (off) in[size_t(axis)] = fmt::format("({} - {})", idx[size_t(axis)], off);
+          line(fmt::format("{}if ({} < {}) {{", i ? "else " : "", idx[size_t(axis)], off + len));
+          indent_ += 2;
+          memo_.emplace_back();
+          line(fmt::format("{} = {};", name, value(n.args[i], in)));
+          memo_.pop_back();
+          indent_ -= 2;
+          line("}");
+          off += len;
+        }
+        return name;
+      }
+      default:
+        break;
+    }
+    GRADC_ASSERT(is_elementwise(n.op), "{} cannot be fused into a kernel", op_name(n.op));
+    std::vector<std::string> args;
+    for (size_t i = 0; i < n.args.size(); ++i) args.push_back(arg(i));
+    return def(v, fmt::format("gradc::op::{}({})", op_name(n.op), fmt::join(args, ", ")));
+  }
+
+  const Lowered& l_;
+  const LKernel& k_;
+  const Graph& g_;
+  std::set<ValueId> fused_;
+  std::vector<std::map<std::string, std::string>> memo_{1};
+  std::string lines_;
+  int indent_ = 4;
+  int counter_ = 0;
+};
+
+std::string reduce_op(Op op) {
+  return op == Op::ReduceSum ? "gradc::ROp::Sum" : op == Op::ReduceMax ? "gradc::ROp::Max" : "gradc::ROp::Min";
+}
+std::string rop(const Node& n) {
+  std::string s = n.attrs.has("op") ? n.attr_sym("op") : "sum";
+  s[0] = char(std::toupper(static_cast<unsigned char>(s[0])));
+  return "gradc::ROp::" + s;
+}
+
+// The [outer, dim, inner] blocks of `shape` around `axis`, with dim divided by `parts`.
+std::string blocks(const Shape& shape, int64_t axis, int64_t parts = 1) {
+  if (axis < 0) axis += int64_t(shape.size());
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= shape[size_t(d)];
+  for (size_t d = size_t(axis) + 1; d < shape.size(); ++d) inner *= shape[d];
+  return fmt::format("gradc::Blocks{{{}, {}, {}}}", outer, shape[size_t(axis)] / parts, inner);
+}
+
+class Writer {
+ public:
+  Writer(const Lowered& l, Target t, std::string name, std::string source)
+      : l_(l), g_(l.graph), target_(t), name_(std::move(name)), source_(std::move(source)) {}
+
+  std::string header() {
+    std::string s = fmt::format(
+        "// Generated by gradc from {}: do not edit.\n"
+        "// One step of the program on one rank. Construct it once with the communicator and\n"
+        "// stream to use; it allocates its workspace then, and run() allocates nothing.\n"
+        "#pragma once\n#include \"gradc_runtime.h\"\n\n",
+        source_);
+    s += fmt::format("class {} {{\n public:\n  static constexpr int world = {};\n", name_, g_.world);
+    for (const auto& [n, b] : l_.inputs) s += shape_members(n, l_.buffers[size_t(b)]);
+    for (const auto& [n, b] : l_.outputs) s += shape_members(n, l_.buffers[size_t(b)]);
+    s += fmt::format("  static constexpr int64_t workspace_bytes = {};\n\n", l_.workspace_bytes);
+    s += fmt::format("  {}({});\n  ~{}();\n  {}(const {}&) = delete;\n  {}& operator=(const {}&) = delete;\n\n", name_,
+                     target_ == Target::Cuda ? "ncclComm_t comm, cudaStream_t stream" : "gradc::Comm& comm", name_,
+                     name_, name_, name_, name_);
+    for (const auto& [n, b] : l_.inputs) {
+      const LBuffer& x = l_.buffers[size_t(b)];
+      s += fmt::format("  void set_{}(const {}* p) {{ {}_ = p; }}{}\n", n, ctype(x.type.dtype), n,
+                       l_.graph[x.value].args.empty() ? "  // required" : "  // optional: it has a default");
+    }
+    for (const auto& [n, b] : l_.outputs) {
+      const LBuffer& x = l_.buffers[size_t(b)];
+      s += fmt::format("  {}* {}() {{ return {}_out_ ? {}_out_ : {}; }}\n", ctype(x.type.dtype), n, n, n,
+                       raw(b, false));
+      s += fmt::format("  void set_{}_out({}* p) {{ {}_out_ = p; }}\n", n, ctype(x.type.dtype), n);
+    }
+    s += "  void run();  // enqueues one step; does not synchronise\n\n private:\n";
+    s += target_ == Target::Cuda ? "  ncclComm_t comm_;\n  cudaStream_t stream_, comm_stream_;\n  cublasHandle_t blas_;\n"
+                                   "  cudaEvent_t events_[" + std::to_string(std::max<size_t>(1, l_.kernels.size())) + "];\n"
+                                 : "  gradc::Comm& comm_;\n  gradc::Stream stream_, comm_stream_;\n  gradc::Blas blas_;\n";
+    s += "  int32_t rank_;\n  char* ws_ = nullptr;\n";
+    for (const auto& [n, b] : l_.inputs)
+      s += fmt::format("  const {}* {}_ = nullptr;\n", ctype(l_.buffers[size_t(b)].type.dtype), n);
+    for (const auto& [n, b] : l_.outputs)
+      s += fmt::format("  {}* {}_out_ = nullptr;\n", ctype(l_.buffers[size_t(b)].type.dtype), n);
+    for (const auto& [n, b] : l_.inputs)
+      if (!l_.graph[l_.buffers[size_t(b)].value].args.empty())
+        s += fmt::format("  {}* {}_default_ = nullptr;  // where its default is computed\n",
+                         ctype(l_.buffers[size_t(b)].type.dtype), n);
+    return s + "};\n";
+  }
+
+  std::string source() {
+    std::string s = fmt::format("// Generated by gradc from {}: do not edit.\n#include \"{}.h\"\n\nnamespace {{\n\n",
+                                source_, name_);
+    for (const LBuffer& b : l_.buffers)
+      if (b.kind == LBuffer::Const) s += const_data(b);
+    for (size_t i = 0; i < l_.kernels.size(); ++i)
+      if (l_.kernels[i].kind == LKernel::Map || l_.kernels[i].kind == LKernel::Reduce) s += functor(int(i));
+    s += "}  // namespace\n\n";
+    s += constructor();
+    s += run();
+    return s;
+  }
+
+ private:
+  std::string shape_members(const std::string& n, const LBuffer& b) {
+    std::string dims = b.type.shape.empty() ? "" : fmt::format("{}", fmt::join(b.type.shape, ", "));
+    return fmt::format("  using {}_type = {};\n  static constexpr int64_t {}_size = {};\n"
+                       "  static constexpr int {}_rank = {};\n  static constexpr int64_t {}_shape[{}] = {{{}}};\n",
+                       n, ctype(b.type.dtype), n, b.type.size(), n, b.type.rank(), n, std::max(1, b.type.rank()),
+                       b.type.shape.empty() ? "1" : dims);
+  }
+  std::string const_data(const LBuffer& b) {
+    std::vector<std::string> vals;
+    for (const Attr& a : g_[b.value].attrs.find("value")->list) vals.push_back(literal(a.number(), b.type.dtype));
+    std::string s = fmt::format("// {}: a constant {}\n", b.name, type_str(b.type));
+    if (target_ == Target::Cuda)
+      return s + fmt::format("__device__ const {} {}_data[{}] = {{{}}};\n\n", ctype(b.type.dtype), b.name,
+                             vals.size(), fmt::join(vals, ", "));
+    return s + fmt::format("const {} {}_data[{}] = {{{}}};\n\n", ctype(b.type.dtype), b.name, vals.size(),
+                           fmt::join(vals, ", "));
+  }
+  std::string comment(const LKernel& k) {
+    std::vector<std::string> ops;
+    for (ValueId v : k.fused) ops.push_back(std::string(op_name(g_[v].op)));
+    if (k.kind == LKernel::Reduce) ops.push_back(std::string(op_name(g_[k.root].op)));
+    std::string lines = k.lines.empty() ? "" : fmt::format(", {} line{} {}", source_, k.lines.size() == 1 ? "" : "s",
+                                                            fmt::join(k.lines, ", "));
+    return fmt::format("// {}: {}{}\n", k.name, fmt::join(ops, " "), lines);
+  }
+  // Where buffer b's data is: an input's pointer (or its default), a constant, the
+  // workspace, or (for an alias) its base's place; an output the caller placed wins.
+  std::string ptr(int b, bool for_reading) {
+    for (const auto& [n, ob] : l_.outputs)
+      if (ob == b) return fmt::format("{}()", n);
+    return raw(b, for_reading);
+  }
+  std::string raw(int b, bool for_reading) {
+    const LBuffer& x = l_.buffers[size_t(b)];
+    if (x.kind == LBuffer::Alias) return ptr(x.alias_of, for_reading);
+    const LBuffer* base = &x;
+    const char* t = ctype(x.type.dtype);
+    std::string p;
+    if (base->kind == LBuffer::Input) {
+      const std::string& n = g_[base->value].attr_sym("name");
+      p = g_[base->value].args.empty() ? n + "_" : fmt::format("({}_ ? {}_ : {}_default_)", n, n, n);
+      if (!for_reading) p = fmt::format("const_cast<{}*>({})", t, p);
+    } else if (base->kind == LBuffer::Const) {
+      p = fmt::format("{}_data", base->name);
+      if (target_ == Target::Cuda) p = fmt::format("gradc::symbol({}_data)", base->name);
+      if (!for_reading) p = fmt::format("const_cast<{}*>({})", t, p);
+    } else {
+      p = fmt::format("reinterpret_cast<{}*>(ws_ + {})", t, base->offset);
+    }
+    return p;
+  }
+
+  std::string functor(int i) {
+    const LKernel& k = l_.kernels[size_t(i)];
+    const Type& out = l_.buffers[size_t(k.out)].type;
+    Body body(l_, k);
+    std::string result;
+    std::string signature;
+    if (k.kind == LKernel::Map) {
+      std::vector<std::string> idx = body.unflatten("i", out.shape, "i");
+      result = body.value(k.root, idx);
+      body.line(fmt::format("{}[i] = {};", l_.buffers[size_t(k.out)].name, result));
+      signature = "GRADC_HD void operator()(int64_t i) const";
+    } else {
+      const Node& r = g_[k.root];
+      const Shape& in = g_.type(r.args[0]).shape;
+      std::vector<int64_t> axes = r.attr_ints("axes");
+      for (int64_t& a : axes)
+        if (a < 0) a += int64_t(in.size());
+      Shape kept, red;
+      for (size_t d = 0; d < in.size(); ++d)
+        (std::count(axes.begin(), axes.end(), int64_t(d)) ? red : kept).push_back(in[d]);
+      std::vector<std::string> o = body.unflatten("o", kept, "o"), q = body.unflatten("r", red, "q"), idx;
+      size_t ko = 0, kr = 0;
+      for (size_t d = 0; d < in.size(); ++d) idx.push_back(std::count(axes.begin(), axes.end(), int64_t(d)) ? q[kr++] : o[ko++]);
+      result = body.value(r.args[0], idx);
+      body.line(fmt::format("return {};", result));
+      signature = fmt::format("GRADC_HD {} operator()(int64_t o, int64_t r) const", ctype(out.dtype));
+    }
+    std::string s = comment(k);
+    s += fmt::format("struct {} {{\n", kernel_name(i));
+    for (int b : body.reads)
+      s += fmt::format("  const {}* {};\n", ctype(l_.buffers[size_t(b)].type.dtype), l_.buffers[size_t(b)].name);
+    if (k.kind == LKernel::Map) s += fmt::format("  {}* {};\n", ctype(out.dtype), l_.buffers[size_t(k.out)].name);
+    s += "  int32_t rank;\n";
+    s += fmt::format("  {} {{\n{}  }}\n}};\n\n", signature, body.text());
+    reads_[i] = std::vector<int>(body.reads.begin(), body.reads.end());
+    return s;
+  }
+  std::string kernel_name(int i) { return fmt::format("k{}_{}", i, l_.kernels[size_t(i)].name); }
+
+  std::string constructor() {
+    std::string s;
+    if (target_ == Target::Cuda) {
+      s += fmt::format("{}::{}(ncclComm_t comm, cudaStream_t stream) : comm_(comm), stream_(stream) {{\n", name_, name_);
+      s += "  int rank = 0;\n  GRADC_NCCL(ncclCommUserRank(comm_, &rank), \"constructor\");\n  rank_ = rank;\n";
+      s += "  GRADC_CUDA(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking), \"constructor\");\n";
+      s += "  GRADC_CUBLAS(cublasCreate(&blas_), \"constructor\");\n  GRADC_CUBLAS(cublasSetStream(blas_, stream_), \"constructor\");\n";
+      s += "  for (cudaEvent_t& e : events_) GRADC_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), \"constructor\");\n";
+    } else {
+      s += fmt::format("{}::{}(gradc::Comm& comm) : comm_(comm), rank_(comm.rank()) {{\n", name_, name_);
+      s += fmt::format("  if (comm.size() != world) gradc::wrong_world(\"{}\", world, comm.size());\n", name_);
+    }
+    s += "  ws_ = static_cast<char*>(gradc::alloc(workspace_bytes));\n";
+    for (const auto& [n, b] : l_.inputs)
+      if (!g_[l_.buffers[size_t(b)].value].args.empty())
+        s += fmt::format("  {}_default_ = static_cast<{}*>(gradc::alloc({} * sizeof({})));\n", n,
+                         ctype(l_.buffers[size_t(b)].type.dtype), l_.buffers[size_t(b)].type.size(),
+                         ctype(l_.buffers[size_t(b)].type.dtype));
+    s += "}\n\n";
+    s += fmt::format("{}::~{}() {{\n  gradc::release(ws_);\n", name_, name_);
+    for (const auto& [n, b] : l_.inputs)
+      if (!g_[l_.buffers[size_t(b)].value].args.empty()) s += fmt::format("  gradc::release({}_default_);\n", n);
+    if (target_ == Target::Cuda)
+      s += "  for (cudaEvent_t e : events_) cudaEventDestroy(e);\n  cublasDestroy(blas_);\n  cudaStreamDestroy(comm_stream_);\n";
+    return s + "}\n\n";
+  }
+
+  std::string run() {
+    std::string s = fmt::format("void {}::run() {{\n", name_);
+    for (const auto& [n, b] : l_.inputs)
+      if (g_[l_.buffers[size_t(b)].value].args.empty())
+        s += fmt::format("  if (!{}_) gradc::missing_input(\"{}\", \"{}\");\n", n, name_, n);
+    for (size_t i = 0; i < l_.kernels.size(); ++i) {
+      const LKernel& k = l_.kernels[i];
+      std::string stream = k.stream == LKernel::Compute ? "stream_" : "comm_stream_";
+      std::string where = k.lines.empty() ? source_ : fmt::format("{}:{}", source_, k.lines.front());
+      std::string call;
+      if (target_ == Target::Cuda)
+        for (int w : k.waits) call += fmt::format("  gradc::wait({}, events_[{}]);\n", stream, w);
+      const LBuffer& out = l_.buffers[size_t(k.out)];
+      const int64_t n_out = out.type.size();
+      switch (k.kind) {
+        case LKernel::Map: {
+          std::vector<std::string> fields;
+          for (int b : reads_[int(i)]) fields.push_back(ptr(b, true));
+          fields.push_back(k.guard >= 0 ? fmt::format("{}_default_", g_[out.value].attr_sym("name")) : ptr(k.out, false));
+          fields.push_back("rank_");
+          call += fmt::format("  gradc::map({}, {}, {}{{{}}});\n", stream, n_out, kernel_name(int(i)), fmt::join(fields, ", "));
+          break;
+        }
+        case LKernel::Reduce: {
+          std::vector<std::string> fields;
+          for (int b : reads_[int(i)]) fields.push_back(ptr(b, true));
+          fields.push_back("rank_");
+          const Node& r = g_[k.root];
+          call += fmt::format("  gradc::reduce({}, {}, {}, {}, {}{{{}}}, {});\n", stream, reduce_op(r.op), n_out,
+                              g_.type(r.args[0]).size() / std::max<int64_t>(1, n_out), kernel_name(int(i)),
+                              fmt::join(fields, ", "), ptr(k.out, false));
+          break;
+        }
+        case LKernel::Gemm:
+          call += fmt::format("  gradc::gemm(blas_, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});\n", stream,
+                              k.trans_a, k.trans_b, k.m, k.n, k.k, ptr(k.a, true), k.stride_a, ptr(k.b, true),
+                              k.stride_b, ptr(k.out, false), k.batch);
+          break;
+        case LKernel::Comm:
+          call += collective(k, stream, where);
+          break;
+      }
+      if (k.guard >= 0) {
+        const std::string& n = g_[out.value].attr_sym("name");
+        call = fmt::format("  if (!{}_) {{  // the default of {}\n{}  }}\n", n, n, indent(call));
+      }
+      s += fmt::format("  // {} ({})\n", k.name, where) + call;
+      if (target_ == Target::Cuda) s += fmt::format("  GRADC_CUDA(cudaEventRecord(events_[{}], {}), \"{}\");\n", i, stream, where);
+    }
+    if (target_ == Target::Cuda && !l_.kernels.empty())  // the step ends on the compute stream
+      s += fmt::format("  gradc::wait(stream_, events_[{}]);\n", l_.kernels.size() - 1);
+    // Outputs no kernel writes in place (an input, a constant, a view, a second name
+    // for one value) are copied where the caller asked for them.
+    std::set<int> first;
+    for (size_t k = 0; k < l_.outputs.size(); ++k) {
+      const auto& [n, b] = l_.outputs[k];
+      const bool written = std::any_of(l_.kernels.begin(), l_.kernels.end(), [&](const LKernel& kk) { return kk.out == b; });
+      if (written && first.insert(b).second) continue;
+      const LBuffer& x = l_.buffers[size_t(b)];
+      s += fmt::format("  if ({}_out_) gradc::copy(stream_, {}_out_, {}, {});\n", n, n,
+                       written ? ptr(b, true) : raw(b, true), x.bytes());
+    }
+    return s + "}\n";
+  }
+  static std::string indent(const std::string& s) {
+    std::string out;
+    size_t start = 0;
+    while (start < s.size()) {
+      size_t end = s.find('\n', start);
+      out += "  " + s.substr(start, end - start + 1);
+      start = end + 1;
+    }
+    return out;
+  }
+
+  std::string collective(const LKernel& k, const std::string& stream, const std::string& where) {
+    const Node& n = g_[k.root];
+    const int in_b = k.reads.empty() ? k.out : k.reads[0];
+    const Shape& xs = g_.type(n.args[0]).shape;
+    const DType t = n.type.dtype;
+    std::string in = ptr(in_b, true), out = ptr(k.out, false), dt = dtype_enum(t);
+    const int64_t count = g_.type(n.args[0]).size();
+    const int N = g_.world;
+    auto axis = [&](const char* a) { return n.attrs.has(a) ? n.attr_int(a) : 0; };
+    (void)stream;
+    std::string c = "comm_";
+    switch (n.op) {
+      case Op::AllReduce:
+        return fmt::format("  gradc::all_reduce({}, {}, {}, {}, {}, {}, \"{}\");\n", c, in, out, count, dt, rop(n), where);
+      case Op::AllGather:
+        return fmt::format("  gradc::all_gather({}, {}, {}, {}, {}, \"{}\");\n", c, in, out, blocks(xs, axis("axis")), dt, where);
+      case Op::ReduceScatter:
+        return fmt::format("  gradc::reduce_scatter({}, {}, {}, {}, {}, {}, \"{}\");\n", c, in, out,
+                           blocks(xs, axis("axis"), N), dt, rop(n), where);
+      case Op::Broadcast:
+        return fmt::format("  gradc::broadcast({}, {}, {}, {}, {}, {}, \"{}\");\n", c, in, out, count, dt, axis("root"), where);
+      case Op::Reduce:
+        return fmt::format("  gradc::reduce_to({}, {}, {}, {}, {}, {}, {}, \"{}\");\n", c, in, out, count, dt, rop(n),
+                           axis("root"), where);
+      case Op::Gather:
+        return fmt::format("  gradc::gather({}, {}, {}, {}, {}, {}, \"{}\");\n", c, in, out, blocks(xs, axis("axis")), dt,
+                           axis("root"), where);
+      case Op::Scatter:
+        return fmt::format("  gradc::scatter({}, {}, {}, {}, {}, {}, \"{}\");\n", c, in, out, blocks(xs, axis("axis"), N),
+                           dt, axis("root"), where);
+      case Op::AllToAll: {
+        std::string shape = fmt::format("{}", fmt::join(xs, ", "));
+        int64_t split = axis("split_axis"), concat = axis("concat_axis");
+        if (split < 0) split += int64_t(xs.size());
+        if (concat < 0) concat += int64_t(xs.size());
+        return fmt::format("  {{\n    static const int64_t shape[] = {{{}}};\n    gradc::all_to_all({}, {}, {}, shape, {}, {}, {}, {}, \"{}\");\n  }}\n",
+                           shape, c, in, out, xs.size(), split, concat, dt, where);
+      }
+      case Op::Permute: {
+        std::vector<std::string> flat;
+        for (const auto& p : n.attr_int_lists("pairs")) flat.push_back(fmt::format("{}, {}", p[0], p[1]));
+        return fmt::format("  {{\n    static const int pairs[] = {{{}}};\n    gradc::permute({}, {}, {}, {}, {}, pairs, {}, \"{}\");\n  }}\n",
+                           flat.empty() ? "0" : fmt::format("{}", fmt::join(flat, ", ")), c, in, out, count, dt,
+                           flat.size(), where);
+      }
+      default:
+        break;
+    }
+    GRADC_ASSERT(false, "{} is not a collective", op_name(n.op));
+    return "";
+  }
+
+  const Lowered& l_;
+  const Graph& g_;
+  Target target_;
+  std::string name_, source_;
+  std::map<int, std::vector<int>> reads_;
+};
+
+}  // namespace
+
+std::string cmake_file(const std::string& name, Target target) {
+  std::string s = fmt::format(
+      "# Generated by gradc: the library `{0}` for the {1} target. Add this folder with\n"
+      "# add_subdirectory() and link {0}, or use gradc_add_program() from find_package(gradc).\n"
+      "cmake_minimum_required(VERSION 3.20)\n",
+      name, target == Target::Cuda ? "cuda" : "cpu");
+  if (target == Target::Cuda) {
+    s += fmt::format(
+        "enable_language(CUDA)\nfind_package(CUDAToolkit REQUIRED)\n"
+        "find_library(GRADC_NCCL_LIBRARY nccl HINTS ${{CUDAToolkit_LIBRARY_DIR}} REQUIRED)\n"
+        "add_library({0} STATIC ${{CMAKE_CURRENT_LIST_DIR}}/{0}.cu)\n"
+        "set_target_properties({0} PROPERTIES CUDA_ARCHITECTURES \"80;90\" POSITION_INDEPENDENT_CODE ON)\n"
+        "target_compile_features({0} PUBLIC cxx_std_17)\n"
+        "target_include_directories({0} PUBLIC ${{CMAKE_CURRENT_LIST_DIR}})\n"
+        "target_link_libraries({0} PUBLIC CUDA::cudart CUDA::cublas ${{GRADC_NCCL_LIBRARY}})\n",
+        name);
+  } else {
+    s += fmt::format(
+        "find_package(Threads REQUIRED)\n"
+        "find_path(GRADC_CBLAS_INCLUDE cblas.h PATH_SUFFIXES openblas REQUIRED)\n"
+        "find_library(GRADC_OPENBLAS openblas REQUIRED)\n"
+        "add_library({0} STATIC ${{CMAKE_CURRENT_LIST_DIR}}/{0}.cpp)\n"
+        "target_compile_features({0} PUBLIC cxx_std_17)\n"
+        "target_include_directories({0} PUBLIC ${{CMAKE_CURRENT_LIST_DIR}} ${{GRADC_CBLAS_INCLUDE}})\n"
+        "target_link_libraries({0} PUBLIC ${{GRADC_OPENBLAS}} Threads::Threads)\n",
+        name);
+  }
+  return s;
+}
+
+GeneratedFile generate_main(const Lowered& l, Target target, const std::string& name) {
+  const Graph& g = l.graph;
+  auto arg = [&](const std::string& n, int b, bool has_default) {
+    const LBuffer& x = l.buffers[size_t(b)];
+    std::string dims = x.type.shape.empty() ? "0" : fmt::format("{}", fmt::join(x.type.shape, ", "));
+    return fmt::format("{{\"{}\", {}, {}, {{{}}}, {}}}", n, dtype_enum(x.type.dtype), x.type.rank(), dims,
+                       has_default ? "true" : "false");
+  };
+  std::vector<std::string> ins, outs;
+  for (const auto& [n, b] : l.inputs) ins.push_back(arg(n, b, !g[l.buffers[size_t(b)].value].args.empty()));
+  for (const auto& [n, b] : l.outputs) outs.push_back(arg(n, b, false));
+  std::string s = fmt::format("// Generated by gradc: the standalone executable of {0}.\n#include \"{0}.h\"\n"
+                              "#include \"gradc_main.h\"\n\n", name);
+  s += "int main(int argc, char** argv) {\n";
+  s += fmt::format("  static const gradc::exe::Program program{{\"{}\", \"{}\", {}, {{{}}}, {{{}}}}};\n",
+                   name + ".dg", name, g.world, fmt::join(ins, ", "), fmt::join(outs, ", "));
+  if (target == Target::Cuda) {
+    s += "  return gradc::exe::main_cuda(program, argc, argv, [&](ncclComm_t comm, cudaStream_t stream, "
+         "gradc::exe::DeviceData& d) {\n";
+    s += fmt::format("    {} step(comm, stream);\n", name);
+  } else {
+    s += "  return gradc::exe::main(program, argc, argv, [&](gradc::Comm& comm, gradc::exe::RankData& d, int iters, "
+         "gradc::ThreadGroup& group) {\n";
+    s += fmt::format("    {} step(comm);\n", name);
+  }
+  for (size_t i = 0; i < l.inputs.size(); ++i) {
+    const auto& [n, b] = l.inputs[i];
+    const char* t = ctype(l.buffers[size_t(b)].type.dtype);
+    s += fmt::format("    if (!d.inputs[{0}].empty()) step.set_{1}(reinterpret_cast<const {2}*>(d.inputs[{0}].data()));\n",
+                     i, n, t);
+  }
+  for (size_t i = 0; i < l.outputs.size(); ++i) {
+    const auto& [n, b] = l.outputs[i];
+    s += fmt::format("    step.set_{}_out(reinterpret_cast<{}*>(d.outputs[{}].data()));\n", n,
+                     ctype(l.buffers[size_t(b)].type.dtype), i);
+  }
+  if (target == Target::Cuda)
+    s += "    d.run = [&] { step.run(); };\n  });\n}\n";
+  else
+    s += "    gradc::exe::timed_steps(group, d, iters, [&] { step.run(); });\n  });\n}\n";
+  return {name + "_main" + (target == Target::Cuda ? ".cu" : ".cpp"), s};
+}
+
+std::vector<GeneratedFile> generate(const Lowered& l, Target target, const std::string& name,
+                                    const std::string& source_path) {
+  Writer w(l, target, name, source_path);
+  std::vector<GeneratedFile> files;
+  std::string src = w.source();  // first: it fills in which buffers each kernel reads
+  files.push_back({name + ".h", w.header()});
+  files.push_back({name + (target == Target::Cuda ? ".cu" : ".cpp"), src});
+  files.push_back({"gradc_runtime.h", runtime_header()});
+  files.push_back({"gradc_scalar.h", scalar_header()});
+  files.push_back({"gradc_main.h", main_header()});
+  files.push_back({"CMakeLists.txt", cmake_file(name, target)});
+  return files;
+}
+
+}  // namespace gradc

@@ -1,0 +1,28 @@
+// The C++ code generator: one writer, two targets. It reads the lowered program
+// (ir/lowered.h) and nothing above it. Every kernel body is a functor whose
+// operator() both nvcc and the host compiler compile; what differs between
+// targets is in the runtime header written out with the code
+// (codegen/runtime/gradc_runtime.h).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "ir/lowered.h"
+
+namespace gradc {
+
+enum class Target { Cpu, Cuda };
+
+struct GeneratedFile {
+  std::string name;  // relative to the output folder
+  std::string text;
+};
+
+// The sources of `gradc emit`: NAME.h (the class), NAME.cpp or NAME.cu, the
+// runtime headers and a CMakeLists.txt defining the library NAME.
+std::vector<GeneratedFile> generate(const Lowered& l, Target target, const std::string& name,
+                                    const std::string& source_path);
+// The standalone executable's main (gradc build), beside generate()'s files.
+GeneratedFile generate_main(const Lowered& l, Target target, const std::string& name);
+
+}  // namespace gradc

@@ -1,0 +1,372 @@
+// What the main of an executable from `gradc build` uses, on both targets (host
+// code only): its command line, .npy inputs and outputs, and the text and JSON
+// that `gradc run` prints, for the ranks it runs as threads of this process.
+#pragma once
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <sys/stat.h>
+#include <thread>
+
+#include "gradc_runtime.h"
+
+namespace gradc::exe {
+
+struct Arg {  // an input or output of the program
+  const char* name;
+  DType dtype;
+  int rank;
+  int64_t shape[8];
+  bool has_default;  // inputs: may be left unset
+  int64_t size() const {
+    int64_t n = 1;
+    for (int d = 0; d < rank; ++d) n *= shape[d];
+    return n;
+  }
+  int64_t bytes() const { return size() * dtype_size(dtype); }
+};
+
+struct Program {
+  const char* source;  // the .dg file it was built from
+  const char* name;
+  int world;
+  std::vector<Arg> inputs, outputs;
+};
+
+// One rank's host data: inputs (null where the default applies) and outputs.
+struct RankData {
+  std::vector<std::vector<char>> inputs, outputs;
+  std::vector<double> step_ms;
+};
+
+struct Error {
+  std::string message;
+};
+
+inline const char* dtype_name(DType t) { return t == DType::F32 ? "f32" : t == DType::F64 ? "f64" : "i32"; }
+inline std::string type_str(DType t, const int64_t* shape, int rank) {
+  std::string s = std::string(dtype_name(t)) + "[";
+  for (int d = 0; d < rank; ++d) s += (d ? ", " : "") + std::to_string(shape[d]);
+  return s + "]";
+}
+
+// ---- numbers as gradc run prints them (shortest round-trip digits, fixed
+// notation for exponents -4 to 15, else d.ddde+XX) ----------------------------
+template <class T>
+std::string number(T v) {
+  if constexpr (sizeof(T) == 4 && T(0.5) == T(0)) {
+    return std::to_string(v);
+  } else {
+    if (v != v) return "nan";
+    if (v == T(1) / T(0)) return "inf";
+    if (v == -T(1) / T(0)) return "-inf";
+    char buf[64];
+    auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
+    std::string s(buf, r.ptr);
+    size_t e = s.find('e');
+    int exp = std::atoi(s.c_str() + e + 1);
+    std::string mant = s.substr(0, e), sign;
+    if (mant[0] == '-') {
+      sign = "-";
+      mant = mant.substr(1);
+    }
+    std::string digits;
+    for (char c : mant)
+      if (c != '.') digits += c;
+    if (exp >= -4 && exp < 16) {
+      std::string out;
+      if (exp >= 0) {
+        while (int(digits.size()) < exp + 1) digits += '0';
+        out = digits.substr(0, size_t(exp + 1));
+        std::string frac = digits.substr(size_t(exp + 1));
+        if (!frac.empty()) out += "." + frac;
+      } else {
+        out = "0." + std::string(size_t(-exp - 1), '0') + digits;
+      }
+      return sign + out;
+    }
+    std::string m = digits.substr(0, 1) + (digits.size() > 1 ? "." + digits.substr(1) : "");
+    char ex[16];
+    snprintf(ex, sizeof ex, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+    return sign + m + ex;
+  }
+}
+inline std::string element(const Arg& a, const char* data, int64_t i, bool json) {
+  std::string s;
+  if (a.dtype == DType::F32) s = number(reinterpret_cast<const float*>(data)[i]);
+  else if (a.dtype == DType::F64) s = number(reinterpret_cast<const double*>(data)[i]);
+  else s = number(reinterpret_cast<const int32_t*>(data)[i]);
+  if (json && s == "nan") return "NaN";
+  if (json && s == "inf") return "Infinity";
+  if (json && s == "-inf") return "-Infinity";
+  return s;
+}
+inline void nested(const Arg& a, const char* data, int axis, int64_t off, bool elide, std::string& out) {
+  if (axis == a.rank) {
+    out += element(a, data, off, false);
+    return;
+  }
+  int64_t n = a.shape[axis], stride = 1;
+  for (int d = axis + 1; d < a.rank; ++d) stride *= a.shape[d];
+  out += "[";
+  for (int64_t i = 0; i < n; ++i) {
+    if (elide && n > 6 && i == 3) {
+      out += ", ...";
+      i = n - 3;
+    }
+    if (i > 0) out += ", ";
+    nested(a, data, axis + 1, off + i * stride, elide, out);
+  }
+  out += "]";
+}
+inline std::string text(const Program& p, const std::vector<RankData>& ranks) {
+  std::string s;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    s += "rank " + std::to_string(r) + ":\n";
+    for (size_t k = 0; k < p.outputs.size(); ++k) {
+      const Arg& a = p.outputs[k];
+      std::string v;
+      if (a.size() == 0) v = "[]";
+      else nested(a, ranks[r].outputs[k].data(), 0, 0, a.size() > 1000, v);
+      s += "  " + std::string(a.name) + ": " + type_str(a.dtype, a.shape, a.rank) + " = " + v + "\n";
+    }
+  }
+  return s;
+}
+inline std::string json(const Program& p, const std::vector<RankData>& ranks) {
+  std::string s = "{\"world\": " + std::to_string(ranks.size()) + ",\n \"ranks\": [";
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    s += std::string(r ? "," : "") + "\n  {\"rank\": " + std::to_string(r) + ", \"outputs\": {";
+    for (size_t k = 0; k < p.outputs.size(); ++k) {
+      const Arg& a = p.outputs[k];
+      std::string shape, data;
+      for (int d = 0; d < a.rank; ++d) shape += (d ? ", " : "") + std::to_string(a.shape[d]);
+      for (int64_t i = 0; i < a.size(); ++i) data += (i ? ", " : "") + element(a, ranks[r].outputs[k].data(), i, true);
+      s += std::string(k ? ", " : "") + "\"" + a.name + "\": {\"dtype\": \"" + dtype_name(a.dtype) + "\", \"shape\": [" +
+           shape + "], \"data\": [" + data + "]}";
+    }
+    s += "}}";
+  }
+  return s + "]}\n";
+}
+
+// ---- .npy files ------------------------------------------------------------------
+inline bool exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+inline std::string header_value(const std::string& h, const std::string& key) {
+  size_t k = h.find("'" + key + "'");
+  if (k == std::string::npos) return "";
+  size_t c = h.find(':', k);
+  size_t start = h.find_first_not_of(' ', c + 1);
+  size_t end = h[start] == '(' ? h.find(')', start) + 1 : h.find_first_of(",}", start);
+  return h.substr(start, end - start);
+}
+// Rank r's value of input a from path, checked as gradc run checks it.
+inline std::vector<char> read_npy(const std::string& path, const Arg& a) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error{"cannot read '" + path + "'"};
+  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (s.size() < 10 || s.compare(0, 6, "\x93NUMPY") != 0) throw Error{path + ": not a .npy file"};
+  size_t hlen = 0, hstart = 0;
+  if (s[6] == 1) {
+    hlen = size_t(uint8_t(s[8])) | size_t(uint8_t(s[9])) << 8;
+    hstart = 10;
+  } else if ((s[6] == 2 || s[6] == 3) && s.size() >= 12) {
+    hlen = size_t(uint8_t(s[8])) | size_t(uint8_t(s[9])) << 8 | size_t(uint8_t(s[10])) << 16 | size_t(uint8_t(s[11])) << 24;
+    hstart = 12;
+  } else {
+    throw Error{path + ": unsupported .npy version"};
+  }
+  if (s.size() < hstart + hlen) throw Error{path + ": truncated header"};
+  std::string h = s.substr(hstart, hlen);
+  std::string descr = header_value(h, "descr");
+  DType t;
+  if (descr == "'<f4'") t = DType::F32;
+  else if (descr == "'<f8'") t = DType::F64;
+  else if (descr == "'<i4'") t = DType::I32;
+  else throw Error{path + ": unsupported dtype " + descr + " (reads <f4, <f8 and <i4)"};
+  if (header_value(h, "fortran_order") != "False") throw Error{path + ": Fortran-order arrays are not supported"};
+  std::string shape = header_value(h, "shape");
+  std::vector<int64_t> dims;
+  for (size_t i = 1; i + 1 < shape.size();) {
+    size_t j = shape.find_first_of(",)", i);
+    std::string d = shape.substr(i, j - i);
+    if (d.find_first_not_of(' ') != std::string::npos) dims.push_back(std::atoll(d.c_str()));
+    i = j + 1;
+  }
+  std::string got = type_str(t, dims.data(), int(dims.size())), want = type_str(a.dtype, a.shape, a.rank);
+  if (got != want)
+    throw Error{path + ": holds " + got + ", but input '" + a.name + "' is declared " + want};
+  size_t need = size_t(a.bytes()), have = s.size() - hstart - hlen;
+  if (have != need)
+    throw Error{path + ": " + (have < need ? "truncated: " : "extra bytes: ") + want + " needs " + std::to_string(need) +
+                " bytes of data, the file has " + std::to_string(have)};
+  return std::vector<char>(s.begin() + long(hstart + hlen), s.end());
+}
+inline std::string npy_bytes(const Arg& a, const std::vector<char>& data) {
+  std::string shape;
+  for (int d = 0; d < a.rank; ++d) shape += (d ? ", " : "") + std::to_string(a.shape[d]);
+  if (a.rank == 1) shape += ",";
+  const char* descr = a.dtype == DType::F32 ? "<f4" : a.dtype == DType::F64 ? "<f8" : "<i4";
+  std::string h = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (" + shape + "), }";
+  while ((10 + h.size() + 1) % 64 != 0) h += ' ';
+  h += '\n';
+  std::string out = "\x93NUMPY";
+  out += char(1);
+  out += char(0);
+  out += char(h.size() & 0xff);
+  out += char(h.size() >> 8);
+  return out + h + std::string(data.begin(), data.end());
+}
+
+// ---- the command line and the run ------------------------------------------------------
+struct Options {
+  int ranks = 0, iters = 0;
+  std::string inputs, outputs, format = "text";
+};
+[[noreturn]] inline void usage(const Program& p, const std::string& why) {
+  fprintf(stderr, "%s: %s\nusage: %s [--ranks=N] [--inputs=DIR] [--outputs=DIR] [--iters=K] [--format=text|json]\n",
+          p.name, why.c_str(), p.name);
+  exit(2);
+}
+inline Options parse(const Program& p, int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    size_t eq = a.find('=');
+    std::string key = a.substr(0, eq), value = eq == std::string::npos ? "" : a.substr(eq + 1);
+    auto number = [&](int lo, int hi) {
+      char* end = nullptr;
+      long n = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end || n < lo || n > hi) usage(p, key + " must be an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
+      return int(n);
+    };
+    if (key == "--help") usage(p, std::string("built by gradc from ") + p.source);
+    else if (key == "--ranks") o.ranks = number(1, 4096);
+    else if (key == "--iters") o.iters = number(0, 1000000);
+    else if (key == "--inputs") o.inputs = value;
+    else if (key == "--outputs") o.outputs = value;
+    else if (key == "--format") o.format = value;
+    else usage(p, "unknown option " + key);
+  }
+  if (o.format != "text" && o.format != "json") usage(p, "--format must be text or json, got '" + o.format + "'");
+  return o;
+}
+
+inline std::vector<RankData> load(const Program& p, const Options& o, int world) {
+  std::vector<RankData> ranks(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    for (const Arg& a : p.inputs) {
+      std::vector<char> data;
+      bool found = false;
+      for (std::string path : {o.inputs + "/rank" + std::to_string(r) + "/" + a.name + ".npy", o.inputs + "/" + a.name + ".npy"}) {
+        if (o.inputs.empty() || !exists(path)) continue;
+        data = read_npy(path, a);
+        found = true;
+        break;
+      }
+      if (!found && !a.has_default)
+        throw Error{std::string(p.source) + ": input '" + a.name + "' has no value for rank " + std::to_string(r) +
+                    " and no default"};
+      ranks[size_t(r)].inputs.push_back(std::move(data));
+    }
+    for (const Arg& a : p.outputs) ranks[size_t(r)].outputs.emplace_back(size_t(a.bytes()));
+  }
+  return ranks;
+}
+
+// Every rank's files or none: each written under a temporary name first.
+inline void write_outputs(const Program& p, const std::string& dir, const std::vector<RankData>& ranks) {
+  std::vector<std::string> done;
+  auto fail = [&](const std::string& what) {
+    for (const std::string& t : done) std::remove(t.c_str());
+    throw Error{"cannot write '" + what + "': " + std::strerror(errno)};
+  };
+  ::mkdir(dir.c_str(), 0755);
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    std::string sub = dir + "/rank" + std::to_string(r);
+    if (::mkdir(sub.c_str(), 0755) != 0 && errno != EEXIST) fail(sub);
+    for (size_t k = 0; k < p.outputs.size(); ++k) {
+      std::string path = sub + "/" + p.outputs[k].name + ".npy", tmp = path + ".gradc-tmp";
+      std::ofstream f(tmp, std::ios::binary);
+      std::string bytes = npy_bytes(p.outputs[k], ranks[r].outputs[k]);
+      f.write(bytes.data(), std::streamsize(bytes.size()));
+      f.close();
+      if (!f) fail(path);
+      done.push_back(tmp);
+    }
+  }
+  for (const std::string& t : done)
+    if (std::rename(t.c_str(), t.substr(0, t.size() - 10).c_str()) != 0) fail(t.substr(0, t.size() - 10));
+}
+
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+// Runs `step` for every rank (a thread each, with its communicator), then
+// prints and writes what gradc run would. `step` constructs the program, binds
+// the rank's data, runs it 1 + iters times and records each timed step.
+using Step = std::function<void(Comm& comm, RankData& data, int iters, ThreadGroup& group)>;
+inline int main(const Program& p, int argc, char** argv, const Step& step) {
+  Options o = parse(p, argc, argv);
+  const int world = o.ranks ? o.ranks : p.world;
+  if (world != p.world) {
+    fprintf(stderr,
+            "%s: error: built for %d ranks, started for %d (shapes depend on the world size); rebuild with "
+            "`gradc build %s --ranks=%d`\n",
+            p.name, p.world, world, p.source, world);
+    return 1;
+  }
+  try {
+    std::vector<RankData> ranks = load(p, o, world);
+    ThreadGroup group(world);
+    std::vector<std::string> errors(static_cast<size_t>(world));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < world; ++r)
+      threads.emplace_back([&, r] {
+        ThreadComm comm(group, r);
+        try {
+          step(comm, ranks[size_t(r)], o.iters, group);
+        } catch (const ThreadGroup::Stopped&) {
+        } catch (const std::exception& e) {
+          errors[size_t(r)] = e.what();
+          group.fail(e.what());
+        }
+      });
+    for (std::thread& t : threads) t.join();
+    for (int r = 0; r < world; ++r)
+      if (!errors[size_t(r)].empty()) throw Error{"rank " + std::to_string(r) + ": " + errors[size_t(r)]};
+    if (o.iters > 0) fprintf(stderr, "median step: %.3f ms\n", median(ranks[0].step_ms));
+    if (!o.outputs.empty()) write_outputs(p, o.outputs, ranks);
+    std::string out = o.format == "json" ? json(p, ranks) : text(p, ranks);
+    fwrite(out.data(), 1, out.size(), stdout);
+    return 0;
+  } catch (const Error& e) {
+    fprintf(stderr, "%s: error: %s\n", p.name, e.message.c_str());
+    return 1;
+  }
+}
+
+// One timed step of all ranks: they start together and the step ends when the slowest does.
+template <class F>
+void timed_steps(ThreadGroup& group, RankData& d, int iters, F&& run_once) {
+  run_once();
+  for (int i = 0; i < iters; ++i) {
+    group.barrier();
+    auto t0 = std::chrono::steady_clock::now();
+    run_once();
+    group.barrier();
+    d.step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+}
+
+}  // namespace gradc::exe

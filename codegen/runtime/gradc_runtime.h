@@ -1,0 +1,396 @@
+// gradc's runtime for generated code, written out beside it by `gradc emit`.
+// Everything that differs between the two targets lives here: launching a
+// kernel body (a grid-stride loop on CUDA, a plain loop the host compiler
+// vectorises on the CPU), reductions, BLAS (cuBLAS / OpenBLAS), communication
+// (NCCL on CUDA; gradc's in-process communicator for ranks as threads, or MPI,
+// on the CPU) and memory. The kernel bodies themselves are the generated
+// functors' operator(), compiled by both nvcc and the host compiler.
+#pragma once
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "gradc_scalar.h"
+
+#if defined(__CUDACC__)
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cub/cub.cuh>
+#else
+#include <cblas.h>
+#endif
+
+namespace gradc {
+
+enum class DType { F32, F64, I32 };
+enum class ROp { Sum, Avg, Prod, Max, Min };
+inline int64_t dtype_size(DType t) { return t == DType::F64 ? 8 : 4; }
+
+// A failed library call stops this rank with the call, the library's message
+// and the source location of the op; the communicator then stops every rank.
+[[noreturn]] inline void fail(const char* call, const std::string& why, const char* where) {
+  fprintf(stderr, "gradc: error: %s failed: %s (%s)\n", call, why.c_str(), where);
+  fflush(stderr);
+  abort();
+}
+
+// ---- reductions over ranks, in rank order (as the interpreter combines them) ---
+template <class T>
+GRADC_HD inline T combine(ROp op, T a, T b) {
+  switch (op) {
+    case ROp::Prod: return T(a * b);
+    case ROp::Max: return a > b ? a : b;
+    case ROp::Min: return a < b ? a : b;
+    default: return T(a + b);
+  }
+}
+
+// Reductions over axes accumulate in double (int64 for i32), as the interpreter does.
+template <class T> struct Acc { using type = double; };
+template <> struct Acc<int32_t> { using type = int64_t; };
+
+#if !defined(__CUDACC__)
+// =============================== CPU =========================================
+struct Stream {};  // the CPU runs a rank's kernels in order on its thread
+
+template <class F>
+inline void map(Stream, int64_t n, const F& f) {
+  for (int64_t i = 0; i < n; ++i) f(i);
+}
+
+// out[o] = op over r of f(o, r), accumulated in Acc.
+template <class T, class F>
+inline void reduce(Stream, ROp op, int64_t n_out, int64_t n_red, const F& f, T* out) {
+  using A = typename Acc<T>::type;
+  for (int64_t o = 0; o < n_out; ++o) {
+    A acc = op == ROp::Sum ? A(0) : A(f(o, 0));
+    for (int64_t r = op == ROp::Sum ? 0 : 1; r < n_red; ++r) acc = combine<A>(op, acc, A(f(o, r)));
+    out[o] = T(acc);
+  }
+}
+
+// C[b] = op(A[b]) op(B[b]), row-major, for b < batch.
+struct Blas {};
+template <class T>
+inline void gemm(Blas, Stream, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t sa,
+                 const T* b, int64_t sb, T* c, int64_t batch) {
+  for (int64_t p = 0; p < batch; ++p) {
+    const T* A = a + p * sa;
+    const T* B = b + p * sb;
+    T* C = c + p * m * n;
+    if constexpr (sizeof(T) == 4 && T(0.5) != T(0)) {
+      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n),
+                  int(k), 1.0f, A, int(ta ? m : k), B, int(tb ? k : n), 0.0f, C, int(n));
+    } else if constexpr (sizeof(T) == 8) {
+      cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n),
+                  int(k), 1.0, A, int(ta ? m : k), B, int(tb ? k : n), 0.0, C, int(n));
+    } else {  // i32: no BLAS routine
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          T s = 0;
+          for (int64_t q = 0; q < k; ++q) s += A[ta ? q * m + i : i * k + q] * B[tb ? j * k + q : q * n + j];
+          C[i * n + j] = s;
+        }
+    }
+  }
+}
+
+inline void* alloc(int64_t bytes) { return bytes ? aligned_alloc(256, size_t((bytes + 255) / 256 * 256)) : nullptr; }
+inline void release(void* p) { free(p); }
+inline void fill_zero(Stream, void* p, int64_t bytes) { memset(p, 0, size_t(bytes)); }
+
+// ---- communication ------------------------------------------------------------
+// A collective's operand and result as blocks: [outer, dim, inner] elements,
+// the block axis in the middle (outer = 1, inner = 1 for a whole buffer).
+struct Blocks {
+  int64_t outer = 1, dim = 1, inner = 1;
+  int64_t count() const { return outer * dim * inner; }
+};
+
+// What every communicator provides; each rank calls the same collectives in the
+// same order. `in` and `out` may be the same buffer for all_reduce.
+class Comm {
+ public:
+  virtual ~Comm() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual void all_reduce(const void* in, void* out, int64_t count, DType t, ROp op) = 0;
+  virtual void all_gather(const void* in, void* out, Blocks b, DType t) = 0;  // b: the operand's blocks
+  virtual void reduce_scatter(const void* in, void* out, Blocks b, DType t, ROp op) = 0;  // b: the result's
+  virtual void broadcast(const void* in, void* out, int64_t count, DType t, int root) = 0;
+  virtual void reduce(const void* in, void* out, int64_t count, DType t, ROp op, int root) = 0;
+  virtual void gather(const void* in, void* out, Blocks b, DType t, int root) = 0;   // b: the operand's
+  virtual void scatter(const void* in, void* out, Blocks b, DType t, int root) = 0;  // b: the result's
+  // y_r: block r (along split) of every x_k, concatenated in k order (along concat).
+  virtual void all_to_all(const void* in, void* out, const int64_t* shape, int rank, int split, int concat,
+                          DType t) = 0;
+  // y_r = x_src for the pair (src, r), zeros where none ends at r.
+  virtual void permute(const void* in, void* out, int64_t count, DType t, const int* pairs, int n_pairs) = 0;
+  virtual void abort_all(const char* why) = 0;  // a failing rank stops every rank
+};
+
+// The in-process communicator: N ranks as threads of one process. A collective
+// publishes each rank's buffers, and each rank then reads the others' operands
+// directly, once (no staging copies); a barrier before and after.
+class ThreadGroup {
+ public:
+  explicit ThreadGroup(int n) : n_(n), in_(size_t(n)), out_(size_t(n)) {}
+  int size() const { return n_; }
+  void barrier() {
+    std::unique_lock<std::mutex> lock(m_);
+    if (failed_) throw_failed();
+    const uint64_t gen = gen_;
+    if (++waiting_ == n_) {
+      waiting_ = 0;
+      ++gen_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return gen_ != gen || failed_; });
+      if (failed_) throw_failed();
+    }
+  }
+  void fail(const char* why) {
+    std::lock_guard<std::mutex> lock(m_);
+    if (!failed_) why_ = why;
+    failed_ = true;
+    cv_.notify_all();
+  }
+  struct Stopped {};  // thrown in every rank once one has failed
+  const void*& in(int r) { return in_[size_t(r)]; }
+  void*& out(int r) { return out_[size_t(r)]; }
+
+ private:
+  [[noreturn]] void throw_failed() { throw Stopped{}; }
+  int n_;
+  std::vector<const void*> in_;
+  std::vector<void*> out_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  int waiting_ = 0;
+  uint64_t gen_ = 0;
+  bool failed_ = false;
+  std::string why_;
+};
+
+class ThreadComm : public Comm {
+ public:
+  ThreadComm(ThreadGroup& g, int rank) : g_(g), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return g_.size(); }
+
+  void all_reduce(const void* in, void* out, int64_t count, DType t, ROp op) override {
+    // Rank r reduces chunk r of every rank's operand into its own result, then
+    // copies the other chunks from their owners: in place is safe, as no chunk is
+    // read by one rank while another writes it.
+    publish(in, out);
+    const int N = size();
+    const int64_t lo = count * rank_ / N, hi = count * (rank_ + 1) / N;
+    typed(t, [&](auto z) {
+      using T = decltype(z);
+      T* y = static_cast<T*>(out);
+      for (int64_t e = lo; e < hi; ++e) {
+        T acc = src<T>(0)[e];
+        for (int k = 1; k < N; ++k) acc = combine<T>(op, acc, src<T>(k)[e]);
+        if (op == ROp::Avg) acc = T(acc / T(N));
+        y[e] = acc;
+      }
+      g_.barrier();
+      for (int k = 0; k < N; ++k) {
+        if (k == rank_) continue;
+        const int64_t klo = count * k / N, khi = count * (k + 1) / N;
+        memcpy(y + klo, static_cast<const T*>(g_.out(k)) + klo, size_t(khi - klo) * sizeof(T));
+      }
+    });
+    g_.barrier();
+  }
+  void all_gather(const void* in, void* out, Blocks b, DType t) override {
+    publish(in, out);
+    const int N = size();
+    copy_blocks(t, out, b, N, [&](int k) { return g_.in(k); }, 0, b.dim);
+    g_.barrier();
+  }
+  void reduce_scatter(const void* in, void* out, Blocks b, DType t, ROp op) override {
+    publish(in, out);
+    const int N = size();
+    typed(t, [&](auto z) {
+      using T = decltype(z);
+      T* y = static_cast<T*>(out);
+      for (int64_t o = 0; o < b.outer; ++o)
+        for (int64_t d = 0; d < b.dim; ++d)
+          for (int64_t i = 0; i < b.inner; ++i) {
+            const int64_t e = (o * b.dim * N + rank_ * b.dim + d) * b.inner + i;
+            T acc = src<T>(0)[e];
+            for (int k = 1; k < N; ++k) acc = combine<T>(op, acc, src<T>(k)[e]);
+            if (op == ROp::Avg) acc = T(acc / T(N));
+            y[(o * b.dim + d) * b.inner + i] = acc;
+          }
+    });
+    g_.barrier();
+  }
+  void broadcast(const void* in, void* out, int64_t count, DType t, int root) override {
+    publish(in, out);
+    if (out != g_.in(root)) memmove(out, g_.in(root), size_t(count * dtype_size(t)));
+    g_.barrier();
+  }
+  void reduce(const void* in, void* out, int64_t count, DType t, ROp op, int root) override {
+    publish(in, out);
+    if (rank_ == root) {
+      typed(t, [&](auto z) {
+        using T = decltype(z);
+        T* y = static_cast<T*>(out);
+        for (int64_t e = 0; e < count; ++e) {
+          T acc = src<T>(0)[e];
+          for (int k = 1; k < size(); ++k) acc = combine<T>(op, acc, src<T>(k)[e]);
+          if (op == ROp::Avg) acc = T(acc / T(size()));
+          y[e] = acc;
+        }
+      });
+    }
+    g_.barrier();
+    if (rank_ != root) memset(out, 0, size_t(count * dtype_size(t)));
+  }
+  void gather(const void* in, void* out, Blocks b, DType t, int root) override {
+    publish(in, out);
+    if (rank_ == root)
+      copy_blocks(t, out, b, size(), [&](int k) { return g_.in(k); }, 0, b.dim);
+    else
+      memset(out, 0, size_t(b.count() * size() * dtype_size(t)));
+    g_.barrier();
+  }
+  void scatter(const void* in, void* out, Blocks b, DType t, int root) override {
+    publish(in, out);
+    // Block r of the root's operand [outer, N*dim, inner] into this rank's [outer, dim, inner].
+    const int64_t es = dtype_size(t);
+    const char* x = static_cast<const char*>(g_.in(root));
+    char* y = static_cast<char*>(out);
+    for (int64_t o = 0; o < b.outer; ++o)
+      memcpy(y + o * b.dim * b.inner * es, x + (o * b.dim * size() + rank_ * b.dim) * b.inner * es,
+             size_t(b.dim * b.inner * es));
+    g_.barrier();
+  }
+  void all_to_all(const void* in, void* out, const int64_t* shape, int rank, int split, int concat,
+                  DType t) override {
+    publish(in, out);
+    const int N = size();
+    // The operand's shape is `shape`; the result's has shape[split] / N and shape[concat] * N.
+    std::vector<int64_t> xs(shape, shape + rank), ys = xs;
+    ys[size_t(split)] /= N;
+    ys[size_t(concat)] *= N;
+    int64_t count = 1;
+    for (int64_t d : ys) count *= d;
+    const int64_t es = dtype_size(t);
+    std::vector<int64_t> idx(size_t(rank), 0);
+    for (int64_t e = 0; e < count; ++e) {
+      // idx: the result's multi-index of element e; k: the source rank; xi: the operand's index.
+      int64_t rest = e;
+      for (int d = rank - 1; d >= 0; --d) {
+        idx[size_t(d)] = rest % ys[size_t(d)];
+        rest /= ys[size_t(d)];
+      }
+      const int64_t block = xs[size_t(concat)];
+      const int k = int(idx[size_t(concat)] / block);
+      std::vector<int64_t> xi = idx;
+      xi[size_t(concat)] -= k * block;
+      xi[size_t(split)] += int64_t(rank_) * ys[size_t(split)];
+      int64_t off = 0;
+      for (int d = 0; d < rank; ++d) off = off * xs[size_t(d)] + xi[size_t(d)];
+      memcpy(static_cast<char*>(out) + e * es, static_cast<const char*>(g_.in(k)) + off * es, size_t(es));
+    }
+    g_.barrier();
+  }
+  void permute(const void* in, void* out, int64_t count, DType t, const int* pairs, int n_pairs) override {
+    publish(in, out);
+    const void* from = nullptr;
+    for (int p = 0; p < n_pairs; ++p)
+      if (pairs[2 * p + 1] == rank_) from = g_.in(pairs[2 * p]);
+    if (from)
+      memcpy(out, from, size_t(count * dtype_size(t)));
+    else
+      memset(out, 0, size_t(count * dtype_size(t)));
+    g_.barrier();
+  }
+  void abort_all(const char* why) override { g_.fail(why); }
+
+ private:
+  template <class F>
+  static void typed(DType t, F&& f) {
+    if (t == DType::F32) f(float());
+    else if (t == DType::F64) f(double());
+    else f(int32_t());
+  }
+  template <class T>
+  const T* src(int k) {
+    return static_cast<const T*>(g_.in(k));
+  }
+  void publish(const void* in, void* out) {
+    g_.in(rank_) = in;
+    g_.out(rank_) = out;
+    g_.barrier();
+  }
+  // out [outer, N*dim, inner]: block k of the middle axis from part(k) [outer, dim, inner].
+  template <class P>
+  static void copy_blocks(DType t, void* out, Blocks b, int N, P&& part, int, int64_t) {
+    const int64_t es = dtype_size(t), row = b.dim * b.inner * es;
+    for (int k = 0; k < N; ++k)
+      for (int64_t o = 0; o < b.outer; ++o)
+        memcpy(static_cast<char*>(out) + (o * N + k) * row, static_cast<const char*>(part(k)) + o * row,
+               size_t(row));
+  }
+  ThreadGroup& g_;
+  int rank_;
+};
+
+// The calls generated code makes, one per collective; `where` is the op's source location.
+inline void all_reduce(Comm& c, const void* in, void* out, int64_t count, DType t, ROp op, const char*) {
+  c.all_reduce(in, out, count, t, op);
+}
+inline void all_gather(Comm& c, const void* in, void* out, Blocks b, DType t, const char*) { c.all_gather(in, out, b, t); }
+inline void reduce_scatter(Comm& c, const void* in, void* out, Blocks b, DType t, ROp op, const char*) {
+  c.reduce_scatter(in, out, b, t, op);
+}
+inline void broadcast(Comm& c, const void* in, void* out, int64_t count, DType t, int root, const char*) {
+  c.broadcast(in, out, count, t, root);
+}
+inline void reduce_to(Comm& c, const void* in, void* out, int64_t count, DType t, ROp op, int root, const char*) {
+  c.reduce(in, out, count, t, op, root);
+}
+inline void gather(Comm& c, const void* in, void* out, Blocks b, DType t, int root, const char*) {
+  c.gather(in, out, b, t, root);
+}
+inline void scatter(Comm& c, const void* in, void* out, Blocks b, DType t, int root, const char*) {
+  c.scatter(in, out, b, t, root);
+}
+inline void all_to_all(Comm& c, const void* in, void* out, const int64_t* shape, int rank, int split, int concat,
+                       DType t, const char*) {
+  c.all_to_all(in, out, shape, rank, split, concat, t);
+}
+inline void permute(Comm& c, const void* in, void* out, int64_t count, DType t, const int* pairs, int n_pairs,
+                    const char*) {
+  c.permute(in, out, count, t, pairs, n_pairs);
+}
+inline void copy(Stream, void* dst, const void* src, int64_t bytes) {
+  if (dst != src) memmove(dst, src, size_t(bytes));
+}
+#endif  // !__CUDACC__
+
+// A program built for one world size, started in another.
+[[noreturn]] inline void wrong_world(const char* name, int world, int size) {
+  fprintf(stderr, "gradc: error: %s was generated for %d ranks, but the communicator has %d; run gradc again with --ranks=%d\n",
+          name, world, size, size);
+  abort();
+}
+[[noreturn]] inline void missing_input(const char* name, const char* input) {
+  fprintf(stderr, "gradc: error: %s::run(): input '%s' has no default and was not set (set_%s)\n", name, input, input);
+  abort();
+}
+
+}  // namespace gradc

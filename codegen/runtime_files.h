@@ -1,0 +1,13 @@
+// The headers gradc writes out beside generated code, embedded in gradc when it
+// is built (codegen/embed.cmake) from the files themselves: codegen/runtime/*.h
+// and ir/scalar.h, so there is one copy of each.
+#pragma once
+#include <string>
+
+namespace gradc {
+
+const std::string& runtime_header();  // codegen/runtime/gradc_runtime.h
+const std::string& main_header();     // codegen/runtime/gradc_main.h: what an executable's main uses
+const std::string& scalar_header();   // ir/scalar.h
+
+}  // namespace gradc

@@ -1,0 +1,78 @@
+#include "tools/toolchain.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+namespace fs = std::filesystem;
+
+namespace gradc {
+namespace {
+
+std::string env(const char* name, const std::string& dflt) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : dflt;
+}
+std::string cxx() { return env("CXX", GRADC_CXX); }
+std::string cuda_home() { return env("CUDA_HOME", GRADC_CUDA_HOME); }
+std::string quote(const std::string& s) { return "'" + s + "'"; }
+
+// Runs a shell command; its output, and whether it succeeded.
+std::pair<bool, std::string> shell(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return {false, "cannot run " + cmd};
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int rc = pclose(p);
+  return {rc == 0, out};
+}
+
+}  // namespace
+
+Toolchain cpu_toolchain() {
+  Toolchain t;
+  t.found = shell(quote(cxx()) + " --version").first && fs::exists(GRADC_OPENBLAS);
+  t.missing = t.found ? "" : fmt::format("needs the C++ compiler {} and OpenBLAS ({})", cxx(), GRADC_OPENBLAS);
+  t.describe = fmt::format("cpu: {} (compiler {}, BLAS {})", t.found ? "yes" : "no", cxx(), GRADC_OPENBLAS);
+  return t;
+}
+
+Toolchain cuda_toolchain() {
+  Toolchain t;
+  const std::string home = cuda_home();
+  const bool nvcc = fs::exists(home + "/bin/nvcc");
+  const bool cublas = fs::exists(home + "/include/cublas_v2.h");
+  const bool nccl = fs::exists(home + "/include/nccl.h") || fs::exists("/usr/include/nccl.h");
+  t.found = nvcc && cublas && nccl;
+  t.missing = t.found ? "" : fmt::format("needs nvcc, cuBLAS and NCCL under CUDA_HOME ({}): {}{}{}", home,
+                                         nvcc ? "" : "no nvcc ", cublas ? "" : "no cuBLAS ", nccl ? "" : "no NCCL");
+  t.describe = fmt::format("cuda: {} (nvcc, cuBLAS and NCCL under {})", t.found ? "yes" : "no", home);
+  return t;
+}
+
+std::string compile(bool cuda, const std::string& dir, const std::vector<std::string>& sources, const std::string& exe) {
+  std::string files;
+  for (const std::string& s : sources) files += fmt::format(" '{}/{}'", dir, s);
+  std::string cmd;
+  if (cuda) {
+    const std::string home = cuda_home();
+    cmd = fmt::format("{} -O2 -std=c++17 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 "
+                      "-I{}{} -o {} -L{}/lib64 -lcublas -lnccl",
+                      quote(home + "/bin/nvcc"), quote(dir), files, quote(exe), quote(home));
+  } else {
+    cmd = fmt::format("{} -O2 -std=c++17 -march=native -I{} -I{}{} -o {} {} -lpthread", quote(cxx()), quote(dir),
+                      quote(GRADC_CBLAS_INCLUDE), files, quote(exe), quote(GRADC_OPENBLAS));
+  }
+  auto [ok, out] = shell(cmd);
+  if (ok) return "";
+  size_t cut = 0;  // the first 40 lines of the compiler's output say enough
+  for (int lines = 0; cut != std::string::npos && lines < 40; ++lines) cut = out.find('\n', cut + 1);
+  if (cut != std::string::npos) out = out.substr(0, cut) + "\n[...]";
+  return cmd + "\n" + out;
+}
+
+}  // namespace gradc
