@@ -52,7 +52,7 @@ std::string flat_index(const std::vector<std::string>& idx, const Shape& shape) 
 // expressions, memoised within a scope.
 class Body {
  public:
-  Body(const Lowered& l, const LKernel& k) : l_(l), k_(k), g_(l.graph), fused_(k.fused.begin(), k.fused.end()) {}
+  Body(const Lowered& l, const LKernel& k) : l_(l), g_(l.graph), fused_(k.fused.begin(), k.fused.end()) {}
 
   // Splits flat index `flat` of `shape` into one variable per axis.
   std::vector<std::string> unflatten(const std::string& flat, const Shape& shape, const std::string& prefix) {
@@ -219,7 +219,6 @@ class Body {
   }
 
   const Lowered& l_;
-  const LKernel& k_;
   const Graph& g_;
   std::set<ValueId> fused_;
   std::vector<std::map<std::string, std::string>> memo_{1};
@@ -259,8 +258,11 @@ class Writer {
         "#pragma once\n#include \"gradc_runtime.h\"\n\n",
         source_);
     s += fmt::format("class {} {{\n public:\n  static constexpr int world = {};\n", name_, g_.world);
-    for (const auto& [n, b] : l_.inputs) s += shape_members(n, l_.buffers[size_t(b)]);
-    for (const auto& [n, b] : l_.outputs) s += shape_members(n, l_.buffers[size_t(b)]);
+    std::set<std::string> described;  // an input may be an output too
+    for (const auto& [n, b] : l_.inputs)
+      if (described.insert(n).second) s += shape_members(n, l_.buffers[size_t(b)]);
+    for (const auto& [n, b] : l_.outputs)
+      if (described.insert(n).second) s += shape_members(n, l_.buffers[size_t(b)]);
     s += fmt::format("  static constexpr int64_t workspace_bytes = {};\n\n", l_.workspace_bytes);
     s += fmt::format("  {}({});\n  ~{}();\n  {}(const {}&) = delete;\n  {}& operator=(const {}&) = delete;\n\n", name_,
                      target_ == Target::Cuda ? "ncclComm_t comm, cudaStream_t stream" : "gradc::Comm& comm", name_,
@@ -334,9 +336,14 @@ class Writer {
   // Where buffer b's data is: an input's pointer (or its default), a constant, the
   // workspace, or (for an alias) its base's place; an output the caller placed wins.
   std::string ptr(int b, bool for_reading) {
-    for (const auto& [n, ob] : l_.outputs)
-      if (ob == b) return fmt::format("{}()", n);
+    if (written(b))
+      for (const auto& [n, ob] : l_.outputs)
+        if (ob == b) return fmt::format("{}()", n);
     return raw(b, for_reading);
+  }
+  // Whether a kernel writes buffer b in every step (an input's default is written elsewhere).
+  bool written(int b) const {
+    return std::any_of(l_.kernels.begin(), l_.kernels.end(), [&](const LKernel& k) { return k.out == b && k.guard < 0; });
   }
   std::string raw(int b, bool for_reading) {
     const LBuffer& x = l_.buffers[size_t(b)];
@@ -480,11 +487,9 @@ class Writer {
     std::set<int> first;
     for (size_t k = 0; k < l_.outputs.size(); ++k) {
       const auto& [n, b] = l_.outputs[k];
-      const bool written = std::any_of(l_.kernels.begin(), l_.kernels.end(), [&](const LKernel& kk) { return kk.out == b; });
-      if (written && first.insert(b).second) continue;
+      if (written(b) && first.insert(b).second) continue;
       const LBuffer& x = l_.buffers[size_t(b)];
-      s += fmt::format("  if ({}_out_) gradc::copy(stream_, {}_out_, {}, {});\n", n, n,
-                       written ? ptr(b, true) : raw(b, true), x.bytes());
+      s += fmt::format("  if ({}_out_) gradc::copy(stream_, {}_out_, {}, {});\n", n, n, ptr(b, true), x.bytes());
     }
     return s + "}\n";
   }

@@ -81,6 +81,7 @@ class Lowerer {
         for (ValueId a : n.args) buffered_[size_t(gemm_operand(g, a).v)] = true;
       if (is_collective(n.op)) buffered_[size_t(n.args[0])] = true;
     }
+    for (const auto& o : g.outputs) buffered_[size_t(o.second)] = true;
   }
 
   int add_buffer(ValueId v, LBuffer::Kind kind) {
@@ -153,7 +154,7 @@ class Lowerer {
       k.name = l_.buffers[size_t(k.out)].name;
       return finish_kernel(std::move(k));
     }
-    if (n.op == Op::Const) {
+    if (n.op == Op::Const && !splat_const(n)) {  // a splat that is an output is a map kernel
       add_buffer(v, LBuffer::Const);
       return;
     }

@@ -296,11 +296,11 @@ class ThreadComm : public Comm {
         idx[size_t(d)] = rest % ys[size_t(d)];
         rest /= ys[size_t(d)];
       }
-      const int64_t block = xs[size_t(concat)];
+      const int64_t block = ys[size_t(concat)] / N;  // each rank's part along the concat axis
       const int k = int(idx[size_t(concat)] / block);
       std::vector<int64_t> xi = idx;
       xi[size_t(concat)] -= k * block;
-      xi[size_t(split)] += int64_t(rank_) * ys[size_t(split)];
+      xi[size_t(split)] += int64_t(rank_) * (xs[size_t(split)] / N);
       int64_t off = 0;
       for (int d = 0; d < rank; ++d) off = off * xs[size_t(d)] + xi[size_t(d)];
       memcpy(static_cast<char*>(out) + e * es, static_cast<const char*>(g_.in(k)) + off * es, size_t(es));
