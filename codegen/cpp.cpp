@@ -82,7 +82,36 @@ class Body {
   }
 
   void line(const std::string& s) { lines_ += std::string(size_t(indent_), ' ') + s + "\n"; }
-  const std::string& text() const { return lines_; }
+  // The statements, without index variables nothing reads.
+  std::string text() const {
+    std::vector<std::string> lines;
+    for (size_t a = 0, b; a < lines_.size(); a = b + 1) lines.push_back(lines_.substr(a, (b = lines_.find('\n', a)) - a));
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t i = 0; i < lines.size(); ++i) {
+        size_t p = lines[i].find("const int64_t ");
+        if (p == std::string::npos) continue;
+        std::string var = lines[i].substr(p + 14, lines[i].find(' ', p + 14) - p - 14);
+        bool used = false;
+        for (size_t j = 0; j < lines.size() && !used; ++j)
+          if (j != i) used = mentions(lines[j], var);
+        if (!used) {
+          lines.erase(lines.begin() + long(i));
+          changed = true;
+          break;
+        }
+      }
+    }
+    std::string out;
+    for (const std::string& l : lines) out += l + "\n";
+    return out;
+  }
+  // A map kernel reads buffers of its own shape at its own element: buf[i].
+  void set_element(const std::vector<std::string>& idx, const Shape& shape, const std::string& flat) {
+    elem_idx_ = idx;
+    elem_shape_ = shape;
+    elem_flat_ = flat;
+  }
   std::set<int> reads;  // buffers read
 
  private:
@@ -102,7 +131,17 @@ class Body {
   }
   std::string load(int b, const std::vector<std::string>& idx) {
     reads.insert(b);
-    return fmt::format("{}[{}]", l_.buffers[size_t(b)].name, flat_index(idx, l_.buffers[size_t(b)].type.shape));
+    const LBuffer& x = l_.buffers[size_t(b)];
+    if (!elem_flat_.empty() && idx == elem_idx_ && x.type.shape == elem_shape_)
+      return fmt::format("{}[{}]", x.name, elem_flat_);
+    return fmt::format("{}[{}]", x.name, flat_index(idx, x.type.shape));
+  }
+  static bool mentions(const std::string& line, const std::string& var) {
+    for (size_t p = line.find(var); p != std::string::npos; p = line.find(var, p + 1)) {
+      auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+      if ((p == 0 || !word(line[p - 1])) && (p + var.size() == line.size() || !word(line[p + var.size()]))) return true;
+    }
+    return false;
   }
   // idx of an operand of shape `from` broadcast to `to` (NumPy: leading axes dropped, size-1 axes at 0).
   static std::vector<std::string> broadcast(const std::vector<std::string>& idx, const Shape& from, const Shape& to) {
@@ -222,6 +261,9 @@ class Body {
   const Graph& g_;
   std::set<ValueId> fused_;
   std::vector<std::map<std::string, std::string>> memo_{1};
+  std::vector<std::string> elem_idx_;
+  Shape elem_shape_;
+  std::string elem_flat_;
   std::string lines_;
   int indent_ = 4;
   int counter_ = 0;
@@ -279,9 +321,13 @@ class Writer {
       s += fmt::format("  void set_{}_out({}* p) {{ {}_out_ = p; }}\n", n, ctype(x.type.dtype), n);
     }
     s += "  void run();  // enqueues one step; does not synchronise\n\n private:\n";
-    s += target_ == Target::Cuda ? "  ncclComm_t comm_;\n  cudaStream_t stream_, comm_stream_;\n  cublasHandle_t blas_;\n"
-                                   "  cudaEvent_t events_[" + std::to_string(std::max<size_t>(1, l_.kernels.size())) + "];\n"
-                                 : "  gradc::Comm& comm_;\n  gradc::Stream stream_, comm_stream_;\n  gradc::Blas blas_;\n";
+    if (target_ == Target::Cuda)
+      s += fmt::format("  cudaStream_t stream_, comm_stream_;  // compute, and communication\n  gradc::Comm comm_;\n"
+                       "  cublasHandle_t blas_;\n  cudaEvent_t events_[{}];  // one per kernel, for the other stream to wait on\n"
+                       "  static constexpr int64_t scratch_bytes = {};  // a collective's rearranged blocks\n",
+                       std::max<size_t>(1, l_.kernels.size()), scratch_bytes());
+    else
+      s += "  gradc::Comm& comm_;\n  gradc::Stream stream_, comm_stream_;\n  gradc::Blas blas_;\n";
     s += "  int32_t rank_;\n  char* ws_ = nullptr;\n";
     for (const auto& [n, b] : l_.inputs)
       s += fmt::format("  const {}* {}_ = nullptr;\n", ctype(l_.buffers[size_t(b)].type.dtype), n);
@@ -373,6 +419,7 @@ class Writer {
     std::string signature;
     if (k.kind == LKernel::Map) {
       std::vector<std::string> idx = body.unflatten("i", out.shape, "i");
+      body.set_element(idx, out.shape, "i");
       result = body.value(k.root, idx);
       body.line(fmt::format("{}[i] = {};", l_.buffers[size_t(k.out)].name, result));
       signature = "GRADC_HD void operator()(int64_t i) const";
@@ -402,14 +449,26 @@ class Writer {
     reads_[i] = std::vector<int>(body.reads.begin(), body.reads.end());
     return s;
   }
+  // Room for one collective's rearranged blocks (CUDA): twice its larger buffer.
+  int64_t scratch_bytes() const {
+    int64_t most = 0;
+    for (const LKernel& k : l_.kernels)
+      if (k.kind == LKernel::Comm)
+        most = std::max({most, 2 * l_.buffers[size_t(k.out)].bytes(), 2 * g_.type(g_[k.root].args[0]).size() *
+                                                                         dtype_size(g_.type(g_[k.root].args[0]).dtype)});
+    return most;
+  }
   std::string kernel_name(int i) { return fmt::format("k{}_{}", i, l_.kernels[size_t(i)].name); }
 
   std::string constructor() {
     std::string s;
     if (target_ == Target::Cuda) {
-      s += fmt::format("{}::{}(ncclComm_t comm, cudaStream_t stream) : comm_(comm), stream_(stream) {{\n", name_, name_);
-      s += "  int rank = 0;\n  GRADC_NCCL(ncclCommUserRank(comm_, &rank), \"constructor\");\n  rank_ = rank;\n";
+      s += fmt::format("{}::{}(ncclComm_t comm, cudaStream_t stream) : stream_(stream) {{\n", name_, name_);
+      s += "  int rank = 0, size = 0;\n  GRADC_NCCL(ncclCommUserRank(comm, &rank), \"constructor\");\n";
+      s += "  GRADC_NCCL(ncclCommCount(comm, &size), \"constructor\");\n  rank_ = rank;\n";
+      s += fmt::format("  if (size != world) gradc::wrong_world(\"{}\", world, size);\n", name_);
       s += "  GRADC_CUDA(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking), \"constructor\");\n";
+      s += "  comm_ = gradc::Comm{comm, comm_stream_, static_cast<char*>(gradc::alloc(scratch_bytes)), rank, size};\n";
       s += "  GRADC_CUBLAS(cublasCreate(&blas_), \"constructor\");\n  GRADC_CUBLAS(cublasSetStream(blas_, stream_), \"constructor\");\n";
       s += "  for (cudaEvent_t& e : events_) GRADC_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), \"constructor\");\n";
     } else {
@@ -427,7 +486,8 @@ class Writer {
     for (const auto& [n, b] : l_.inputs)
       if (!g_[l_.buffers[size_t(b)].value].args.empty()) s += fmt::format("  gradc::release({}_default_);\n", n);
     if (target_ == Target::Cuda)
-      s += "  for (cudaEvent_t e : events_) cudaEventDestroy(e);\n  cublasDestroy(blas_);\n  cudaStreamDestroy(comm_stream_);\n";
+      s += "  gradc::release(comm_.scratch);\n  for (cudaEvent_t e : events_) cudaEventDestroy(e);\n"
+           "  cublasDestroy(blas_);\n  cudaStreamDestroy(comm_stream_);\n";
     return s + "}\n\n";
   }
 

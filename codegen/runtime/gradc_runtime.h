@@ -58,7 +58,251 @@ GRADC_HD inline T combine(ROp op, T a, T b) {
 template <class T> struct Acc { using type = double; };
 template <> struct Acc<int32_t> { using type = int64_t; };
 
-#if !defined(__CUDACC__)
+#if defined(__CUDACC__)
+// =============================== CUDA ========================================
+#define GRADC_CHECK(kind, call, where, ok, message)                  \
+  do {                                                                \
+    auto gradc_status_ = (call);                                      \
+    if (!(gradc_status_ == (ok))) gradc::fail(#call, message(gradc_status_), where); \
+  } while (0)
+#define GRADC_CUDA(call, where) GRADC_CHECK(cuda, call, where, cudaSuccess, cudaGetErrorString)
+#define GRADC_NCCL(call, where) GRADC_CHECK(nccl, call, where, ncclSuccess, ncclGetErrorString)
+#define GRADC_CUBLAS(call, where) GRADC_CHECK(cublas, call, where, CUBLAS_STATUS_SUCCESS, cublasGetStatusString)
+
+using Stream = cudaStream_t;
+using Blas = cublasHandle_t;
+
+inline void* alloc(int64_t bytes) {
+  void* p = nullptr;
+  if (bytes) GRADC_CUDA(cudaMalloc(&p, size_t(bytes)), "allocating the workspace");
+  return p;
+}
+inline void release(void* p) { cudaFree(p); }
+inline void wait(cudaStream_t s, cudaEvent_t e) { GRADC_CUDA(cudaStreamWaitEvent(s, e, 0), "a stream dependency"); }
+inline void copy(cudaStream_t s, void* dst, const void* src, int64_t bytes) {
+  if (dst != src && bytes) GRADC_CUDA(cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDeviceToDevice, s), "a copy");
+}
+inline void fill_zero(cudaStream_t s, void* p, int64_t bytes) {
+  if (bytes) GRADC_CUDA(cudaMemsetAsync(p, 0, size_t(bytes), s), "zeros");
+}
+// A constant array's device address.
+template <class T, size_t N>
+const T* symbol(const T (&sym)[N]) {
+  void* p = nullptr;
+  GRADC_CUDA(cudaGetSymbolAddress(&p, sym), "a constant");
+  return static_cast<const T*>(p);
+}
+
+// A kernel body over n elements: a grid-stride loop.
+template <class F>
+__global__ void map_kernel(int64_t n, F f) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(blockDim.x) * gridDim.x) f(i);
+}
+inline unsigned grid(int64_t n) { return unsigned(n / 256 + 1 < 65535 ? n / 256 + 1 : 65535); }
+template <class F>
+inline void map(cudaStream_t s, int64_t n, const F& f) {
+  if (n == 0) return;
+  map_kernel<<<grid(n), 256, 0, s>>>(n, f);
+  GRADC_CUDA(cudaGetLastError(), "a kernel launch");
+}
+
+// out[o] = op over r of f(o, r): a block per output element, CUB's block reduction.
+template <class A>
+struct Combine {
+  ROp op;
+  __device__ A operator()(A a, A b) const { return combine<A>(op, a, b); }
+};
+template <class T, class F>
+__global__ void reduce_kernel(ROp op, int64_t n_out, int64_t n_red, F f, T* out) {
+  using A = typename Acc<T>::type;
+  using BlockReduce = cub::BlockReduce<A, 256>;
+  __shared__ typename BlockReduce::TempStorage tmp;
+  for (int64_t o = blockIdx.x; o < n_out; o += gridDim.x) {
+    int valid = int(n_red < 256 ? n_red : 256);
+    A acc = n_red ? A(f(o, threadIdx.x < n_red ? threadIdx.x : 0)) : A(0);
+    for (int64_t r = threadIdx.x + 256; r < n_red; r += 256) acc = combine<A>(op, acc, A(f(o, r)));
+    A total = BlockReduce(tmp).Reduce(acc, Combine<A>{op}, valid);
+    if (threadIdx.x == 0) out[o] = T(total);
+    __syncthreads();
+  }
+}
+template <class T, class F>
+inline void reduce(cudaStream_t s, ROp op, int64_t n_out, int64_t n_red, const F& f, T* out) {
+  if (n_out == 0) return;
+  reduce_kernel<<<grid(n_out * 256), 256, 0, s>>>(op, n_out, n_red, f, out);
+  GRADC_CUDA(cudaGetLastError(), "a reduction launch");
+}
+
+// C[b] = op(A[b]) op(B[b]), row-major: cuBLAS is column-major, so it computes
+// C^T = op(B)^T op(A)^T, which is the same memory.
+template <class T>
+__global__ void gemm_i32(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t sa, const T* b,
+                         int64_t sb, T* c, int64_t batch) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < batch * m * n; e += int64_t(blockDim.x) * gridDim.x) {
+    int64_t p = e / (m * n), i = e / n % m, j = e % n;
+    T acc = 0;
+    for (int64_t q = 0; q < k; ++q)
+      acc += a[p * sa + (ta ? q * m + i : i * k + q)] * b[p * sb + (tb ? j * k + q : q * n + j)];
+    c[e] = acc;
+  }
+}
+template <class T>
+inline void gemm(cublasHandle_t h, cudaStream_t s, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a,
+                 int64_t sa, const T* b, int64_t sb, T* c, int64_t batch) {
+  GRADC_CUBLAS(cublasSetStream(h, s), "matmul");
+  const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int lda = int(ta ? m : k), ldb = int(tb ? k : n);
+  if constexpr (sizeof(T) == 4 && T(0.5) != T(0)) {
+    const float one = 1, zero = 0;
+    GRADC_CUBLAS(cublasSgemmStridedBatched(h, opb, opa, int(n), int(m), int(k), &one, b, ldb, sb, a, lda, sa, &zero, c,
+                                           int(n), m * n, int(batch)), "matmul");
+  } else if constexpr (sizeof(T) == 8) {
+    const double one = 1, zero = 0;
+    GRADC_CUBLAS(cublasDgemmStridedBatched(h, opb, opa, int(n), int(m), int(k), &one, b, ldb, sb, a, lda, sa, &zero, c,
+                                           int(n), m * n, int(batch)), "matmul");
+  } else {
+    gemm_i32<<<grid(batch * m * n), 256, 0, s>>>(ta, tb, m, n, k, a, sa, b, sb, c, batch);
+    GRADC_CUDA(cudaGetLastError(), "matmul");
+  }
+}
+
+// ---- communication: NCCL, and grouped send/recv for what NCCL lacks -------------
+struct Blocks {
+  int64_t outer = 1, dim = 1, inner = 1;
+  int64_t count() const { return outer * dim * inner; }
+};
+struct Comm {
+  ncclComm_t nccl;
+  cudaStream_t stream;
+  char* scratch;  // room for the rearranged blocks of one collective
+  int rank, size;
+};
+inline ncclDataType_t nccl_type(DType t) { return t == DType::F32 ? ncclFloat32 : t == DType::F64 ? ncclFloat64 : ncclInt32; }
+inline ncclRedOp_t nccl_op(ROp op) {
+  switch (op) {
+    case ROp::Avg: return ncclAvg;
+    case ROp::Prod: return ncclProd;
+    case ROp::Max: return ncclMax;
+    case ROp::Min: return ncclMin;
+    default: return ncclSum;
+  }
+}
+// [outer, parts, block] <-> [parts, outer, block] element moves (bytes), for the
+// collectives whose blocks are not contiguous along the block axis.
+__global__ void regroup_kernel(const char* src, char* dst, int64_t outer, int64_t parts, int64_t block,
+                               bool to_parts_first) {
+  const int64_t n = outer * parts * block;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n; e += int64_t(blockDim.x) * gridDim.x) {
+    int64_t o = e / (parts * block), p = e / block % parts, b = e % block;
+    int64_t other = (p * outer + o) * block + b;
+    if (to_parts_first) dst[other] = src[e];
+    else dst[e] = src[other];
+  }
+}
+inline void regroup(cudaStream_t s, const void* src, void* dst, int64_t outer, int64_t parts, int64_t block_bytes,
+                    bool to_parts_first, const char* where) {
+  if (outer * parts * block_bytes == 0) return;
+  regroup_kernel<<<grid(outer * parts * block_bytes), 256, 0, s>>>(static_cast<const char*>(src), static_cast<char*>(dst),
+                                                                  outer, parts, block_bytes, to_parts_first);
+  GRADC_CUDA(cudaGetLastError(), where);
+}
+
+inline void all_reduce(Comm& c, const void* in, void* out, int64_t count, DType t, ROp op, const char* where) {
+  GRADC_NCCL(ncclAllReduce(in, out, size_t(count), nccl_type(t), nccl_op(op), c.nccl, c.stream), where);
+}
+inline void all_gather(Comm& c, const void* in, void* out, Blocks b, DType t, const char* where) {
+  const int64_t es = dtype_size(t);
+  if (b.outer == 1) {
+    GRADC_NCCL(ncclAllGather(in, out, size_t(b.count()), nccl_type(t), c.nccl, c.stream), where);
+    return;
+  }
+  GRADC_NCCL(ncclAllGather(in, c.scratch, size_t(b.count()), nccl_type(t), c.nccl, c.stream), where);
+  regroup(c.stream, c.scratch, out, b.outer, c.size, b.dim * b.inner * es, false, where);
+}
+inline void reduce_scatter(Comm& c, const void* in, void* out, Blocks b, DType t, ROp op, const char* where) {
+  const int64_t es = dtype_size(t);
+  const void* src = in;
+  if (b.outer != 1) {
+    regroup(c.stream, in, c.scratch, b.outer, c.size, b.dim * b.inner * es, true, where);
+    src = c.scratch;
+  }
+  GRADC_NCCL(ncclReduceScatter(src, out, size_t(b.count()), nccl_type(t), nccl_op(op), c.nccl, c.stream), where);
+}
+inline void broadcast(Comm& c, const void* in, void* out, int64_t count, DType t, int root, const char* where) {
+  GRADC_NCCL(ncclBroadcast(in, out, size_t(count), nccl_type(t), root, c.nccl, c.stream), where);
+}
+inline void reduce_to(Comm& c, const void* in, void* out, int64_t count, DType t, ROp op, int root, const char* where) {
+  GRADC_NCCL(ncclReduce(in, out, size_t(count), nccl_type(t), nccl_op(op), root, c.nccl, c.stream), where);
+  if (c.rank != root) fill_zero(c.stream, out, count * dtype_size(t));
+}
+inline void gather(Comm& c, const void* in, void* out, Blocks b, DType t, int root, const char* where) {
+  const int64_t es = dtype_size(t), bytes = b.count() * es;
+  GRADC_NCCL(ncclGroupStart(), where);
+  GRADC_NCCL(ncclSend(in, size_t(b.count()), nccl_type(t), root, c.nccl, c.stream), where);
+  if (c.rank == root)
+    for (int k = 0; k < c.size; ++k)
+      GRADC_NCCL(ncclRecv(c.scratch + k * bytes, size_t(b.count()), nccl_type(t), k, c.nccl, c.stream), where);
+  GRADC_NCCL(ncclGroupEnd(), where);
+  if (c.rank == root) regroup(c.stream, c.scratch, out, b.outer, c.size, b.dim * b.inner * es, false, where);
+  else fill_zero(c.stream, out, bytes * c.size);
+}
+inline void scatter(Comm& c, const void* in, void* out, Blocks b, DType t, int root, const char* where) {
+  const int64_t es = dtype_size(t), bytes = b.count() * es;
+  if (c.rank == root) regroup(c.stream, in, c.scratch, b.outer, c.size, b.dim * b.inner * es, true, where);
+  GRADC_NCCL(ncclGroupStart(), where);
+  if (c.rank == root)
+    for (int k = 0; k < c.size; ++k)
+      GRADC_NCCL(ncclSend(c.scratch + k * bytes, size_t(b.count()), nccl_type(t), k, c.nccl, c.stream), where);
+  GRADC_NCCL(ncclRecv(out, size_t(b.count()), nccl_type(t), root, c.nccl, c.stream), where);
+  GRADC_NCCL(ncclGroupEnd(), where);
+}
+// y_r: block r (along split) of every x_k, concatenated along concat: each block
+// is packed contiguously, exchanged with grouped send/recv, and unpacked.
+inline void all_to_all(Comm& c, const void* in, void* out, const int64_t* shape, int rank, int split, int concat,
+                       DType t, const char* where) {
+  const int N = c.size;
+  const int64_t es = dtype_size(t);
+  int64_t so = 1, si = es, co = 1, ci = es;
+  for (int d = 0; d < split; ++d) so *= shape[d];
+  for (int d = split + 1; d < rank; ++d) si *= shape[d];
+  int64_t count = so * shape[split] * si / es;
+  const int64_t part = count / N * es;  // bytes each rank sends each other rank
+  char* send = c.scratch;
+  char* recv = c.scratch + count * es;
+  regroup(c.stream, in, send, so, N, shape[split] / N * si, true, where);  // [N, so, split/N, rest]
+  GRADC_NCCL(ncclGroupStart(), where);
+  for (int k = 0; k < N; ++k) {
+    GRADC_NCCL(ncclSend(send + k * part, size_t(part / es), nccl_type(t), k, c.nccl, c.stream), where);
+    GRADC_NCCL(ncclRecv(recv + k * part, size_t(part / es), nccl_type(t), k, c.nccl, c.stream), where);
+  }
+  GRADC_NCCL(ncclGroupEnd(), where);
+  // recv[k] is block `rank` of x_k, shaped as x with split/N: place it at block k along concat.
+  std::vector<int64_t> ps(shape, shape + rank);
+  ps[size_t(split)] /= N;
+  for (int d = 0; d < concat; ++d) co *= ps[size_t(d)];
+  for (int d = concat + 1; d < rank; ++d) ci *= ps[size_t(d)];
+  regroup(c.stream, recv, out, co, N, ps[size_t(concat)] * ci, false, where);
+}
+inline void permute(Comm& c, const void* in, void* out, int64_t count, DType t, const int* pairs, int n_pairs,
+                    const char* where) {
+  bool received = false;
+  GRADC_NCCL(ncclGroupStart(), where);
+  for (int p = 0; p < n_pairs; ++p) {
+    const int src = pairs[2 * p], dst = pairs[2 * p + 1];
+    if (src == c.rank && dst == c.rank) continue;
+    if (src == c.rank) GRADC_NCCL(ncclSend(in, size_t(count), nccl_type(t), dst, c.nccl, c.stream), where);
+    if (dst == c.rank) GRADC_NCCL(ncclRecv(out, size_t(count), nccl_type(t), src, c.nccl, c.stream), where);
+  }
+  GRADC_NCCL(ncclGroupEnd(), where);
+  for (int p = 0; p < n_pairs; ++p) {
+    if (pairs[2 * p + 1] != c.rank) continue;
+    received = true;
+    if (pairs[2 * p] == c.rank) copy(c.stream, out, in, count * dtype_size(t));
+  }
+  if (!received) fill_zero(c.stream, out, count * dtype_size(t));
+}
+
+#else
 // =============================== CPU =========================================
 struct Stream {};  // the CPU runs a rank's kernels in order on its thread
 
@@ -380,7 +624,7 @@ inline void permute(Comm& c, const void* in, void* out, int64_t count, DType t, 
 inline void copy(Stream, void* dst, const void* src, int64_t bytes) {
   if (dst != src) memmove(dst, src, size_t(bytes));
 }
-#endif  // !__CUDACC__
+#endif  // __CUDACC__
 
 // A program built for one world size, started in another.
 [[noreturn]] inline void wrong_world(const char* name, int world, int size) {
