@@ -680,19 +680,23 @@ GeneratedFile generate_main(const Lowered& l, Target target, const std::string& 
          "gradc::ThreadGroup& group) {\n";
     s += fmt::format("    {} step(comm);\n", name);
   }
+  // Host vectors on the CPU, device pointers on CUDA: both bind by pointer, no copies.
+  const bool cuda = target == Target::Cuda;
   for (size_t i = 0; i < l.inputs.size(); ++i) {
     const auto& [n, b] = l.inputs[i];
     const char* t = ctype(l.buffers[size_t(b)].type.dtype);
-    s += fmt::format("    if (!d.inputs[{0}].empty()) step.set_{1}(reinterpret_cast<const {2}*>(d.inputs[{0}].data()));\n",
-                     i, n, t);
+    s += cuda ? fmt::format("    if (d.inputs[{0}]) step.set_{1}(static_cast<const {2}*>(d.inputs[{0}]));\n", i, n, t)
+              : fmt::format("    if (!d.inputs[{0}].empty()) step.set_{1}(reinterpret_cast<const {2}*>(d.inputs[{0}].data()));\n",
+                            i, n, t);
   }
   for (size_t i = 0; i < l.outputs.size(); ++i) {
     const auto& [n, b] = l.outputs[i];
-    s += fmt::format("    step.set_{}_out(reinterpret_cast<{}*>(d.outputs[{}].data()));\n", n,
-                     ctype(l.buffers[size_t(b)].type.dtype), i);
+    const char* t = ctype(l.buffers[size_t(b)].type.dtype);
+    s += cuda ? fmt::format("    step.set_{}_out(static_cast<{}*>(d.outputs[{}]));\n", n, t, i)
+              : fmt::format("    step.set_{}_out(reinterpret_cast<{}*>(d.outputs[{}].data()));\n", n, t, i);
   }
-  if (target == Target::Cuda)
-    s += "    d.run = [&] { step.run(); };\n  });\n}\n";
+  if (cuda)
+    s += "    gradc::exe::cuda_steps(stream, d, [&] { step.run(); });\n  });\n}\n";
   else
     s += "    gradc::exe::timed_steps(group, d, iters, [&] { step.run(); });\n  });\n}\n";
   return {name + "_main" + (target == Target::Cuda ? ".cu" : ".cpp"), s};

@@ -125,7 +125,10 @@ class Lowerer {
           reads.insert(l_.buffer_of[size_t(a)]);
     };
     for (ValueId v : k.fused) note(v);
-    note(k.root);
+    if (k.kind == LKernel::Map && std::find(k.fused.begin(), k.fused.end(), k.root) == k.fused.end())
+      reads.insert(l_.buffer_of[size_t(k.root)]);  // a copy: an input's default that is a buffer already
+    else
+      note(k.root);
     reads.erase(k.out);
     if (k.kind == LKernel::Gemm) {
       reads.insert(k.a);

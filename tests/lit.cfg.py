@@ -16,3 +16,7 @@ import sys
 config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("%examples", os.path.join(config.source_root, "examples")))
 config.environment["PATH"] = os.pathsep.join([config.llvm_tools_dir, config.environment.get("PATH", "")])
+# CUDA code is compiled (never run) where the toolkit is: `gradc --version` says so.
+import subprocess
+if "cuda: yes" in subprocess.run([config.gradc, "--version"], capture_output=True, text=True).stdout:
+    config.available_features.add("nvcc")

@@ -312,6 +312,7 @@ inline double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
+#if !defined(__CUDACC__)
 // Runs `step` for every rank (a thread each, with its communicator), then
 // prints and writes what gradc run would. `step` constructs the program, binds
 // the rank's data, runs it 1 + iters times and records each timed step.
@@ -368,5 +369,104 @@ void timed_steps(ThreadGroup& group, RankData& d, int iters, F&& run_once) {
     d.step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
 }
+
+#else
+// One process drives N GPUs, one rank each, a host thread per GPU; NCCL
+// communicates. A failing rank aborts every communicator, so none is left
+// waiting in a collective.
+struct DeviceData {
+  std::vector<void*> inputs, outputs;  // device memory; an input left null takes its default
+  int iters = 0;
+  std::vector<double> step_ms;
+};
+// The first step, then `iters` more, each timed with CUDA events on this GPU.
+template <class F>
+void cuda_steps(cudaStream_t stream, DeviceData& d, F&& run_once) {
+  run_once();
+  cudaEvent_t start, stop;
+  GRADC_CUDA(cudaEventCreate(&start), "timing");
+  GRADC_CUDA(cudaEventCreate(&stop), "timing");
+  for (int i = 0; i < d.iters; ++i) {
+    GRADC_CUDA(cudaEventRecord(start, stream), "timing");
+    run_once();
+    GRADC_CUDA(cudaEventRecord(stop, stream), "timing");
+    GRADC_CUDA(cudaEventSynchronize(stop), "a step");
+    float ms = 0;
+    GRADC_CUDA(cudaEventElapsedTime(&ms, start, stop), "timing");
+    d.step_ms.push_back(ms);
+  }
+  GRADC_CUDA(cudaStreamSynchronize(stream), "the step");
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+}
+using CudaStep = std::function<void(ncclComm_t comm, cudaStream_t stream, DeviceData& data)>;
+inline int main_cuda(const Program& p, int argc, char** argv, const CudaStep& setup) {
+  Options o = parse(p, argc, argv);
+  const int world = o.ranks ? o.ranks : p.world;
+  if (world != p.world) {
+    fprintf(stderr, "%s: error: built for %d ranks, started for %d; rebuild with `gradc build %s --ranks=%d`\n", p.name,
+            p.world, world, p.source, world);
+    return 1;
+  }
+  try {
+    int devices = 0;
+    GRADC_CUDA(cudaGetDeviceCount(&devices), "counting GPUs");
+    if (devices < world)
+      throw Error{std::to_string(world) + " ranks need " + std::to_string(world) + " GPUs, this machine has " +
+                  std::to_string(devices)};
+    std::vector<RankData> ranks = load(p, o, world);
+    std::vector<ncclComm_t> comms(static_cast<size_t>(world));
+    std::vector<int> ids(static_cast<size_t>(world));
+    for (int r = 0; r < world; ++r) ids[size_t(r)] = r;
+    GRADC_NCCL(ncclCommInitAll(comms.data(), world, ids.data()), "creating the NCCL communicators");
+    std::vector<std::string> errors(static_cast<size_t>(world));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < world; ++r)
+      threads.emplace_back([&, r] {
+        try {
+          GRADC_CUDA(cudaSetDevice(r), "choosing the GPU");
+          cudaStream_t stream;
+          GRADC_CUDA(cudaStreamCreate(&stream), "creating a stream");
+          RankData& d = ranks[size_t(r)];
+          DeviceData dd;
+          for (size_t k = 0; k < p.inputs.size(); ++k) {
+            void* ptr = nullptr;
+            if (!d.inputs[k].empty()) {
+              GRADC_CUDA(cudaMalloc(&ptr, d.inputs[k].size()), "input memory");
+              GRADC_CUDA(cudaMemcpy(ptr, d.inputs[k].data(), d.inputs[k].size(), cudaMemcpyHostToDevice), "an input");
+            }
+            dd.inputs.push_back(ptr);
+          }
+          for (size_t k = 0; k < p.outputs.size(); ++k) {
+            void* ptr = nullptr;
+            GRADC_CUDA(cudaMalloc(&ptr, d.outputs[k].size() ? d.outputs[k].size() : 1), "output memory");
+            dd.outputs.push_back(ptr);
+          }
+          dd.iters = o.iters;
+          setup(comms[size_t(r)], stream, dd);
+          d.step_ms = dd.step_ms;
+          for (size_t k = 0; k < p.outputs.size(); ++k)
+            GRADC_CUDA(cudaMemcpy(d.outputs[k].data(), dd.outputs[k], d.outputs[k].size(), cudaMemcpyDeviceToHost),
+                       "an output");
+        } catch (const Error& e) {
+          errors[size_t(r)] = e.message;
+          for (ncclComm_t c : comms) ncclCommAbort(c);
+        }
+      });
+    for (std::thread& t : threads) t.join();
+    for (int r = 0; r < world; ++r)
+      if (!errors[size_t(r)].empty()) throw Error{"rank " + std::to_string(r) + ": " + errors[size_t(r)]};
+    for (ncclComm_t c : comms) ncclCommDestroy(c);
+    if (o.iters > 0) fprintf(stderr, "median step: %.3f ms\n", median(ranks[0].step_ms));
+    if (!o.outputs.empty()) write_outputs(p, o.outputs, ranks);
+    std::string out = o.format == "json" ? json(p, ranks) : text(p, ranks);
+    fwrite(out.data(), 1, out.size(), stdout);
+    return 0;
+  } catch (const Error& e) {
+    fprintf(stderr, "%s: error: %s\n", p.name, e.message.c_str());
+    return 1;
+  }
+}
+#endif
 
 }  // namespace gradc::exe

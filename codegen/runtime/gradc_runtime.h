@@ -35,12 +35,13 @@ enum class DType { F32, F64, I32 };
 enum class ROp { Sum, Avg, Prod, Max, Min };
 inline int64_t dtype_size(DType t) { return t == DType::F64 ? 8 : 4; }
 
-// A failed library call stops this rank with the call, the library's message
-// and the source location of the op; the communicator then stops every rank.
+// A failed library call names the call, the library's message and the source
+// location of the op, and ends the process at once with status 1: every rank in
+// it stops (under a launcher, the others then fail in their next collective).
 [[noreturn]] inline void fail(const char* call, const std::string& why, const char* where) {
   fprintf(stderr, "gradc: error: %s failed: %s (%s)\n", call, why.c_str(), where);
   fflush(stderr);
-  abort();
+  _Exit(1);
 }
 
 // ---- reductions over ranks, in rank order (as the interpreter combines them) ---
@@ -189,7 +190,7 @@ inline ncclRedOp_t nccl_op(ROp op) {
 }
 // [outer, parts, block] <-> [parts, outer, block] element moves (bytes), for the
 // collectives whose blocks are not contiguous along the block axis.
-__global__ void regroup_kernel(const char* src, char* dst, int64_t outer, int64_t parts, int64_t block,
+static __global__ void regroup_kernel(const char* src, char* dst, int64_t outer, int64_t parts, int64_t block,
                                bool to_parts_first) {
   const int64_t n = outer * parts * block;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n; e += int64_t(blockDim.x) * gridDim.x) {
