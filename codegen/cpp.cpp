@@ -677,7 +677,7 @@ GeneratedFile generate_main(const Lowered& l, Target target, const std::string& 
     s += fmt::format("    {} step(comm, stream);\n", name);
   } else {
     s += "  return gradc::exe::main(program, argc, argv, [&](gradc::Comm& comm, gradc::exe::RankData& d, int iters, "
-         "gradc::ThreadGroup& group) {\n";
+         "const gradc::exe::Barrier& barrier) {\n";
     s += fmt::format("    {} step(comm);\n", name);
   }
   // Host vectors on the CPU, device pointers on CUDA: both bind by pointer, no copies.
@@ -698,7 +698,7 @@ GeneratedFile generate_main(const Lowered& l, Target target, const std::string& 
   if (cuda)
     s += "    gradc::exe::cuda_steps(stream, d, [&] { step.run(); });\n  });\n}\n";
   else
-    s += "    gradc::exe::timed_steps(group, d, iters, [&] { step.run(); });\n  });\n}\n";
+    s += "    gradc::exe::timed_steps(barrier, d, iters, [&] { step.run(); });\n  });\n}\n";
   return {name + "_main" + (target == Target::Cuda ? ".cu" : ".cpp"), s};
 }
 

@@ -3,7 +3,7 @@
 set -euo pipefail
 # clang-19 with its sanitizer and libFuzzer runtimes: the sanitizer build and the fuzzers (scripts/sanitize.sh, scripts/fuzz.sh).
 pkgs=(cmake g++ ninja-build python3 libfmt-dev doctest-dev libopenblas-dev llvm-19-dev llvm-19-tools
-      clang-19 libclang-rt-19-dev libfuzzer-19-dev)
+      clang-19 libclang-rt-19-dev libfuzzer-19-dev openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

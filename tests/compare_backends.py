@@ -2,7 +2,9 @@
 and checks that the executable prints what `gradc run` (the interpreter) prints:
 every output of every rank within 1e-5 relative (1e-6 absolute near zero).
 
-usage: compare_backends.py GRADC FILE.dg WORKDIR RANKS...
+usage: compare_backends.py [--mpi] GRADC FILE.dg WORKDIR RANKS...
+With --mpi the executable also runs under `mpirun -np N` (a process per rank),
+and both runs are compared with the interpreter.
 """
 import json
 import math
@@ -21,7 +23,12 @@ def run(cmd, may_fail=False):
 
 
 def main():
-    gradc, prog, work = sys.argv[1:4]
+    args = sys.argv[1:]
+    mpi = args[0] == "--mpi"
+    if mpi:
+        args = args[1:]
+    gradc, prog, work = args[:3]
+    sys.argv = [sys.argv[0]] + args
     os.makedirs(work, exist_ok=True)
     checked = []
     for n in sys.argv[4:]:
@@ -32,19 +39,27 @@ def main():
         exe = os.path.join(work, f"{os.path.basename(prog)}.{n}")
         run([gradc, "build", prog, "--target=cpu", "-o", exe, f"--ranks={n}"])
         want = json.loads(run([gradc, "run", prog, f"--ranks={n}", "--format=json", "--backend=interp"]))
-        got = json.loads(run([exe, f"--ranks={n}", "--format=json"]))
-        assert got["world"] == want["world"] == int(n)
-        for rg, rw in zip(got["ranks"], want["ranks"]):
-            assert rg["outputs"].keys() == rw["outputs"].keys(), (rg["outputs"].keys(), rw["outputs"].keys())
-            for name, w in rw["outputs"].items():
-                g = rg["outputs"][name]
-                assert g["dtype"] == w["dtype"] and g["shape"] == w["shape"], (name, g["shape"], w["shape"])
-                for i, (a, b) in enumerate(zip(g["data"], w["data"])):
-                    same = (math.isnan(a) and math.isnan(b)) or a == b or abs(a - b) <= 1e-5 * abs(b) + 1e-6
-                    if not same:
-                        sys.exit(f"{prog} on {n} ranks: rank {rw['rank']} output {name}[{i}] = {a}, interpreter {b}")
+        runs = [json.loads(run([exe, f"--ranks={n}", "--format=json"]))]
+        if mpi:
+            runs.append(json.loads(run(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", n, exe, "--format=json"])))
+        for got in runs:
+            compare(prog, n, got, want)
     assert checked, "no world size fits the program"
-    print(f"{os.path.basename(prog)}: the executable equals the interpreter on {', '.join(checked)} ranks")
+    print(f"{os.path.basename(prog)}: the executable equals the interpreter on {', '.join(checked)} ranks"
+          + (" (threads and mpirun)" if mpi else ""))
+
+
+def compare(prog, n, got, want):
+    assert got["world"] == want["world"] == int(n)
+    for rg, rw in zip(got["ranks"], want["ranks"]):
+        assert rg["outputs"].keys() == rw["outputs"].keys(), (rg["outputs"].keys(), rw["outputs"].keys())
+        for name, w in rw["outputs"].items():
+            g = rg["outputs"][name]
+            assert g["dtype"] == w["dtype"] and g["shape"] == w["shape"], (name, g["shape"], w["shape"])
+            for i, (a, b) in enumerate(zip(g["data"], w["data"])):
+                same = (math.isnan(a) and math.isnan(b)) or a == b or abs(a - b) <= 1e-5 * abs(b) + 1e-6
+                if not same:
+                    sys.exit(f"{prog} on {n} ranks: rank {rw['rank']} output {name}[{i}] = {a}, interpreter {b}")
 
 
 if __name__ == "__main__":

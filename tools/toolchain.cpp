@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <filesystem>
 
 namespace fs = std::filesystem;
@@ -37,7 +38,9 @@ Toolchain cpu_toolchain() {
   Toolchain t;
   t.found = shell(quote(cxx()) + " --version").first && fs::exists(GRADC_OPENBLAS);
   t.missing = t.found ? "" : fmt::format("needs the C++ compiler {} and OpenBLAS ({})", cxx(), GRADC_OPENBLAS);
-  t.describe = fmt::format("cpu: {} (compiler {}, BLAS {})", t.found ? "yes" : "no", cxx(), GRADC_OPENBLAS);
+  const bool mpi = shell("mpicxx --showme:compile").first;
+  t.describe = fmt::format("cpu: {} (compiler {}, BLAS {}, {})", t.found ? "yes" : "no", cxx(), GRADC_OPENBLAS,
+                           mpi ? "MPI: mpicxx" : "no MPI: ranks as threads only");
   return t;
 }
 
@@ -64,8 +67,14 @@ std::string compile(bool cuda, const std::string& dir, const std::vector<std::st
                       "-I{}{} -o {} -L{}/lib64 -lcublas -lnccl",
                       quote(home + "/bin/nvcc"), quote(dir), files, quote(exe), quote(home));
   } else {
-    cmd = fmt::format("{} -O2 -std=c++17 -march=native -I{} -I{}{} -o {} {} -lpthread", quote(cxx()), quote(dir),
-                      quote(GRADC_CBLAS_INCLUDE), files, quote(exe), quote(GRADC_OPENBLAS));
+    // With MPI (OpenMPI's mpicxx knows its flags), the executable also runs under mpirun.
+    std::string mpi;
+    if (auto [ok, flags] = shell("mpicxx --showme:compile && mpicxx --showme:link"); ok) {
+      std::replace(flags.begin(), flags.end(), '\n', ' ');
+      mpi = " -DGRADC_WITH_MPI " + flags;
+    }
+    cmd = fmt::format("{} -O2 -std=c++17 -march=native -I{} -I{}{} -o {} {} -lpthread{}", quote(cxx()), quote(dir),
+                      quote(GRADC_CBLAS_INCLUDE), files, quote(exe), quote(GRADC_OPENBLAS), mpi);
   }
   auto [ok, out] = shell(cmd);
   if (ok) return "";

@@ -259,9 +259,9 @@ inline Options parse(const Program& p, int argc, char** argv) {
   return o;
 }
 
-inline std::vector<RankData> load(const Program& p, const Options& o, int world) {
-  std::vector<RankData> ranks(static_cast<size_t>(world));
-  for (int r = 0; r < world; ++r) {
+inline RankData load_rank(const Program& p, const Options& o, int r) {
+  RankData d;
+  {
     for (const Arg& a : p.inputs) {
       std::vector<char> data;
       bool found = false;
@@ -274,36 +274,61 @@ inline std::vector<RankData> load(const Program& p, const Options& o, int world)
       if (!found && !a.has_default)
         throw Error{std::string(p.source) + ": input '" + a.name + "' has no value for rank " + std::to_string(r) +
                     " and no default"};
-      ranks[size_t(r)].inputs.push_back(std::move(data));
+      d.inputs.push_back(std::move(data));
     }
-    for (const Arg& a : p.outputs) ranks[size_t(r)].outputs.emplace_back(size_t(a.bytes()));
+    for (const Arg& a : p.outputs) d.outputs.emplace_back(size_t(a.bytes()));
   }
+  return d;
+}
+inline std::vector<RankData> load(const Program& p, const Options& o, int world) {
+  std::vector<RankData> ranks;
+  for (int r = 0; r < world; ++r) ranks.push_back(load_rank(p, o, r));
   return ranks;
 }
 
-// Every rank's files or none: each written under a temporary name first.
-inline void write_outputs(const Program& p, const std::string& dir, const std::vector<RankData>& ranks) {
-  std::vector<std::string> done;
+// Every rank's files or none: each is written under a temporary name first
+// (stage_outputs), and all take their names only when every one is complete.
+inline void discard(const std::vector<std::string>& staged) {
+  for (const std::string& t : staged) std::remove(t.c_str());
+}
+inline std::vector<std::string> stage_outputs(const Program& p, const std::string& dir, int r, const RankData& d) {
+  std::vector<std::string> staged;
   auto fail = [&](const std::string& what) {
-    for (const std::string& t : done) std::remove(t.c_str());
-    throw Error{"cannot write '" + what + "': " + std::strerror(errno)};
+    int err = errno;
+    discard(staged);
+    throw Error{"cannot write '" + what + "': " + std::strerror(err)};
   };
-  ::mkdir(dir.c_str(), 0755);
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    std::string sub = dir + "/rank" + std::to_string(r);
-    if (::mkdir(sub.c_str(), 0755) != 0 && errno != EEXIST) fail(sub);
-    for (size_t k = 0; k < p.outputs.size(); ++k) {
-      std::string path = sub + "/" + p.outputs[k].name + ".npy", tmp = path + ".gradc-tmp";
-      std::ofstream f(tmp, std::ios::binary);
-      std::string bytes = npy_bytes(p.outputs[k], ranks[r].outputs[k]);
-      f.write(bytes.data(), std::streamsize(bytes.size()));
-      f.close();
-      if (!f) fail(path);
-      done.push_back(tmp);
-    }
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) fail(dir);
+  std::string sub = dir + "/rank" + std::to_string(r);
+  if (::mkdir(sub.c_str(), 0755) != 0 && errno != EEXIST) fail(sub);
+  for (size_t k = 0; k < p.outputs.size(); ++k) {
+    std::string path = sub + "/" + p.outputs[k].name + ".npy", tmp = path + ".gradc-tmp";
+    std::ofstream f(tmp, std::ios::binary);
+    std::string bytes = npy_bytes(p.outputs[k], d.outputs[k]);
+    f.write(bytes.data(), std::streamsize(bytes.size()));
+    f.close();
+    if (!f) fail(path);
+    staged.push_back(tmp);
   }
-  for (const std::string& t : done)
-    if (std::rename(t.c_str(), t.substr(0, t.size() - 10).c_str()) != 0) fail(t.substr(0, t.size() - 10));
+  return staged;
+}
+inline void commit(const std::vector<std::string>& staged) {
+  for (const std::string& t : staged)
+    if (std::rename(t.c_str(), t.substr(0, t.size() - 10).c_str()) != 0)
+      throw Error{"cannot write '" + t.substr(0, t.size() - 10) + "': " + std::strerror(errno)};
+}
+inline void write_outputs(const Program& p, const std::string& dir, const std::vector<RankData>& ranks) {
+  std::vector<std::string> staged;
+  try {
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      std::vector<std::string> mine = stage_outputs(p, dir, int(r), ranks[r]);
+      staged.insert(staged.end(), mine.begin(), mine.end());
+    }
+  } catch (const Error&) {
+    discard(staged);
+    throw;
+  }
+  commit(staged);
 }
 
 inline double median(std::vector<double> v) {
@@ -316,9 +341,82 @@ inline double median(std::vector<double> v) {
 // Runs `step` for every rank (a thread each, with its communicator), then
 // prints and writes what gradc run would. `step` constructs the program, binds
 // the rank's data, runs it 1 + iters times and records each timed step.
-using Step = std::function<void(Comm& comm, RankData& data, int iters, ThreadGroup& group)>;
+using Barrier = std::function<void()>;
+using Step = std::function<void(Comm& comm, RankData& data, int iters, const Barrier& barrier)>;
+#if defined(GRADC_WITH_MPI)
+// Under mpirun each process is one rank: it reads its own inputs and writes its
+// own outputs, and rank 0 prints the one document for all ranks. A failing rank
+// stops every rank (MPI_Abort), so none is left waiting in a collective.
+inline int main_mpi(const Program& p, const Options& o, const Step& step) {
+  MPI_Init(nullptr, nullptr);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size != p.world) {
+    if (rank == 0)
+      fprintf(stderr, "%s: error: built for %d ranks, started by a launcher with %d; rebuild with `gradc build %s --ranks=%d`\n",
+              p.name, p.world, size, p.source, size);
+    MPI_Finalize();
+    return 1;
+  }
+  MpiComm comm(MPI_COMM_WORLD);
+  RankData d;
+  try {
+    d = load_rank(p, o, rank);
+    step(comm, d, o.iters, [] { MPI_Barrier(MPI_COMM_WORLD); });
+  } catch (const Error& e) {
+    comm.abort_all(e.message.c_str());
+  } catch (const std::exception& e) {
+    comm.abort_all(e.what());
+  }
+  std::vector<RankData> all(rank == 0 ? static_cast<size_t>(size) : 0);
+  for (size_t k = 0; k < p.outputs.size(); ++k) {
+    const int bytes = int(p.outputs[k].bytes());
+    std::vector<char> gathered(rank == 0 ? size_t(bytes) * size_t(size) : 0);
+    MPI_Gather(d.outputs[k].data(), bytes, MPI_BYTE, gathered.data(), bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
+    for (size_t r = 0; r < all.size(); ++r)
+      all[r].outputs.emplace_back(gathered.begin() + long(r) * bytes, gathered.begin() + long(r + 1) * bytes);
+  }
+  if (!o.outputs.empty()) {  // every rank's files or none
+    std::vector<std::string> staged;
+    std::string why;
+    try {
+      staged = stage_outputs(p, o.outputs, rank, d);
+    } catch (const Error& e) {
+      why = e.message;
+    }
+    int ok = why.empty(), all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all_ok) {
+      discard(staged);
+      if (!why.empty()) fprintf(stderr, "%s: error: rank %d: %s\n", p.name, rank, why.c_str());
+      MPI_Finalize();
+      return 1;
+    }
+    commit(staged);
+  }
+  if (rank == 0) {
+    if (o.iters > 0) fprintf(stderr, "median step: %.3f ms\n", median(d.step_ms));
+    std::string out = o.format == "json" ? json(p, all) : text(p, all);
+    fwrite(out.data(), 1, out.size(), stdout);
+  }
+  MPI_Finalize();
+  return 0;
+}
+#endif
+
+inline bool under_launcher() { return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE"); }
+
 inline int main(const Program& p, int argc, char** argv, const Step& step) {
   Options o = parse(p, argc, argv);
+#if defined(GRADC_WITH_MPI)
+  if (under_launcher()) return main_mpi(p, o, step);
+#else
+  if (under_launcher()) {
+    fprintf(stderr, "%s: error: started by a launcher, but built without MPI (gradc found no MPI)\n", p.name);
+    return 1;
+  }
+#endif
   const int world = o.ranks ? o.ranks : p.world;
   if (world != p.world) {
     fprintf(stderr,
@@ -336,7 +434,7 @@ inline int main(const Program& p, int argc, char** argv, const Step& step) {
       threads.emplace_back([&, r] {
         ThreadComm comm(group, r);
         try {
-          step(comm, ranks[size_t(r)], o.iters, group);
+          step(comm, ranks[size_t(r)], o.iters, [&] { group.barrier(); });
         } catch (const ThreadGroup::Stopped&) {
         } catch (const std::exception& e) {
           errors[size_t(r)] = e.what();
@@ -359,13 +457,13 @@ inline int main(const Program& p, int argc, char** argv, const Step& step) {
 
 // One timed step of all ranks: they start together and the step ends when the slowest does.
 template <class F>
-void timed_steps(ThreadGroup& group, RankData& d, int iters, F&& run_once) {
+void timed_steps(const Barrier& barrier, RankData& d, int iters, F&& run_once) {
   run_once();
   for (int i = 0; i < iters; ++i) {
-    group.barrier();
+    barrier();
     auto t0 = std::chrono::steady_clock::now();
     run_once();
-    group.barrier();
+    barrier();
     d.step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
 }
