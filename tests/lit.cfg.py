@@ -8,6 +8,7 @@ config.suffixes = [".dg", ".ir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(os.path.dirname(config.gradc), "tests", "lit-out")
 config.excludes = ["unit", "data", "fuzz", "codegen", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in", "expect_exit.sh", "check_json.py", "mutate.py", "long_chains.py", "check_verify.py", "compare_backends.py"]
+config.substitutions.append(("%gradc_dir", os.path.dirname(config.gradc)))
 config.substitutions.append(("%gradc", config.gradc))
 expect = os.path.join(os.path.dirname(__file__), "expect_exit.sh")
 for code in (1, 2):
