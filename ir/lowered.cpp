@@ -64,6 +64,14 @@ std::string body(const Lowered& l, const LKernel& k) {
 
 }  // namespace
 
+int64_t plan_bytes(const Lowered& l) {
+  int64_t total = l.workspace_bytes;
+  for (const LBuffer& b : l.buffers)
+    if (b.kind == LBuffer::Input || b.kind == LBuffer::Const)
+      total += b.bytes() * (b.kind == LBuffer::Input && !l.graph[b.value].args.empty() ? 2 : 1);
+  return total;
+}
+
 std::string print_lowered(const Lowered& l) {
   std::string s = fmt::format("world {}: {} kernels, {} buffers, workspace {} bytes\n", l.graph.world,
                               l.kernels.size(), l.buffers.size(), l.workspace_bytes);

@@ -59,6 +59,10 @@ struct Lowered {
   std::vector<std::pair<std::string, int>> inputs, outputs;  // by name, in program order
 };
 
+// Bytes a rank holds for the program: the workspace, the inputs (and where their
+// defaults are computed) and the constants. `gradc cost` reports it.
+int64_t plan_bytes(const Lowered& l);
+
 std::string print_lowered(const Lowered& l);       // text
 std::string print_lowered_dot(const Lowered& l);
 std::string print_lowered_json(const Lowered& l);

@@ -105,7 +105,7 @@ std::string cost_report(const Graph& g, const GraphCost& c) {
     s += fmt::format("total {:<8} {} collective{}, {} bytes sent, {} received per rank\n", b ? "backward" : "forward",
                      counts[b], counts[b] == 1 ? "" : "s", bytes_str(totals[b][0]), bytes_str(totals[b][1]));
   s += fmt::format("flops per rank: forward {}, backward {}\n", bytes_str(c.flops_forward), bytes_str(c.flops_backward));
-  s += fmt::format("peak memory per rank: {} bytes\n", bytes_str(c.peak_bytes));
+  s += fmt::format("peak memory per rank: {} bytes (the buffer plan)\n", bytes_str(c.peak_bytes));
   return s;
 }
 

@@ -17,7 +17,7 @@ struct CollectiveCost {
 struct GraphCost {
   std::vector<CollectiveCost> collectives;
   double flops_forward = 0, flops_backward = 0;  // per rank
-  double peak_bytes = 0;                         // per rank, values live at once in program order
+  double peak_bytes = 0;  // per rank: values live at once in program order (gradc cost: the buffer plan's)
 };
 
 // Bytes per rank for N ranks, with B the bytes of the value named in each formula:

@@ -1,6 +1,8 @@
 """Builds a .dg program with `gradc build --target=cpu` for each number of ranks
 and checks that the executable prints what `gradc run` (the interpreter) prints:
-every output of every rank within 1e-5 relative (1e-6 absolute near zero).
+every output of every rank within 1e-5 relative (1e-5 absolute near zero:
+the examples' self-checks, such as `err`, are rounding noise whose size depends on
+the order of a reduction, which MPI chooses).
 
 usage: compare_backends.py [--mpi] GRADC FILE.dg WORKDIR RANKS...
 With --mpi the executable also runs under `mpirun -np N` (a process per rank),
@@ -57,7 +59,7 @@ def compare(prog, n, got, want):
             g = rg["outputs"][name]
             assert g["dtype"] == w["dtype"] and g["shape"] == w["shape"], (name, g["shape"], w["shape"])
             for i, (a, b) in enumerate(zip(g["data"], w["data"])):
-                same = (math.isnan(a) and math.isnan(b)) or a == b or abs(a - b) <= 1e-5 * abs(b) + 1e-6
+                same = (math.isnan(a) and math.isnan(b)) or a == b or abs(a - b) <= 1e-5 * abs(b) + 1e-5
                 if not same:
                     sys.exit(f"{prog} on {n} ranks: rank {rw['rank']} output {name}[{i}] = {a}, interpreter {b}")
 
