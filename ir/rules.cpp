@@ -47,6 +47,7 @@ std::vector<std::string> missing_rules() {
     Op op = Op(i);
     const OpRule& r = rule(op);
     if (!r.infer) out.push_back(fmt::format("{}: no shape rule", op_name(op)));
+    if (r.lower == KernelForm::None) out.push_back(fmt::format("{}: no lowering (kernel form)", op_name(op)));
     if (op == Op::Grad) continue;  // replaced by the autodiff pass before any backend runs
     if (is_collective(op) && !r.collective)
       out.push_back(fmt::format("{}: no collective kernel", op_name(op)));

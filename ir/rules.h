@@ -32,12 +32,24 @@ using VjpFn = void (*)(Ad& ad, ValueId y, ValueId ct, std::vector<ValueId>& cts)
 // exactly when every operand is.)
 using RepFn = Rep (*)(const Graph& g, const Node& n);
 
+// How lowering (passes/lower_kernels.cpp) and the code generators treat an op:
+//   Leaf    an input or constant, or computed from the element's index (rank, iota, rand)
+//   Scalar  elementwise: its value per element is gradc::op::NAME (ir/scalar.h),
+//           the function the interpreter's kernel calls too
+//   View    index arithmetic on its operand (reshape, transpose, slice, pad, concat, broadcast_to)
+//   Reduce  a reduction over axes, of a fused expression
+//   Gemm    a BLAS call
+//   Comm    a collective on buffers
+//   Removed replaced by a pass before lowering (grad)
+enum class KernelForm : uint8_t { None, Leaf, Scalar, View, Reduce, Gemm, Comm, Removed };
+
 struct OpRule {
   InferFn infer = nullptr;
   LocalFn local = nullptr;            // every op but the collectives
   CollectiveFn collective = nullptr;  // the collectives
   VjpFn vjp = nullptr;                // every differentiable op
   RepFn rep = nullptr;
+  KernelForm lower = KernelForm::None;  // every op
 };
 
 struct RuleTable {

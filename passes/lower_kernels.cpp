@@ -11,7 +11,7 @@
 namespace gradc {
 namespace {
 
-bool is_reduce(Op op) { return op == Op::ReduceSum || op == Op::ReduceMax || op == Op::ReduceMin; }
+KernelForm form(Op op) { return rule(op).lower; }
 // Leaves cheap enough to compute wherever they are used, however often.
 bool splat_const(const Node& n) { return n.op == Op::Const && n.attrs.find("value")->kind != Attr::List; }
 bool is_cheap(const Node& n) { return n.op == Op::Rank || n.op == Op::Iota || splat_const(n); }
@@ -73,13 +73,14 @@ class Lowerer {
     buffered_.assign(g.nodes.size(), false);
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const Node& n = g.nodes[i];
-      GRADC_ASSERT(n.op != Op::Grad, "lowering needs the autodiff pass first");
-      if (n.op == Op::Input || (n.op == Op::Const && !splat_const(n)) || is_reduce(n.op) || n.op == Op::Matmul ||
-          is_collective(n.op) || (uses[i] > 1 && !is_cheap(n)))
+      const KernelForm f = form(n.op);
+      GRADC_ASSERT(f != KernelForm::Removed, "lowering needs {} replaced first (the autodiff pass)", op_name(n.op));
+      if (n.op == Op::Input || (n.op == Op::Const && !splat_const(n)) || f == KernelForm::Reduce ||
+          f == KernelForm::Gemm || f == KernelForm::Comm || (uses[i] > 1 && !is_cheap(n)))
         buffered_[i] = true;
-      if (n.op == Op::Matmul)
+      if (f == KernelForm::Gemm)
         for (ValueId a : n.args) buffered_[size_t(gemm_operand(g, a).v)] = true;
-      if (is_collective(n.op)) buffered_[size_t(n.args[0])] = true;
+      if (f == KernelForm::Comm) buffered_[size_t(n.args[0])] = true;
     }
     for (const auto& o : g.outputs) buffered_[size_t(o.second)] = true;
   }
@@ -166,7 +167,8 @@ class Lowerer {
       l_.buffers[size_t(b)].alias_of = l_.buffer_of[size_t(n.args[0])];
       return;
     }
-    const int operand = is_collective(n.op) ? l_.buffer_of[size_t(n.args[0])] : -1;
+    const KernelForm f = form(n.op);
+    const int operand = f == KernelForm::Comm ? l_.buffer_of[size_t(n.args[0])] : -1;
     if (n.op == Op::AllReduce && l_.buffers[size_t(operand)].kind == LBuffer::Work && uses_[size_t(n.args[0])] == 1) {
       k.out = add_buffer(v, LBuffer::Alias);  // in place: the operand is used by nothing else
       l_.buffers[size_t(k.out)].alias_of = operand;
@@ -174,7 +176,7 @@ class Lowerer {
       k.out = add_buffer(v, LBuffer::Work);
     }
     k.name = l_.buffers[size_t(k.out)].name;
-    if (n.op == Op::Matmul) {
+    if (f == KernelForm::Gemm) {
       k.kind = LKernel::Gemm;
       GemmOperand a = gemm_operand(g, n.args[0]), b = gemm_operand(g, n.args[1]);
       k.a = l_.buffer_of[size_t(a.v)];
@@ -194,9 +196,9 @@ class Lowerer {
       };
       k.stride_a = stride(a.v);
       k.stride_b = stride(b.v);
-    } else if (is_collective(n.op)) {
+    } else if (f == KernelForm::Comm) {
       k.kind = LKernel::Comm;
-    } else if (is_reduce(n.op)) {
+    } else if (f == KernelForm::Reduce) {
       k.kind = LKernel::Reduce;
       k.fused = fuse(v, false);
     } else {

@@ -266,6 +266,9 @@ void register_collective_ops(RuleTable& t) {
   for (Op op : {Op::AllReduce, Op::AllGather, Op::Broadcast}) t[op].rep = rep_same_everywhere;
   for (Op op : {Op::ReduceScatter, Op::Reduce, Op::Gather, Op::Scatter, Op::AllToAll}) t[op].rep = rep_differs;
   t[Op::Permute].rep = rep_permute;
+  for (Op op : {Op::AllReduce, Op::AllGather, Op::ReduceScatter, Op::Broadcast, Op::Reduce, Op::Gather,
+                Op::Scatter, Op::AllToAll, Op::Permute})
+    t[op].lower = KernelForm::Comm;
 }
 
 }  // namespace gradc

@@ -301,6 +301,8 @@ void register_elementwise_ops(RuleTable& t) {
       {Op::Pow, vjp_pow},         {Op::Maximum, vjp_extremum}, {Op::Minimum, vjp_extremum},
       {Op::Where, vjp_where}};
   for (const auto& [op, f] : vjps) t[op].vjp = f;
+  for (int i = 0; i < kNumOps; ++i)  // each one's value per element is gradc::op::NAME in ir/scalar.h
+    if (is_elementwise(Op(i))) t[Op(i)].lower = KernelForm::Scalar;
 }
 
 }  // namespace gradc

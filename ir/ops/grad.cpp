@@ -21,6 +21,9 @@ Type infer_grad(const Graph& g, const Node& n) {
 
 }  // namespace
 
-void register_grad_op(RuleTable& t) { t[Op::Grad] = {infer_grad, nullptr, nullptr}; }
+void register_grad_op(RuleTable& t) {
+  t[Op::Grad] = {infer_grad, nullptr, nullptr};
+  t[Op::Grad].lower = KernelForm::Removed;  // the autodiff pass replaces it
+}
 
 }  // namespace gradc

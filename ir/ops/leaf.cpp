@@ -91,6 +91,7 @@ void register_leaf_ops(RuleTable& t) {
   t[Op::Iota] = {infer_iota, eval_iota, nullptr};
   t[Op::Randn] = {infer_random, eval_random, nullptr};
   t[Op::Rand] = {infer_random, eval_random, nullptr};
+  for (Op op : {Op::Input, Op::Const, Op::Rank, Op::Iota, Op::Randn, Op::Rand}) t[op].lower = KernelForm::Leaf;
   t[Op::Input].rep = rep_input;
   t[Op::Rank].rep = rep_rank;
 }

@@ -97,6 +97,7 @@ void vjp_reduce_extremum(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct)
 void register_reduce_ops(RuleTable& t) {
   for (Op op : {Op::ReduceSum, Op::ReduceMax, Op::ReduceMin}) t[op] = {infer_reduce, eval_reduce, nullptr};
   t[Op::ReduceSum].vjp = vjp_reduce_sum;
+  for (Op op : {Op::ReduceSum, Op::ReduceMax, Op::ReduceMin}) t[op].lower = KernelForm::Reduce;
   t[Op::ReduceMax].vjp = vjp_reduce_extremum;
   t[Op::ReduceMin].vjp = vjp_reduce_extremum;
 }

@@ -252,6 +252,9 @@ void register_shape_ops(RuleTable& t) {
   t[Op::Slice] = {infer_slice, eval_slice, nullptr};
   t[Op::Pad] = {infer_pad, eval_pad, nullptr};
   t[Op::Matmul] = {infer_matmul, eval_matmul, nullptr};
+  for (Op op : {Op::Reshape, Op::Transpose, Op::BroadcastTo, Op::Concat, Op::Slice, Op::Pad})
+    t[op].lower = KernelForm::View;  // index arithmetic in the kernel that reads it (codegen/cpp.cpp)
+  t[Op::Matmul].lower = KernelForm::Gemm;
   t[Op::Reshape].vjp = vjp_reshape;
   t[Op::Transpose].vjp = vjp_transpose;
   t[Op::BroadcastTo].vjp = vjp_broadcast_to;
