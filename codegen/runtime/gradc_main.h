@@ -331,10 +331,31 @@ inline void write_outputs(const Program& p, const std::string& dir, const std::v
   commit(staged);
 }
 
+// The start of every main: the world size the executable was built for.
+inline bool wrong_size(const Program& p, int world, const char* how) {
+  if (world == p.world) return false;
+  fprintf(stderr, "%s: error: built for %d ranks, %s %d (shapes depend on the world size); rebuild with `gradc build %s --ranks=%d`\n",
+          p.name, p.world, how, world, p.source, world);
+  return true;
+}
+
 inline double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+// The end of a run in one process: a failed rank's message, else the step time,
+// the output files and the document gradc run prints.
+inline int finish(const Program& p, const Options& o, const std::vector<std::string>& errors,
+                  const std::vector<RankData>& ranks) {
+  for (size_t r = 0; r < errors.size(); ++r)
+    if (!errors[r].empty()) throw Error{"rank " + std::to_string(r) + ": " + errors[r]};
+  if (o.iters > 0) fprintf(stderr, "median step: %.3f ms\n", median(ranks[0].step_ms));
+  if (!o.outputs.empty()) write_outputs(p, o.outputs, ranks);
+  std::string out = o.format == "json" ? json(p, ranks) : text(p, ranks);
+  fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
 }
 
 #if !defined(__CUDACC__)
@@ -353,9 +374,7 @@ inline int main_mpi(const Program& p, const Options& o, const Step& step) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (size != p.world) {
-    if (rank == 0)
-      fprintf(stderr, "%s: error: built for %d ranks, started by a launcher with %d; rebuild with `gradc build %s --ranks=%d`\n",
-              p.name, p.world, size, p.source, size);
+    if (rank == 0) wrong_size(p, size, "started by a launcher with");
     MPI_Finalize();
     return 1;
   }
@@ -418,13 +437,7 @@ inline int main(const Program& p, int argc, char** argv, const Step& step) {
   }
 #endif
   const int world = o.ranks ? o.ranks : p.world;
-  if (world != p.world) {
-    fprintf(stderr,
-            "%s: error: built for %d ranks, started for %d (shapes depend on the world size); rebuild with "
-            "`gradc build %s --ranks=%d`\n",
-            p.name, p.world, world, p.source, world);
-    return 1;
-  }
+  if (wrong_size(p, world, "started for")) return 1;
   try {
     std::vector<RankData> ranks = load(p, o, world);
     ThreadGroup group(world);
@@ -442,13 +455,7 @@ inline int main(const Program& p, int argc, char** argv, const Step& step) {
         }
       });
     for (std::thread& t : threads) t.join();
-    for (int r = 0; r < world; ++r)
-      if (!errors[size_t(r)].empty()) throw Error{"rank " + std::to_string(r) + ": " + errors[size_t(r)]};
-    if (o.iters > 0) fprintf(stderr, "median step: %.3f ms\n", median(ranks[0].step_ms));
-    if (!o.outputs.empty()) write_outputs(p, o.outputs, ranks);
-    std::string out = o.format == "json" ? json(p, ranks) : text(p, ranks);
-    fwrite(out.data(), 1, out.size(), stdout);
-    return 0;
+    return finish(p, o, errors, ranks);
   } catch (const Error& e) {
     fprintf(stderr, "%s: error: %s\n", p.name, e.message.c_str());
     return 1;
@@ -501,11 +508,7 @@ using CudaStep = std::function<void(ncclComm_t comm, cudaStream_t stream, Device
 inline int main_cuda(const Program& p, int argc, char** argv, const CudaStep& setup) {
   Options o = parse(p, argc, argv);
   const int world = o.ranks ? o.ranks : p.world;
-  if (world != p.world) {
-    fprintf(stderr, "%s: error: built for %d ranks, started for %d; rebuild with `gradc build %s --ranks=%d`\n", p.name,
-            p.world, world, p.source, world);
-    return 1;
-  }
+  if (wrong_size(p, world, "started for")) return 1;
   try {
     int devices = 0;
     GRADC_CUDA(cudaGetDeviceCount(&devices), "counting GPUs");
@@ -552,14 +555,8 @@ inline int main_cuda(const Program& p, int argc, char** argv, const CudaStep& se
         }
       });
     for (std::thread& t : threads) t.join();
-    for (int r = 0; r < world; ++r)
-      if (!errors[size_t(r)].empty()) throw Error{"rank " + std::to_string(r) + ": " + errors[size_t(r)]};
     for (ncclComm_t c : comms) ncclCommDestroy(c);
-    if (o.iters > 0) fprintf(stderr, "median step: %.3f ms\n", median(ranks[0].step_ms));
-    if (!o.outputs.empty()) write_outputs(p, o.outputs, ranks);
-    std::string out = o.format == "json" ? json(p, ranks) : text(p, ranks);
-    fwrite(out.data(), 1, out.size(), stdout);
-    return 0;
+    return finish(p, o, errors, ranks);
   } catch (const Error& e) {
     fprintf(stderr, "%s: error: %s\n", p.name, e.message.c_str());
     return 1;
