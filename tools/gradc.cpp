@@ -373,6 +373,16 @@ std::string program_name(const CommandLine& cl) {
   return n;
 }
 
+// Writes generated files into dir (created if need be), all of them or none.
+void write_sources(const std::string& dir, const std::vector<GeneratedFile>& files) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw UserError({}, fmt::format("cannot create '{}': {}", dir, ec.message()));
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const GeneratedFile& f : files) out.push_back({dir + "/" + f.name, f.text});
+  write_files_atomic(out);
+}
+
 const char* kEmitHelp =
     "usage: gradc emit FILE.dg --target=cuda|cpu -o DIR [--name=NAME] [--ranks=N]\n"
     "Write sources for embedding into DIR: NAME.h (one class: constructed on a communicator\n"
@@ -383,15 +393,8 @@ const char* kEmitHelp =
 int cmd_emit(const CommandLine& cl) {
   Target target = target_flag(cl);
   if (!cl.has("o")) throw UsageError("-o DIR is needed");
-  const std::string dir = cl.get("o"), name = program_name(cl);
-  Lowered l = lowered_program(cl);
-  std::vector<std::pair<std::string, std::string>> files;
-  for (const GeneratedFile& f : generate(l, target, name, cl.one_file("FILE.dg")))
-    files.push_back({dir + "/" + f.name, f.text});
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw UserError({}, fmt::format("-o: cannot create '{}': {}", dir, ec.message()));
-  write_files_atomic(files);
+  const std::string name = program_name(cl);
+  write_sources(cl.get("o"), generate(lowered_program(cl), target, name, cl.one_file("FILE.dg")));
   return 0;
 }
 
@@ -415,9 +418,7 @@ int cmd_build(const CommandLine& cl) {
   const std::string dir = tmpl;
   std::vector<GeneratedFile> files = generate(l, target, name, cl.one_file("FILE.dg"));
   files.push_back(generate_main(l, target, name));
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const GeneratedFile& f : files) out.push_back({dir + "/" + f.name, f.text});
-  write_files_atomic(out);
+  write_sources(dir, files);
   const std::string ext = target == Target::Cuda ? ".cu" : ".cpp";
   std::string err = compile(target == Target::Cuda, dir, {name + ext, name + "_main" + ext}, exe + ".gradc-tmp");
   if (!err.empty())
