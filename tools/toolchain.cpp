@@ -4,8 +4,8 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
 #include <filesystem>
+#include <sstream>
 
 namespace fs = std::filesystem;
 
@@ -57,6 +57,18 @@ Toolchain cuda_toolchain() {
   return t;
 }
 
+// OpenMPI's compile and link flags (mpicxx knows them), or "" without MPI; for nvcc
+// only the -I, -L and -l ones, which it takes as they are.
+std::string mpi_flags(bool for_nvcc) {
+  auto [ok, flags] = shell("mpicxx --showme:compile && mpicxx --showme:link");
+  if (!ok) return "";
+  std::istringstream in(flags);
+  std::string out = " -DGRADC_WITH_MPI", f;
+  while (in >> f)
+    if (!for_nvcc || f.rfind("-I", 0) == 0 || f.rfind("-L", 0) == 0 || f.rfind("-l", 0) == 0) out += " " + f;
+  return out;
+}
+
 std::string compile(bool cuda, const std::string& dir, const std::vector<std::string>& sources, const std::string& exe) {
   std::string files;
   for (const std::string& s : sources) files += fmt::format(" '{}/{}'", dir, s);
@@ -64,17 +76,12 @@ std::string compile(bool cuda, const std::string& dir, const std::vector<std::st
   if (cuda) {
     const std::string home = cuda_home();
     cmd = fmt::format("{} -O2 -std=c++17 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 "
-                      "-I{}{} -o {} -L{}/lib64 -lcublas -lnccl",
-                      quote(home + "/bin/nvcc"), quote(dir), files, quote(exe), quote(home));
+                      "-I{}{} -o {} -L{}/lib64 -lcublas -lnccl{}",
+                      quote(home + "/bin/nvcc"), quote(dir), files, quote(exe), quote(home), mpi_flags(true));
   } else {
-    // With MPI (OpenMPI's mpicxx knows its flags), the executable also runs under mpirun.
-    std::string mpi;
-    if (auto [ok, flags] = shell("mpicxx --showme:compile && mpicxx --showme:link"); ok) {
-      std::replace(flags.begin(), flags.end(), '\n', ' ');
-      mpi = " -DGRADC_WITH_MPI " + flags;
-    }
+    // With MPI, the executable also runs under mpirun.
     cmd = fmt::format("{} -O2 -std=c++17 -march=native -I{} -I{}{} -o {} {} -lpthread{}", quote(cxx()), quote(dir),
-                      quote(GRADC_CBLAS_INCLUDE), files, quote(exe), quote(GRADC_OPENBLAS), mpi);
+                      quote(GRADC_CBLAS_INCLUDE), files, quote(exe), quote(GRADC_OPENBLAS), mpi_flags(false));
   }
   auto [ok, out] = shell(cmd);
   if (ok) return "";

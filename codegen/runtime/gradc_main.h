@@ -358,17 +358,20 @@ inline int finish(const Program& p, const Options& o, const std::vector<std::str
   return 0;
 }
 
-#if !defined(__CUDACC__)
-// Runs `step` for every rank (a thread each, with its communicator), then
-// prints and writes what gradc run would. `step` constructs the program, binds
-// the rank's data, runs it 1 + iters times and records each timed step.
-using Barrier = std::function<void()>;
-using Step = std::function<void(Comm& comm, RankData& data, int iters, const Barrier& barrier)>;
 #if defined(GRADC_WITH_MPI)
 // Under mpirun each process is one rank: it reads its own inputs and writes its
 // own outputs, and rank 0 prints the one document for all ranks. A failing rank
 // stops every rank (MPI_Abort), so none is left waiting in a collective.
-inline int main_mpi(const Program& p, const Options& o, const Step& step) {
+// `run_rank` runs this process's rank on its data (it may throw Error).
+using RankRun = std::function<void(int rank, int size, RankData& data)>;
+[[noreturn]] inline void mpi_abort(const Program& p, int rank, const std::string& why) {
+  fprintf(stderr, "gradc: error: rank %d: %s\n", rank, why.c_str());
+  fflush(stderr);
+  (void)p;
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  _Exit(1);
+}
+inline int main_mpi(const Program& p, const Options& o, const RankRun& run_rank) {
   MPI_Init(nullptr, nullptr);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -378,15 +381,14 @@ inline int main_mpi(const Program& p, const Options& o, const Step& step) {
     MPI_Finalize();
     return 1;
   }
-  MpiComm comm(MPI_COMM_WORLD);
   RankData d;
   try {
     d = load_rank(p, o, rank);
-    step(comm, d, o.iters, [] { MPI_Barrier(MPI_COMM_WORLD); });
+    run_rank(rank, size, d);
   } catch (const Error& e) {
-    comm.abort_all(e.message.c_str());
+    mpi_abort(p, rank, e.message);
   } catch (const std::exception& e) {
-    comm.abort_all(e.what());
+    mpi_abort(p, rank, e.what());
   }
   std::vector<RankData> all(rank == 0 ? static_cast<size_t>(size) : 0);
   for (size_t k = 0; k < p.outputs.size(); ++k) {
@@ -424,12 +426,23 @@ inline int main_mpi(const Program& p, const Options& o, const Step& step) {
 }
 #endif
 
+
 inline bool under_launcher() { return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE"); }
 
+#if !defined(__CUDACC__)
+// Runs `step` for every rank (a thread each, with its communicator), then
+// prints and writes what gradc run would. `step` constructs the program, binds
+// the rank's data, runs it 1 + iters times and records each timed step.
+using Barrier = std::function<void()>;
+using Step = std::function<void(Comm& comm, RankData& data, int iters, const Barrier& barrier)>;
 inline int main(const Program& p, int argc, char** argv, const Step& step) {
   Options o = parse(p, argc, argv);
 #if defined(GRADC_WITH_MPI)
-  if (under_launcher()) return main_mpi(p, o, step);
+  if (under_launcher())
+    return main_mpi(p, o, [&](int, int, RankData& d) {
+      MpiComm comm(MPI_COMM_WORLD);
+      step(comm, d, o.iters, [] { MPI_Barrier(MPI_COMM_WORLD); });
+    });
 #else
   if (under_launcher()) {
     fprintf(stderr, "%s: error: started by a launcher, but built without MPI (gradc found no MPI)\n", p.name);
@@ -505,8 +518,53 @@ void cuda_steps(cudaStream_t stream, DeviceData& d, F&& run_once) {
   cudaEventDestroy(stop);
 }
 using CudaStep = std::function<void(ncclComm_t comm, cudaStream_t stream, DeviceData& data)>;
+// One rank on this process's GPU: inputs to the device, the steps, outputs back.
+inline void cuda_rank(const CudaStep& setup, ncclComm_t comm, const Program& p, const Options& o, RankData& d) {
+  cudaStream_t stream;
+  GRADC_CUDA(cudaStreamCreate(&stream), "creating a stream");
+  DeviceData dd;
+  for (size_t k = 0; k < p.inputs.size(); ++k) {
+    void* ptr = nullptr;
+    if (!d.inputs[k].empty()) {
+      GRADC_CUDA(cudaMalloc(&ptr, d.inputs[k].size()), "input memory");
+      GRADC_CUDA(cudaMemcpy(ptr, d.inputs[k].data(), d.inputs[k].size(), cudaMemcpyHostToDevice), "an input");
+    }
+    dd.inputs.push_back(ptr);
+  }
+  for (size_t k = 0; k < p.outputs.size(); ++k) {
+    void* ptr = nullptr;
+    GRADC_CUDA(cudaMalloc(&ptr, d.outputs[k].size() ? d.outputs[k].size() : 1), "output memory");
+    dd.outputs.push_back(ptr);
+  }
+  dd.iters = o.iters;
+  setup(comm, stream, dd);
+  d.step_ms = dd.step_ms;
+  for (size_t k = 0; k < p.outputs.size(); ++k)
+    GRADC_CUDA(cudaMemcpy(d.outputs[k].data(), dd.outputs[k], d.outputs[k].size(), cudaMemcpyDeviceToHost), "an output");
+  for (void* ptr : dd.inputs) cudaFree(ptr);
+  for (void* ptr : dd.outputs) cudaFree(ptr);
+  cudaStreamDestroy(stream);
+}
+
 inline int main_cuda(const Program& p, int argc, char** argv, const CudaStep& setup) {
   Options o = parse(p, argc, argv);
+#if defined(GRADC_WITH_MPI)
+  // Under mpirun: a process per GPU (across nodes too), the NCCL id sent over MPI.
+  if (under_launcher())
+    return main_mpi(p, o, [&](int rank, int size, RankData& d) {
+      const char* local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+      int devices = 0;
+      GRADC_CUDA(cudaGetDeviceCount(&devices), "counting GPUs");
+      GRADC_CUDA(cudaSetDevice((local ? atoi(local) : rank) % devices), "choosing the GPU");
+      ncclUniqueId id;
+      if (rank == 0) GRADC_NCCL(ncclGetUniqueId(&id), "creating the NCCL id");
+      MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+      ncclComm_t comm;
+      GRADC_NCCL(ncclCommInitRank(&comm, size, id, rank), "joining the NCCL communicator");
+      cuda_rank(setup, comm, p, o, d);
+      ncclCommDestroy(comm);
+    });
+#endif
   const int world = o.ranks ? o.ranks : p.world;
   if (wrong_size(p, world, "started for")) return 1;
   try {
@@ -526,29 +584,7 @@ inline int main_cuda(const Program& p, int argc, char** argv, const CudaStep& se
       threads.emplace_back([&, r] {
         try {
           GRADC_CUDA(cudaSetDevice(r), "choosing the GPU");
-          cudaStream_t stream;
-          GRADC_CUDA(cudaStreamCreate(&stream), "creating a stream");
-          RankData& d = ranks[size_t(r)];
-          DeviceData dd;
-          for (size_t k = 0; k < p.inputs.size(); ++k) {
-            void* ptr = nullptr;
-            if (!d.inputs[k].empty()) {
-              GRADC_CUDA(cudaMalloc(&ptr, d.inputs[k].size()), "input memory");
-              GRADC_CUDA(cudaMemcpy(ptr, d.inputs[k].data(), d.inputs[k].size(), cudaMemcpyHostToDevice), "an input");
-            }
-            dd.inputs.push_back(ptr);
-          }
-          for (size_t k = 0; k < p.outputs.size(); ++k) {
-            void* ptr = nullptr;
-            GRADC_CUDA(cudaMalloc(&ptr, d.outputs[k].size() ? d.outputs[k].size() : 1), "output memory");
-            dd.outputs.push_back(ptr);
-          }
-          dd.iters = o.iters;
-          setup(comms[size_t(r)], stream, dd);
-          d.step_ms = dd.step_ms;
-          for (size_t k = 0; k < p.outputs.size(); ++k)
-            GRADC_CUDA(cudaMemcpy(d.outputs[k].data(), dd.outputs[k], d.outputs[k].size(), cudaMemcpyDeviceToHost),
-                       "an output");
+          cuda_rank(setup, comms[size_t(r)], p, o, ranks[size_t(r)]);
         } catch (const Error& e) {
           errors[size_t(r)] = e.message;
           for (ncclComm_t c : comms) ncclCommAbort(c);

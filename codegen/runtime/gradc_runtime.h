@@ -27,9 +27,9 @@
 #include <cub/cub.cuh>
 #else
 #include <cblas.h>
+#endif
 #if defined(GRADC_WITH_MPI)
 #include <mpi.h>
-#endif
 #endif
 
 namespace gradc {
