@@ -27,19 +27,9 @@ std::string literal(double v, DType t) {
   return t == DType::F32 ? s + "f" : s;
 }
 
-Shape strides(const Shape& s) {
-  Shape st(s.size());
-  int64_t acc = 1;
-  for (size_t d = s.size(); d-- > 0;) {
-    st[d] = acc;
-    acc *= s[d];
-  }
-  return st;
-}
-
 // sum idx[d] * stride[d], written simply.
 std::string flat_index(const std::vector<std::string>& idx, const Shape& shape) {
-  Shape st = strides(shape);
+  Shape st = row_major_strides(shape);
   std::vector<std::string> terms;
   for (size_t d = 0; d < idx.size(); ++d) {
     if (idx[d] == "0" || shape[d] == 1) continue;
@@ -57,7 +47,7 @@ class Body {
   // Splits flat index `flat` of `shape` into one variable per axis.
   std::vector<std::string> unflatten(const std::string& flat, const Shape& shape, const std::string& prefix) {
     std::vector<std::string> idx;
-    Shape st = strides(shape);
+    Shape st = row_major_strides(shape);
     for (size_t d = 0; d < shape.size(); ++d) {
       std::string e = flat;
       if (st[d] != 1) e = fmt::format("({} / {})", e, st[d]);

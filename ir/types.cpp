@@ -34,6 +34,16 @@ bool too_large(const Shape& s) {
   return false;
 }
 
+Shape row_major_strides(const Shape& s) {
+  Shape st(s.size());
+  int64_t acc = 1;
+  for (size_t d = s.size(); d-- > 0;) {
+    st[d] = acc;
+    acc *= s[d];
+  }
+  return st;
+}
+
 int64_t num_elements(const Shape& s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;

@@ -23,6 +23,8 @@ int dtype_size(DType t);
 using Shape = std::vector<int64_t>;
 
 int64_t num_elements(const Shape& s);
+// Row-major strides in elements: the last axis is contiguous.
+Shape row_major_strides(const Shape& s);
 // Sizes and strides are int64: a shape is too large when its nonzero dimensions
 // multiply to more than 2^40 (so f32[0, 2^62, 2^62] is refused too: its strides overflow).
 inline constexpr int64_t kMaxElements = int64_t(1) << 40;

@@ -68,16 +68,6 @@ bool Tensor::same_values(const Tensor& o) const {
          std::memcmp(buf.get(), o.buf.get(), size_t(size()) * size_t(dtype_size(dtype()))) == 0;
 }
 
-Strides row_major_strides(const Shape& s) {
-  Strides st(s.size());
-  int64_t acc = 1;
-  for (size_t d = s.size(); d-- > 0;) {
-    st[d] = acc;
-    acc *= s[d];
-  }
-  return st;
-}
-
 Strides broadcast_strides(const Shape& in, const Shape& out) {
   Strides src = row_major_strides(in);
   Strides st(out.size(), 0);

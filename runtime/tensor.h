@@ -46,7 +46,6 @@ decltype(auto) dispatch(DType t, F&& f) {
 }
 
 using Strides = std::vector<int64_t>;
-Strides row_major_strides(const Shape& s);
 // Strides for reading a tensor of shape `in` broadcast (NumPy rules) to `out`:
 // aligned to `out`'s axes, 0 where `in` is missing the axis or has size 1.
 Strides broadcast_strides(const Shape& in, const Shape& out);
