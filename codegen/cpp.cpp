@@ -8,6 +8,7 @@
 #include <set>
 
 #include "codegen/runtime_files.h"
+#include "ir/stack.h"
 
 namespace gradc {
 namespace {
@@ -66,7 +67,7 @@ class Body {
     const std::string key = fmt::format("{}@{}", v, fmt::join(idx, ","));
     for (auto s = memo_.rbegin(); s != memo_.rend(); ++s)
       if (auto it = s->find(key); it != s->end()) return it->second;
-    std::string r = compute(v, idx);
+    std::string r = deep([&] { return compute(v, idx); });  // a fused chain recurses as deep as it is long
     memo_.back()[key] = r;
     return r;
   }
@@ -116,7 +117,7 @@ class Body {
   }
   std::string def(ValueId v, const std::string& expr) {
     std::string name = fresh(v);
-    line(fmt::format("const {} {} = {};", ctype(g_.type(v).dtype), name, expr));
+    line(fmt::format("{} {} = {};", ctype(g_.type(v).dtype), name, expr));  // not const: a long chain of const locals sends clang's constant evaluator into deep recursion
     return name;
   }
   std::string load(int b, const std::vector<std::string>& idx) {
@@ -306,11 +307,15 @@ class Writer {
     }
     for (const auto& [n, b] : l_.outputs) {
       const LBuffer& x = l_.buffers[size_t(b)];
-      s += fmt::format("  {}* {}() {{ return {}_out_ ? {}_out_ : {}; }}\n", ctype(x.type.dtype), n, n, n,
-                       raw(b, false));
+      s += fmt::format("  {}* {}();\n", ctype(x.type.dtype), n);
       s += fmt::format("  void set_{}_out({}* p) {{ {}_out_ = p; }}\n", n, ctype(x.type.dtype), n);
     }
-    s += "  void run();  // enqueues one step; does not synchronise\n\n private:\n";
+    s += "  void run();  // enqueues one step; does not synchronise\n";
+    s += "  // After a run(), inputs left unset keep the defaults it computed: later runs skip\n"
+         "  // computing them (the inputs then count as given, and no longer change).\n  void keep_defaults() {";
+    for (const auto& [n, b] : l_.inputs)
+      if (!l_.graph[l_.buffers[size_t(b)].value].args.empty()) s += fmt::format(" if (!{0}_) {0}_ = {0}_default_;", n);
+    s += " }\n\n private:\n";
     if (target_ == Target::Cuda)
       s += fmt::format("  cudaStream_t stream_, comm_stream_;  // compute, and communication\n  gradc::Comm comm_;\n"
                        "  cublasHandle_t blas_;\n  cudaEvent_t events_[{}];  // one per kernel, for the other stream to wait on\n"
@@ -340,6 +345,9 @@ class Writer {
     s += "}  // namespace\n\n";
     s += constructor();
     s += run();
+    for (const auto& [n, b] : l_.outputs)  // where each output is: the caller's place, else the plan's
+      s += fmt::format("\n{}* {}::{}() {{ return {}_out_ ? {}_out_ : {}; }}\n", ctype(l_.buffers[size_t(b)].type.dtype),
+                       name_, n, n, n, raw(b, false));
     return s;
   }
 
@@ -362,12 +370,11 @@ class Writer {
                            fmt::join(vals, ", "));
   }
   std::string comment(const LKernel& k) {
-    std::vector<std::string> ops;
-    for (ValueId v : k.fused) ops.push_back(std::string(op_name(g_[v].op)));
-    if (k.kind == LKernel::Reduce) ops.push_back(std::string(op_name(g_[k.root].op)));
+    std::string ops = fused_ops(l_, k);
+    if (k.kind == LKernel::Reduce) ops += fmt::format("{}{}", ops.empty() ? "" : " ", op_name(g_[k.root].op));
     std::string lines = k.lines.empty() ? "" : fmt::format(", {} line{} {}", source_, k.lines.size() == 1 ? "" : "s",
                                                             fmt::join(k.lines, ", "));
-    return fmt::format("// {}: {}{}\n", k.name, fmt::join(ops, " "), lines);
+    return fmt::format("// {}: {}{}\n", k.name, ops, lines);
   }
   // Where buffer b's data is: an input's pointer (or its default), a constant, the
   // workspace, or (for an alias) its base's place; an output the caller placed wins.
@@ -495,6 +502,11 @@ class Writer {
         for (int w : k.waits) call += fmt::format("  gradc::wait({}, events_[{}]);\n", stream, w);
       const LBuffer& out = l_.buffers[size_t(k.out)];
       const int64_t n_out = out.type.size();
+      if (k.group >= 0) {  // a row group: one kernel, launched at its first member
+        if (k.group == int(i)) s += row_group(int(i), stream, where);
+        if (target_ == Target::Cuda) s += fmt::format("  GRADC_CUDA(cudaEventRecord(events_[{}], {}), \"{}\");\n", i, stream, where);
+        continue;
+      }
       switch (k.kind) {
         case LKernel::Map: {
           std::vector<std::string> fields;
@@ -542,6 +554,28 @@ class Writer {
       s += fmt::format("  if ({}_out_) gradc::copy(stream_, {}_out_, {}, {});\n", n, n, ptr(b, true), x.bytes());
     }
     return s + "}\n";
+  }
+  // Members i.. of a row group, per row each in turn: gradc::rows(stream, rows, steps...).
+  std::string row_group(int first, const std::string& stream, const std::string& where) {
+    std::string waits, steps, names;
+    size_t j = size_t(first);
+    for (; j < l_.kernels.size() && l_.kernels[j].group == first; ++j) {
+      const LKernel& k = l_.kernels[j];
+      if (target_ == Target::Cuda)
+        for (int w : k.waits) waits += fmt::format("  gradc::wait({}, events_[{}]);\n", stream, w);
+      std::vector<std::string> fields;
+      for (int b : reads_[int(j)]) fields.push_back(ptr(b, true));
+      if (k.kind == LKernel::Map) fields.push_back(ptr(k.out, false));
+      fields.push_back("rank_");
+      std::string f = fmt::format("{}{{{}}}", kernel_name(int(j)), fmt::join(fields, ", "));
+      steps += k.kind == LKernel::Map
+                   ? fmt::format(",\n              gradc::map_row({}, {})", k.row_len, f)
+                   : fmt::format(",\n              gradc::reduce_row({}, {}, {}, {})", reduce_op(g_[k.root].op), k.row_len,
+                                 f, ptr(k.out, false));
+      names += (names.empty() ? "" : ", ") + k.name;
+    }
+    return fmt::format("  // {} ({}): one kernel per row\n{}  gradc::rows({}, {}{});\n", names, where, waits, stream,
+                       l_.kernels[size_t(first)].rows, steps);
   }
   static std::string indent(const std::string& s) {
     std::string out;
@@ -686,10 +720,44 @@ GeneratedFile generate_main(const Lowered& l, Target target, const std::string& 
               : fmt::format("    step.set_{}_out(reinterpret_cast<{}*>(d.outputs[{}].data()));\n", n, t, i);
   }
   if (cuda)
-    s += "    gradc::exe::cuda_steps(stream, d, [&] { step.run(); });\n  });\n}\n";
+    s += "    gradc::exe::cuda_steps(stream, d, [&] { step.run(); }, [&] { step.keep_defaults(); });\n  });\n}\n";
   else
-    s += "    gradc::exe::timed_steps(barrier, d, iters, [&] { step.run(); });\n  });\n}\n";
+    s += "    gradc::exe::timed_steps(barrier, d.step_ms, iters, [&] { step.run(); }, [&] { step.keep_defaults(); });\n"
+         "  });\n}\n";
   return {name + "_main" + (target == Target::Cuda ? ".cu" : ".cpp"), s};
+}
+
+GeneratedFile generate_native_entry(const Lowered& l, const std::string& name) {
+  const size_t ni = l.inputs.size(), no = l.outputs.size();
+  std::string s = fmt::format(
+      "// Generated by gradc: the entry the native backend of `gradc run` calls for {0}.\n"
+      "#include \"{0}.h\"\n#include \"gradc_main.h\"\n\n"
+      "// Runs 1 + iters steps on `world` ranks, a thread each: inputs[r * {1} + i] is rank r's\n"
+      "// data for input i (null: its default), outputs[r * {2} + i] where its output i goes;\n"
+      "// step_ms[k] the k-th timed step. 0, or 1 with the failing rank's message in `error`.\n"
+      "extern \"C\" int gradc_native_run(int world, const void* const* inputs, void* const* outputs, int iters,\n"
+      "                                double* step_ms, char* error, int error_size) {{\n"
+      "  std::vector<double> ms;\n"
+      "  std::string why = gradc::exe::run_threads(world, [&](gradc::Comm& comm, int r, const gradc::exe::Barrier& barrier) {{\n"
+      "    {0} step(comm);\n",
+      name, std::max<size_t>(ni, 1), std::max<size_t>(no, 1));
+  for (size_t i = 0; i < ni; ++i) {
+    const auto& [n, b] = l.inputs[i];
+    s += fmt::format("    if (inputs[r * {0} + {1}]) step.set_{2}(static_cast<const {3}*>(inputs[r * {0} + {1}]));\n",
+                     std::max<size_t>(ni, 1), i, n, ctype(l.buffers[size_t(b)].type.dtype));
+  }
+  for (size_t i = 0; i < no; ++i) {
+    const auto& [n, b] = l.outputs[i];
+    s += fmt::format("    step.set_{}_out(static_cast<{}*>(outputs[r * {} + {}]));\n", n,
+                     ctype(l.buffers[size_t(b)].type.dtype), std::max<size_t>(no, 1), i);
+  }
+  s += "    std::vector<double> mine;\n"
+       "    gradc::exe::timed_steps(barrier, mine, iters, [&] { step.run(); }, [&] { step.keep_defaults(); });\n"
+       "    if (r == 0) ms = mine;\n  });\n"
+       "  for (size_t k = 0; k < ms.size(); ++k) step_ms[k] = ms[k];\n"
+       "  snprintf(error, size_t(error_size), \"%s\", why.c_str());\n"
+       "  return why.empty() ? 0 : 1;\n}\n";
+  return {name + "_native.cpp", s};
 }
 
 std::vector<GeneratedFile> generate(const Lowered& l, Target target, const std::string& name,

@@ -24,5 +24,8 @@ std::vector<GeneratedFile> generate(const Lowered& l, Target target, const std::
                                     const std::string& source_path);
 // The standalone executable's main (gradc build), beside generate()'s files.
 GeneratedFile generate_main(const Lowered& l, Target target, const std::string& name);
+// The native backend's entry (cpu target): extern "C" gradc_native_run, which
+// gradc run calls in the shared library built from it and generate()'s files.
+GeneratedFile generate_native_entry(const Lowered& l, const std::string& name);
 
 }  // namespace gradc

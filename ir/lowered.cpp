@@ -49,20 +49,27 @@ std::string body(const Lowered& l, const LKernel& k) {
                          fmt::join(attrs, ", "), in_place ? " in place" : "");
     }
     default: {
-      std::vector<std::string> ops;
-      for (ValueId v : k.fused) ops.push_back(std::string(op_name(g[v].op)));
+      const std::string ops = fused_ops(l, k);
       if (k.kind == LKernel::Reduce) {
         const Node& n = g[k.root];
         return fmt::format("{} = {}[axes {}]({}) of ({})", buf(k.out), op_name(n.op), fmt::join(n.attr_ints("axes"), ","),
-                           fmt::join(ops, " "), fmt::join(reads, ", "));
+                           ops, fmt::join(reads, ", "));
       }
-      return fmt::format("{} = map({}) of ({}){}", buf(k.out), fmt::join(ops, " "), fmt::join(reads, ", "),
+      return fmt::format("{} = map({}) of ({}){}", buf(k.out), ops, fmt::join(reads, ", "),
                          k.guard >= 0 ? " if not given" : "");
     }
   }
 }
 
 }  // namespace
+
+std::string fused_ops(const Lowered& l, const LKernel& k) {
+  constexpr size_t kShown = 24;
+  std::vector<std::string> ops;
+  for (size_t i = 0; i < k.fused.size() && i < kShown; ++i) ops.push_back(std::string(op_name(l.graph[k.fused[i]].op)));
+  if (k.fused.size() > kShown) ops.push_back(fmt::format("... ({} ops)", k.fused.size()));
+  return fmt::format("{}", fmt::join(ops, " "));
+}
 
 int64_t plan_bytes(const Lowered& l) {
   int64_t total = l.workspace_bytes;
@@ -85,6 +92,7 @@ std::string print_lowered(const Lowered& l) {
     const LKernel& k = l.kernels[i];
     s += fmt::format("kernel {} {} {}: {}", i, k.stream == LKernel::Compute ? "compute" : "comm", kind_name(k),
                      body(l, k));
+    if (k.group >= 0) s += fmt::format("; row group {}: {} rows x {}", k.group, k.rows, k.row_len);
     if (!k.waits.empty()) s += fmt::format("; waits for kernel {}", fmt::join(k.waits, ", "));
     if (!k.lines.empty()) s += "; " + lines_str(k.lines);
     s += "\n";
@@ -101,8 +109,10 @@ std::string print_lowered_dot(const Lowered& l) {
   for (size_t i = 0; i < l.kernels.size(); ++i) {
     const LKernel& k = l.kernels[i];
     bool comm = k.stream == LKernel::Communication;
+    if (k.group == int(i)) s += fmt::format("  subgraph cluster_rows{} {{\n    label=\"row group: one kernel\";\n", i);
     s += fmt::format("  k{} [shape=box, label=\"{} {}\\n{}\"{}];\n", i, kind_name(k), i, lines_str(k.lines),
                      comm ? ", style=filled, fillcolor=orange" : "");
+    if (k.group >= 0 && (i + 1 == l.kernels.size() || l.kernels[i + 1].group != k.group)) s += "  }\n";
     for (int r : k.reads) s += fmt::format("  b{} -> k{};\n", r, i);
     s += fmt::format("  k{} -> b{};\n", i, k.out);
     for (int w : k.waits) s += fmt::format("  k{} -> k{} [style=dashed, label=\"wait\"];\n", w, i);
@@ -122,9 +132,11 @@ std::string print_lowered_json(const Lowered& l) {
   for (size_t i = 0; i < l.kernels.size(); ++i) {
     const LKernel& k = l.kernels[i];
     s += fmt::format("{}\n  {{\"kind\": \"{}\", \"stream\": \"{}\", \"out\": {}, \"reads\": [{}], \"waits\": [{}], "
-                     "\"lines\": [{}], \"what\": \"{}\"}}",
+                     "\"lines\": [{}], \"what\": \"{}\"",
                      i ? "," : "", kind_name(k), k.stream == LKernel::Compute ? "compute" : "comm", k.out,
                      fmt::join(k.reads, ", "), fmt::join(k.waits, ", "), fmt::join(k.lines, ", "), body(l, k));
+    if (k.group >= 0) s += fmt::format(", \"group\": {}, \"rows\": {}, \"row_len\": {}", k.group, k.rows, k.row_len);
+    s += "}";
   }
   return s + "]}\n";
 }

@@ -9,6 +9,11 @@
 //   gemm    matmul as one BLAS call, transposes folded into its flags, batched
 //           as a strided-batched call
 //   comm    a collective on buffers (in place where the semantics allow)
+// Consecutive map and reduce kernels that each work on whole rows of one [rows,
+// len] layout (a reduction over trailing axes, the elementwise ops around it)
+// form a row group, run as one kernel: per row, each member in turn (softmax,
+// log_softmax, logsumexp, normalize, cross_entropy and their gradients). Every
+// member reads what earlier members wrote only in its own row.
 // Values that are kernel results, inputs, outputs, array constants or used by
 // several kernels live in buffers; every other value is computed where it is
 // used. A buffer plan places the work buffers in one workspace, reusing memory
@@ -47,6 +52,11 @@ struct LKernel {
   bool trans_a = false, trans_b = false;
   int64_t m = 0, n = 0, k = 0, batch = 1, stride_a = 0, stride_b = 0;
   std::vector<int> waits;       // kernels on the other stream this one waits for
+  // A row group's members: the index of its first kernel, and the layout. A map
+  // member computes `row_len` elements a row (or one, for a per-row value), a
+  // reduce member reduces `row_len` elements to one a row.
+  int group = -1;
+  int64_t rows = 0, row_len = 0;
   std::vector<int> lines;       // the source lines it covers
 };
 
@@ -62,6 +72,9 @@ struct Lowered {
 // Bytes a rank holds for the program: the workspace, the inputs (and where their
 // defaults are computed) and the constants. `gradc cost` reports it.
 int64_t plan_bytes(const Lowered& l);
+
+// The ops a map or reduce kernel fuses, in order, the first 24 of a long list.
+std::string fused_ops(const Lowered& l, const LKernel& k);
 
 std::string print_lowered(const Lowered& l);       // text
 std::string print_lowered_dot(const Lowered& l);

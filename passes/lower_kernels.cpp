@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <queue>
 #include <set>
 
 #include "ir/print.h"
@@ -56,6 +57,7 @@ class Lowerer {
       l_.buffers[size_t(l_.buffer_of[size_t(v)])].output = true;
       l_.outputs.push_back({name, l_.buffer_of[size_t(v)]});
     }
+    group_rows();
     plan_memory();
     schedule();
     return std::move(l_);
@@ -83,7 +85,20 @@ class Lowerer {
       if (f == KernelForm::Comm) buffered_[size_t(n.args[0])] = true;
     }
     for (const auto& o : g.outputs) buffered_[size_t(o.second)] = true;
+    // A kernel computes at most kMaxFused values: a longer chain (100k unary
+    // minuses) is cut into kernels of that size, each compiled in good time.
+    std::vector<int64_t> size(g.nodes.size(), 0);
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      if (buffered_[i]) continue;
+      size[i] = 1;
+      for (ValueId a : g.nodes[i].args) size[i] += buffered_[size_t(a)] ? 0 : size[size_t(a)];
+      if (size[i] >= kMaxFused) {
+        buffered_[i] = true;
+        size[i] = 0;
+      }
+    }
   }
+  static constexpr int64_t kMaxFused = 256;
 
   int add_buffer(ValueId v, LBuffer::Kind kind) {
     LBuffer b;
@@ -208,6 +223,125 @@ class Lowerer {
     finish_kernel(std::move(k));
   }
 
+  // ---- row groups ----------------------------------------------------------------
+  // How a value of a candidate member reads what the group has written, in the
+  // group's [rows, len] layout: not at all (Outside); element i reads only row
+  // i / len (Full, rows * len elements); element r reads only row r (PerRow,
+  // rows elements); or some other way (Bad).
+  enum class Row { Outside, Full, PerRow, Bad };
+  struct Layout {
+    int64_t rows = 0, len = 0;
+    std::set<int> written;  // the buffers the group's members write
+  };
+
+  // A reduction over trailing axes reads its operand in whole rows: that layout.
+  static bool reduce_layout(const Graph& g, const LKernel& k, int64_t& rows, int64_t& len) {
+    if (k.kind != LKernel::Reduce) return false;
+    const Node& r = g[k.root];
+    const Shape& in = g.type(r.args[0]).shape;
+    std::vector<int64_t> axes = r.attr_ints("axes");
+    for (int64_t& a : axes)
+      if (a < 0) a += int64_t(in.size());
+    std::sort(axes.begin(), axes.end());
+    const int64_t first = int64_t(in.size()) - int64_t(axes.size());
+    for (size_t i = 0; i < axes.size(); ++i)
+      if (axes[i] != first + int64_t(i)) return false;
+    rows = num_elements(Shape(in.begin(), in.begin() + first));
+    len = num_elements(Shape(in.begin() + first, in.end()));
+    return true;
+  }
+
+  // Form f of a value of shape `from` read at the elements of shape `to` (NumPy broadcasting).
+  static Row widen(Row f, const Shape& from, const Shape& to, const Layout& lay) {
+    if (f == Row::Outside || f == Row::Bad || from == to) return f;
+    if (f == Row::Full || from.size() != to.size() || num_elements(to) != lay.rows * lay.len) return Row::Bad;
+    // A per-row value [a.., 1, 1] broadcast along the row: [a.., b, c] with a.. the rows.
+    for (size_t k = 0; k <= to.size(); ++k) {
+      if (k > 0 && from[k - 1] != to[k - 1]) return Row::Bad;
+      if (num_elements(Shape(to.begin(), to.begin() + long(k))) != lay.rows) continue;
+      bool ones = std::all_of(from.begin() + long(k), from.end(), [](int64_t d) { return d == 1; });
+      return ones ? Row::Full : Row::Bad;
+    }
+    return Row::Bad;
+  }
+
+  Row buffer_form(ValueId v, const Layout& lay) const {
+    if (!lay.written.count(base(l_.buffer_of[size_t(v)]))) return Row::Outside;
+    const int64_t n = l_.graph.type(v).size();
+    return n == lay.rows ? Row::PerRow : n == lay.rows * lay.len ? Row::Full : Row::Bad;
+  }
+
+  // The form of `v` in kernel k: its fused values in graph order, each from its operands.
+  Row form_in(const LKernel& k, ValueId v, const Layout& lay) const {
+    const Graph& g = l_.graph;
+    std::map<ValueId, Row> forms;
+    auto of = [&](ValueId a) {
+      auto it = forms.find(a);
+      return it != forms.end() ? it->second : buffer_form(a, lay);
+    };
+    for (ValueId f : k.fused) {
+      const Node& n = g[f];
+      Row r = Row::Outside;
+      const bool pointwise = is_elementwise(n.op) || n.op == Op::BroadcastTo || n.op == Op::Cast || n.op == Op::Where;
+      for (ValueId a : n.args) {
+        Row x = n.op == Op::Reshape ? of(a) : pointwise ? widen(of(a), g.type(a).shape, n.type.shape, lay)
+                                                          : (of(a) == Row::Outside ? Row::Outside : Row::Bad);
+        if (x == Row::Outside) continue;
+        r = (r == Row::Outside || r == x) ? x : Row::Bad;
+      }
+      forms[f] = r;
+    }
+    return of(v);
+  }
+
+  // Whether kernel k can run row by row in the group's layout; sets its row length,
+  // and `outside` for a map that reads nothing the group writes.
+  bool joins(LKernel& k, const Layout& lay, bool& outside) const {
+    outside = false;
+    if (k.stream != LKernel::Compute || k.guard >= 0) return false;
+    if (k.kind == LKernel::Reduce) {
+      int64_t rows = 0, len = 0;
+      if (!reduce_layout(l_.graph, k, rows, len) || rows != lay.rows || len != lay.len) return false;
+      k.row_len = len;
+      return form_in(k, l_.graph[k.root].args[0], lay) != Row::Bad;
+    }
+    if (k.kind != LKernel::Map) return false;
+    const int64_t n = l_.buffers[size_t(k.out)].type.size();
+    if (n != lay.rows * lay.len && n != lay.rows) return false;
+    k.row_len = n == lay.rows ? 1 : lay.len;
+    const Row f = form_in(k, k.root, lay);
+    outside = f == Row::Outside;
+    return f != Row::Bad;
+  }
+
+  // Greedily, from each reduction over trailing axes: the kernels after it that
+  // run row by row in its layout. Rows long enough to need more than one block
+  // of a GPU's threads each, or a single element, stay separate kernels.
+  void group_rows() {
+    std::vector<LKernel>& ks = l_.kernels;
+    for (size_t s = 0; s < ks.size();) {
+      Layout lay;
+      if (ks[s].stream != LKernel::Compute || !reduce_layout(l_.graph, ks[s], lay.rows, lay.len) || lay.len < 2 ||
+          lay.len > kMaxRowLen) {
+        ++s;
+        continue;
+      }
+      size_t e = s, end = s + 1;  // members s..e-1; those after end-1 are maps that read nothing of the group
+      for (bool outside = false; e < ks.size() && joins(ks[e], lay, outside); ++e) {
+        lay.written.insert(base(ks[e].out));
+        if (!outside) end = e + 1;
+      }
+      e = end;
+      if (e - s >= 2)
+        for (size_t i = s; i < e; ++i) {
+          ks[i].group = int(s);
+          ks[i].rows = lay.rows;
+        }
+      s = std::max(e, s + 1);
+    }
+  }
+  static constexpr int64_t kMaxRowLen = 1 << 16;
+
   // ---- the buffer plan ---------------------------------------------------------
   int base(int b) const {
     while (l_.buffers[size_t(b)].kind == LBuffer::Alias) b = l_.buffers[size_t(b)].alias_of;
@@ -215,19 +349,30 @@ class Lowerer {
   }
   void plan_memory() {
     const int K = int(l_.kernels.size());
+    // A row group's members run interleaved, row by row: for liveness they are one
+    // kernel, what they read and write live through the whole group.
+    std::vector<int> start(static_cast<size_t>(K)), end(static_cast<size_t>(K));
+    for (int i = 0; i < K; ++i) {
+      const int grp = l_.kernels[size_t(i)].group;
+      start[size_t(i)] = grp >= 0 ? grp : i;
+      end[size_t(start[size_t(i)])] = i;  // the group's last member so far
+    }
+    for (int i = 0; i < K; ++i) end[size_t(i)] = end[size_t(start[size_t(i)])];
     std::vector<int> first(l_.buffers.size(), K), last(l_.buffers.size(), -1);
     for (int i = 0; i < K; ++i) {
       const LKernel& k = l_.kernels[size_t(i)];
       int o = base(k.out);
-      first[size_t(o)] = std::min(first[size_t(o)], i);
-      last[size_t(o)] = std::max(last[size_t(o)], i);
-      for (int r : k.reads) last[size_t(base(r))] = std::max(last[size_t(base(r))], i);
+      first[size_t(o)] = std::min(first[size_t(o)], start[size_t(i)]);
+      last[size_t(o)] = std::max(last[size_t(o)], end[size_t(i)]);
+      for (int r : k.reads) last[size_t(base(r))] = std::max(last[size_t(base(r))], end[size_t(i)]);
     }
+    std::vector<bool> placed(l_.buffers.size(), false);
     for (size_t b = 0; b < l_.buffers.size(); ++b)
       if (l_.buffers[b].output) last[size_t(base(int(b)))] = K;  // outputs live to the end
     // First fit over the free blocks of one workspace, 256-byte aligned.
     std::map<int64_t, int64_t> free_blocks;  // offset -> size
-    std::vector<int> live;
+    using Live = std::pair<int, int>;        // (last use, buffer), soonest released on top
+    std::priority_queue<Live, std::vector<Live>, std::greater<Live>> live;
     int64_t top = 0;
     auto align = [](int64_t x) { return (x + 255) / 256 * 256; };
     auto release = [&](int b) {
@@ -247,16 +392,11 @@ class Lowerer {
       }
     };
     for (int i = 0; i < K; ++i) {
-      for (auto it = live.begin(); it != live.end();)
-        if (last[size_t(*it)] < i) {
-          release(*it);
-          it = live.erase(it);
-        } else {
-          ++it;
-        }
+      for (; !live.empty() && live.top().first < i; live.pop()) release(live.top().second);
       int o = base(l_.kernels[size_t(i)].out);
       LBuffer& b = l_.buffers[size_t(o)];
-      if (b.kind != LBuffer::Work || first[size_t(o)] != i) continue;
+      if (b.kind != LBuffer::Work || placed[size_t(o)]) continue;
+      placed[size_t(o)] = true;
       int64_t size = align(b.bytes());
       auto fit = std::find_if(free_blocks.begin(), free_blocks.end(), [&](auto& f) { return f.second >= size; });
       if (fit != free_blocks.end()) {
@@ -267,7 +407,7 @@ class Lowerer {
         b.offset = top;
         top += size;
       }
-      live.push_back(o);
+      live.push({last[size_t(o)], o});
     }
     for (LBuffer& b : l_.buffers)
       if (b.kind == LBuffer::Alias) b.offset = l_.buffers[size_t(base(int(&b - &l_.buffers[0])))].offset;
@@ -288,22 +428,26 @@ class Lowerer {
       auto [b0, b1] = span(b);
       return a0 < b1 && b0 < a1;
     };
+    // Streams run in order, so waiting for kernel i covers every kernel before it on
+    // that stream: only the other stream's kernels after the last one waited for
+    // are looked at, newest first, up to the first hazard.
     int waited[2] = {-1, -1};  // per stream: the last kernel of the other stream it has waited for
+    std::vector<int> on[2];    // per stream: its kernels so far
     for (size_t j = 0; j < l_.kernels.size(); ++j) {
       LKernel& kj = l_.kernels[j];
-      int wait = -1;
-      for (size_t i = 0; i < j; ++i) {
-        const LKernel& ki = l_.kernels[i];
-        if (ki.stream == kj.stream) continue;
+      const std::vector<int>& other = on[1 - kj.stream];
+      for (auto it = other.rbegin(); it != other.rend() && *it > waited[kj.stream]; ++it) {
+        const LKernel& ki = l_.kernels[size_t(*it)];
         bool hazard = overlap(ki.out, kj.out);
         for (int r : kj.reads) hazard |= overlap(ki.out, r);
         for (int r : ki.reads) hazard |= overlap(r, kj.out);
-        if (hazard) wait = int(i);
+        if (hazard) {
+          kj.waits.push_back(*it);
+          waited[kj.stream] = *it;
+          break;
+        }
       }
-      if (wait > waited[kj.stream]) {  // an earlier kernel of this stream may have waited already
-        kj.waits.push_back(wait);
-        waited[kj.stream] = wait;
-      }
+      on[kj.stream].push_back(int(j));
     }
   }
 

@@ -99,4 +99,19 @@ RankOutputs interpret(const Graph& g, const RankInputs& inputs) {
   return out;
 }
 
+RankInputs complete_inputs(const Graph& g, const RankInputs& inputs, bool all_defaults) {
+  std::vector<ValueId> wanted;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (g.nodes[i].op != Op::Input) continue;
+    bool given = false;
+    for (const auto& in : inputs) given |= in.count(g.nodes[i].attr_sym("name")) > 0;
+    if (given || all_defaults) wanted.push_back(ValueId(i));
+  }
+  auto vals = evaluate(g, inputs, wanted, nullptr, false);
+  RankInputs out = inputs;
+  for (ValueId v : wanted)
+    for (int r = 0; r < g.world; ++r) out[size_t(r)][g[v].attr_sym("name")] = vals[size_t(v)][size_t(r)];
+  return out;
+}
+
 }  // namespace gradc

@@ -7,6 +7,11 @@ the order of a reduction, which MPI chooses).
 usage: compare_backends.py [--mpi] GRADC FILE.dg WORKDIR RANKS...
 With --mpi the executable also runs under `mpirun -np N` (a process per rank),
 and both runs are compared with the interpreter.
+
+usage: compare_backends.py --native GRADC FILE.dg...
+Runs each program with `gradc run --backend=native` and `--backend=interp` at its
+own world size and compares the outputs the same way; a program the interpreter
+rejects (exit 1) must be rejected by the native backend with the same message.
 """
 import json
 import math
@@ -24,8 +29,30 @@ def run(cmd, may_fail=False):
     return p.stdout
 
 
+def native(gradc, progs):
+    ran = rejected = 0
+    for prog in progs:
+        cmd = [gradc, "run", prog, "--format=json"]
+        want = subprocess.run(cmd + ["--backend=interp"], capture_output=True, text=True)
+        got = subprocess.run(cmd + ["--backend=native"], capture_output=True, text=True)
+        if want.returncode != 0:
+            if (got.returncode, got.stderr) != (want.returncode, want.stderr):
+                sys.exit(f"{prog}: the interpreter says ({want.returncode})\n{want.stderr}\n"
+                         f"the native backend says ({got.returncode})\n{got.stderr}")
+            rejected += 1
+            continue
+        if got.returncode != 0:
+            sys.exit(f"{prog}: the native backend failed ({got.returncode}):\n{got.stderr}")
+        w = json.loads(want.stdout)
+        compare(prog, w["world"], json.loads(got.stdout), w)
+        ran += 1
+    print(f"native equals the interpreter on {ran} programs; {rejected} rejected by both with the same message")
+
+
 def main():
     args = sys.argv[1:]
+    if args[0] == "--native":
+        return native(args[1], args[2:])
     mpi = args[0] == "--mpi"
     if mpi:
         args = args[1:]

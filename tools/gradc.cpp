@@ -20,6 +20,7 @@
 #include "passes/cost.h"
 #include "passes/lower_kernels.h"
 #include "codegen/cpp.h"
+#include "tools/native.h"
 #include "tools/toolchain.h"
 #include "passes/pass.h"
 #include "check/gradcheck.h"
@@ -201,11 +202,14 @@ int cmd_opt(const CommandLine& cl) {
 
 const char* kRunHelp =
     "usage: gradc run FILE.dg [--ranks=N] [--inputs=DIR] [--outputs=DIR] [--format=text|json]\n"
-    "                 [--backend=interp] [--iters=K]\n"
+    "                 [--backend=native|interp] [--iters=K]\n"
     "Run FILE.dg on this machine's CPU with N ranks in one process and print every\n"
     "output of every rank. Input x of rank r comes from DIR/rank<r>/x.npy, else\n"
     "DIR/x.npy, else its default. --outputs writes DIR/rank<r>/<name>.npy.\n"
-    "--iters=K runs K more times and prints the median wall time of one run on stderr.\n";
+    "--backend=native (the default where a C++ compiler is found) compiles the program's\n"
+    "generated CPU code (cached in $XDG_CACHE_HOME/gradc) and runs the ranks as threads;\n"
+    "interp is the reference interpreter. --iters=K runs K more times and prints the\n"
+    "median wall time of one run on stderr (input defaults evaluated once, before).\n";
 
 // Reads each input's .npy files; with `widen`, f32 data are read into f64 inputs
 // (for checks that run an f32 program in f64).
@@ -265,27 +269,44 @@ void write_outputs(const RankOutputs& outs, const std::string& dir) {
   }
 }
 
+double median_ms(std::vector<double> ms) {
+  std::sort(ms.begin(), ms.end());
+  return ms.size() % 2 ? ms[ms.size() / 2] : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2;
+}
+
 int cmd_run(const CommandLine& cl) {
   std::string format = cl.get("format", "text");
   if (format != "text" && format != "json") throw UsageError(fmt::format("--format must be text or json, got '{}'", format));
-  std::string backend = cl.get("backend", "interp");
-  if (backend != "interp") throw UsageError(fmt::format("unknown --backend '{}' (available: interp)", backend));
+  std::string why_not;
+  const bool native = native_available(&why_not);
+  std::string backend = cl.get("backend", native ? "native" : "interp");
+  if (backend != "interp" && backend != "native")
+    throw UsageError(fmt::format("unknown --backend '{}' (available: native, interp)", backend));
+  if (backend == "native" && !native) throw UserError({}, fmt::format("--backend=native: {}", why_not));
   int iters = cl.get_int("iters", 0, 0, 1000000);
   Graph g = autodiff(load_program(cl.one_file("FILE.dg"), ranks_flag(cl)));
   check_memory(g, 1, "the program");
   RankInputs inputs = load_inputs(g, cl.get("inputs"));
-  RankOutputs outs = interpret(g, inputs);
-  if (iters > 0) {
-    std::vector<double> ms;
-    for (int i = 0; i < iters; ++i) {
-      auto t0 = std::chrono::steady_clock::now();
-      interpret(g, inputs);
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  RankOutputs outs;
+  std::vector<double> ms;
+  if (backend == "native") {
+    std::string log;
+    Graph opt = run_passes(Graph(g), optimisation_pipeline(), {}, log);
+    NativeRun run = run_native(lower_kernels(opt), cl.one_file("FILE.dg"), complete_inputs(g, inputs, false), iters);
+    outs = std::move(run.outputs);
+    ms = std::move(run.step_ms);
+  } else {
+    outs = interpret(g, inputs);
+    if (iters > 0) {
+      const RankInputs all = complete_inputs(g, inputs, true);  // defaults evaluated once, outside the timing
+      for (int i = 0; i < iters; ++i) {
+        auto t0 = std::chrono::steady_clock::now();
+        interpret(g, all);
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      }
     }
-    std::sort(ms.begin(), ms.end());
-    double median = ms.size() % 2 ? ms[ms.size() / 2] : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2;
-    std::cerr << fmt::format("median step: {:.3f} ms\n", median);
   }
+  if (iters > 0) std::cerr << fmt::format("median step: {:.3f} ms\n", median_ms(ms));
   if (cl.has("outputs")) write_outputs(outs, cl.get("outputs"));
   std::cout << (format == "json" ? outputs_json(outs) : outputs_text(outs));
   return 0;
@@ -503,8 +524,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (argc >= 2 && std::string(argv[1]) == "--version") {
-    std::cout << fmt::format("gradc 0.2\ntargets this build can compile:\n  {}\n  {}\n", cpu_toolchain().describe,
-                             cuda_toolchain().describe);
+    std::cout << fmt::format("gradc 0.2\ntargets this build can compile:\n  {}\n  {}\n  {}\n", cpu_toolchain().describe,
+                             cuda_toolchain().describe, native_toolchain().describe);
     return 0;
   }
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {

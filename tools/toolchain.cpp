@@ -17,6 +17,10 @@ std::string env(const char* name, const std::string& dflt) {
   return v && *v ? v : dflt;
 }
 std::string cxx() { return env("CXX", GRADC_CXX); }
+std::string native_cxx() {
+  const std::string c = env("GRADC_NATIVE_CXX", GRADC_NATIVE_CXX);
+  return c.empty() ? cxx() : c;
+}
 std::string cuda_home() { return env("CUDA_HOME", GRADC_CUDA_HOME); }
 std::string quote(const std::string& s) { return "'" + s + "'"; }
 
@@ -83,12 +87,47 @@ std::string compile(bool cuda, const std::string& dir, const std::vector<std::st
     cmd = fmt::format("{} -O2 -std=c++17 -march=native -I{} -I{}{} -o {} {} -lpthread{}", quote(cxx()), quote(dir),
                       quote(GRADC_CBLAS_INCLUDE), files, quote(exe), quote(GRADC_OPENBLAS), mpi_flags(false));
   }
+  return run_compile(cmd);
+}
+
+std::string run_compile(const std::string& cmd) {
   auto [ok, out] = shell(cmd);
   if (ok) return "";
   size_t cut = 0;  // the first 40 lines of the compiler's output say enough
   for (int lines = 0; cut != std::string::npos && lines < 40; ++lines) cut = out.find('\n', cut + 1);
   if (cut != std::string::npos) out = out.substr(0, cut) + "\n[...]";
   return cmd + "\n" + out;
+}
+
+Toolchain native_toolchain() {
+  Toolchain t;
+  t.found = shell(quote(native_cxx()) + " --version").first && fs::exists(GRADC_OPENBLAS);
+  t.missing = t.found ? "" : fmt::format("needs the C++ compiler {} and OpenBLAS ({})", native_cxx(), GRADC_OPENBLAS);
+  t.describe = fmt::format("native backend: {} (compiler {})", t.found ? "yes" : "no", native_cxx());
+  return t;
+}
+
+std::string native_command(const std::string& dir, const std::vector<std::string>& sources, const std::string& so) {
+  std::string files;
+  for (const std::string& s : sources) files += fmt::format(" '{}/{}'", dir, s);
+  // No floating-point contraction: each op rounds as the interpreter's does.
+  const bool clang = native_cxx().find("clang") != std::string::npos;
+  return fmt::format("{} -O3 -march=native -ffp-contract=off -std=c++17 -fPIC -shared{} -I{} -I{}{} -o {} {} -lpthread",
+                     quote(native_cxx()), clang ? " -Wno-invalid-feature-combination" : "", quote(dir),
+                     quote(GRADC_CBLAS_INCLUDE), files, quote(so), quote(GRADC_OPENBLAS));
+}
+
+std::string native_fingerprint() {
+  std::error_code ec;
+  fs::path p = native_cxx();
+  if (!p.has_parent_path()) {  // a name on PATH
+    auto [ok, where] = shell("command -v " + quote(native_cxx()));
+    if (ok) p = where.substr(0, where.find('\n'));
+  }
+  p = fs::canonical(p, ec);
+  const auto size = ec ? 0 : fs::file_size(p, ec);
+  const auto time = ec ? 0 : fs::last_write_time(p, ec).time_since_epoch().count();
+  return fmt::format("{} {} {}", p.string(), size, time);
 }
 
 }  // namespace gradc

@@ -19,4 +19,14 @@ Toolchain cuda_toolchain();
 // output on failure, empty on success.
 std::string compile(bool cuda, const std::string& dir, const std::vector<std::string>& sources, const std::string& exe);
 
+// The native backend's compiler: clang++-19 where found (GRADC_NATIVE_CXX
+// overrides), else this build's C++ compiler; found or not, and what it is.
+Toolchain native_toolchain();
+// The command compiling `sources` in `dir` into the shared library `so` at -O3 for
+// this machine, and a fingerprint of the compiler binary (for the cache key).
+std::string native_command(const std::string& dir, const std::vector<std::string>& sources, const std::string& so);
+std::string native_fingerprint();
+// Runs a compile command: empty on success, else the command and the compiler's output.
+std::string run_compile(const std::string& cmd);
+
 }  // namespace gradc

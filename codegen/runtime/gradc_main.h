@@ -435,6 +435,47 @@ inline bool under_launcher() { return getenv("OMPI_COMM_WORLD_SIZE") || getenv("
 // the rank's data, runs it 1 + iters times and records each timed step.
 using Barrier = std::function<void()>;
 using Step = std::function<void(Comm& comm, RankData& data, int iters, const Barrier& barrier)>;
+
+// Runs body(comm, r, barrier) for every rank r, a thread each with its
+// communicator; a failing rank stops the others. The first failure's message
+// ("rank R: why"), or "".
+inline std::string run_threads(int world, const std::function<void(Comm&, int, const Barrier&)>& body) {
+  ThreadGroup group(world);
+  std::vector<std::string> errors(static_cast<size_t>(world));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      ThreadComm comm(group, r);
+      try {
+        body(comm, r, [&] { group.barrier(); });
+      } catch (const ThreadGroup::Stopped&) {
+      } catch (const std::exception& e) {
+        errors[size_t(r)] = e.what();
+        group.fail(e.what());
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  for (size_t r = 0; r < errors.size(); ++r)
+    if (!errors[r].empty()) return "rank " + std::to_string(r) + ": " + errors[r];
+  return "";
+}
+
+// The first step, then `iters` more, each timed over all ranks: they start
+// together and a step ends when the slowest rank ends it. Between the first step
+// and the timed ones, `after_first` (inputs keep their computed defaults: the
+// timed steps do not evaluate them again).
+template <class F, class G>
+void timed_steps(const Barrier& barrier, std::vector<double>& step_ms, int iters, F&& run_once, G&& after_first) {
+  run_once();
+  after_first();
+  for (int i = 0; i < iters; ++i) {
+    barrier();
+    auto t0 = std::chrono::steady_clock::now();
+    run_once();
+    barrier();
+    step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+}
 inline int main(const Program& p, int argc, char** argv, const Step& step) {
   Options o = parse(p, argc, argv);
 #if defined(GRADC_WITH_MPI)
@@ -453,38 +494,14 @@ inline int main(const Program& p, int argc, char** argv, const Step& step) {
   if (wrong_size(p, world, "started for")) return 1;
   try {
     std::vector<RankData> ranks = load(p, o, world);
-    ThreadGroup group(world);
-    std::vector<std::string> errors(static_cast<size_t>(world));
-    std::vector<std::thread> threads;
-    for (int r = 0; r < world; ++r)
-      threads.emplace_back([&, r] {
-        ThreadComm comm(group, r);
-        try {
-          step(comm, ranks[size_t(r)], o.iters, [&] { group.barrier(); });
-        } catch (const ThreadGroup::Stopped&) {
-        } catch (const std::exception& e) {
-          errors[size_t(r)] = e.what();
-          group.fail(e.what());
-        }
-      });
-    for (std::thread& t : threads) t.join();
-    return finish(p, o, errors, ranks);
+    std::string why = run_threads(world, [&](Comm& comm, int r, const Barrier& barrier) {
+      step(comm, ranks[size_t(r)], o.iters, barrier);
+    });
+    if (!why.empty()) throw Error{why};
+    return finish(p, o, {}, ranks);
   } catch (const Error& e) {
     fprintf(stderr, "%s: error: %s\n", p.name, e.message.c_str());
     return 1;
-  }
-}
-
-// One timed step of all ranks: they start together and the step ends when the slowest does.
-template <class F>
-void timed_steps(const Barrier& barrier, RankData& d, int iters, F&& run_once) {
-  run_once();
-  for (int i = 0; i < iters; ++i) {
-    barrier();
-    auto t0 = std::chrono::steady_clock::now();
-    run_once();
-    barrier();
-    d.step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
 }
 
@@ -498,9 +515,10 @@ struct DeviceData {
   std::vector<double> step_ms;
 };
 // The first step, then `iters` more, each timed with CUDA events on this GPU.
-template <class F>
-void cuda_steps(cudaStream_t stream, DeviceData& d, F&& run_once) {
+template <class F, class G>
+void cuda_steps(cudaStream_t stream, DeviceData& d, F&& run_once, G&& after_first) {
   run_once();
+  after_first();
   cudaEvent_t start, stop;
   GRADC_CUDA(cudaEventCreate(&start), "timing");
   GRADC_CUDA(cudaEventCreate(&stop), "timing");

@@ -62,6 +62,13 @@ GRADC_HD inline T combine(ROp op, T a, T b) {
 template <class T> struct Acc { using type = double; };
 template <> struct Acc<int32_t> { using type = int64_t; };
 
+template <class F> struct MapRow;
+template <class T, class F> struct ReduceRow;
+template <class F>
+MapRow<F> map_row(int64_t len, const F& f) { return MapRow<F>{len, f}; }
+template <class T, class F>
+ReduceRow<T, F> reduce_row(ROp op, int64_t len, const F& f, T* out) { return ReduceRow<T, F>{op, len, f, out}; }
+
 #if defined(__CUDACC__)
 // =============================== CUDA ========================================
 #define GRADC_CHECK(kind, call, where, ok, message)                  \
@@ -116,25 +123,57 @@ struct Combine {
   ROp op;
   __device__ A operator()(A a, A b) const { return combine<A>(op, a, b); }
 };
+// One output element by the whole block (256 threads): out[o] = op over r of f(o, r).
 template <class T, class F>
-__global__ void reduce_kernel(ROp op, int64_t n_out, int64_t n_red, F f, T* out) {
+__device__ void block_reduce(ROp op, int64_t n_red, const F& f, int64_t o, T* out) {
   using A = typename Acc<T>::type;
   using BlockReduce = cub::BlockReduce<A, 256>;
   __shared__ typename BlockReduce::TempStorage tmp;
-  for (int64_t o = blockIdx.x; o < n_out; o += gridDim.x) {
-    int valid = int(n_red < 256 ? n_red : 256);
-    A acc = n_red ? A(f(o, threadIdx.x < n_red ? threadIdx.x : 0)) : A(0);
-    for (int64_t r = threadIdx.x + 256; r < n_red; r += 256) acc = combine<A>(op, acc, A(f(o, r)));
-    A total = BlockReduce(tmp).Reduce(acc, Combine<A>{op}, valid);
-    if (threadIdx.x == 0) out[o] = T(total);
-    __syncthreads();
-  }
+  int valid = int(n_red < 256 ? n_red : 256);
+  A acc = n_red ? A(f(o, threadIdx.x < n_red ? threadIdx.x : 0)) : A(0);
+  for (int64_t r = threadIdx.x + 256; r < n_red; r += 256) acc = combine<A>(op, acc, A(f(o, r)));
+  A total = BlockReduce(tmp).Reduce(acc, Combine<A>{op}, valid);
+  if (threadIdx.x == 0) out[o] = T(total);
+  __syncthreads();  // the block's threads see out[o], and tmp may be used again
+}
+template <class T, class F>
+__global__ void reduce_kernel(ROp op, int64_t n_out, int64_t n_red, F f, T* out) {
+  for (int64_t o = blockIdx.x; o < n_out; o += gridDim.x) block_reduce(op, n_red, f, o, out);
 }
 template <class T, class F>
 inline void reduce(cudaStream_t s, ROp op, int64_t n_out, int64_t n_red, const F& f, T* out) {
   if (n_out == 0) return;
   reduce_kernel<<<grid(n_out * 256), 256, 0, s>>>(op, n_out, n_red, f, out);
   GRADC_CUDA(cudaGetLastError(), "a reduction launch");
+}
+
+// A row group: a block per row runs every member on that row in turn.
+template <class F>
+struct MapRow {
+  int64_t len;
+  F f;
+  __device__ void row(int64_t r) const {
+    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) f(r * len + j);
+    __syncthreads();
+  }
+};
+template <class T, class F>
+struct ReduceRow {
+  ROp op;
+  int64_t len;
+  F f;
+  T* out;
+  __device__ void row(int64_t r) const { block_reduce(op, len, f, r, out); }
+};
+template <class... S>
+__global__ void rows_kernel(int64_t n_rows, S... steps) {
+  for (int64_t r = blockIdx.x; r < n_rows; r += gridDim.x) (steps.row(r), ...);
+}
+template <class... S>
+inline void rows(cudaStream_t s, int64_t n_rows, const S&... steps) {
+  if (n_rows == 0) return;
+  rows_kernel<<<unsigned(n_rows < 65535 ? n_rows : 65535), 256, 0, s>>>(n_rows, steps...);
+  GRADC_CUDA(cudaGetLastError(), "a row kernel launch");
 }
 
 // C[b] = op(A[b]) op(B[b]), row-major: cuBLAS is column-major, so it computes
@@ -317,13 +356,37 @@ inline void map(Stream, int64_t n, const F& f) {
 
 // out[o] = op over r of f(o, r), accumulated in Acc.
 template <class T, class F>
-inline void reduce(Stream, ROp op, int64_t n_out, int64_t n_red, const F& f, T* out) {
+inline void reduce_one(ROp op, int64_t n_red, const F& f, int64_t o, T* out) {
   using A = typename Acc<T>::type;
-  for (int64_t o = 0; o < n_out; ++o) {
-    A acc = op == ROp::Sum ? A(0) : A(f(o, 0));
-    for (int64_t r = op == ROp::Sum ? 0 : 1; r < n_red; ++r) acc = combine<A>(op, acc, A(f(o, r)));
-    out[o] = T(acc);
+  A acc = op == ROp::Sum ? A(0) : A(f(o, 0));
+  for (int64_t r = op == ROp::Sum ? 0 : 1; r < n_red; ++r) acc = combine<A>(op, acc, A(f(o, r)));
+  out[o] = T(acc);
+}
+template <class T, class F>
+inline void reduce(Stream, ROp op, int64_t n_out, int64_t n_red, const F& f, T* out) {
+  for (int64_t o = 0; o < n_out; ++o) reduce_one(op, n_red, f, o, out);
+}
+
+// A row group: per row, every member on that row in turn (the row stays in cache).
+template <class F>
+struct MapRow {
+  int64_t len;
+  F f;
+  void row(int64_t r) const {
+    for (int64_t j = 0; j < len; ++j) f(r * len + j);
   }
+};
+template <class T, class F>
+struct ReduceRow {
+  ROp op;
+  int64_t len;
+  F f;
+  T* out;
+  void row(int64_t r) const { reduce_one(op, len, f, r, out); }
+};
+template <class... S>
+inline void rows(Stream, int64_t n_rows, const S&... steps) {
+  for (int64_t r = 0; r < n_rows; ++r) (steps.row(r), ...);
 }
 
 // C[b] = op(A[b]) op(B[b]), row-major, for b < batch.
