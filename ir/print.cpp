@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace gradc {
@@ -10,12 +11,17 @@ namespace gradc {
 std::vector<std::string> value_names(const Graph& g) {
   std::vector<std::string> names(g.nodes.size());
   std::unordered_set<std::string> used;
+  std::unordered_map<std::string, int> next;  // per hint: the suffix to try first (linear, however often a name repeats)
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const std::string& hint = g.nodes[i].name;
     std::string name = hint.empty() ? std::to_string(i) : hint;
-    for (int k = 1; !hint.empty() && used.count(name); ++k) name = fmt::format("{}.{}", hint, k);
+    if (!hint.empty() && used.count(name)) {
+      int& k = next.try_emplace(hint, 1).first->second;
+      do name = fmt::format("{}.{}", hint, k++);
+      while (used.count(name));
+    }
     used.insert(name);
-    names[i] = name;
+    names[i] = std::move(name);
   }
   return names;
 }

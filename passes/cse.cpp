@@ -1,26 +1,71 @@
-#include <map>
-#include <tuple>
+#include <cstring>
+#include <unordered_map>
 
-#include "ir/print.h"
 #include "passes/pass.h"
 
 namespace gradc {
+namespace {
+
+// Attributes equal as printed: floats bit for bit (-0.0 is not 0.0; a NaN equals the same NaN).
+bool same(const Attr& a, const Attr& b) {
+  if (a.kind != b.kind || a.i != b.i || a.s != b.s || a.list.size() != b.list.size()) return false;
+  if (std::memcmp(&a.f, &b.f, sizeof a.f) != 0) return false;
+  for (size_t k = 0; k < a.list.size(); ++k)
+    if (!same(a.list[k], b.list[k])) return false;
+  return true;
+}
+bool same(const Attrs& a, const Attrs& b) {
+  if (a.items.size() != b.items.size()) return false;
+  for (size_t k = 0; k < a.items.size(); ++k)
+    if (a.items[k].first != b.items[k].first || !same(a.items[k].second, b.items[k].second)) return false;
+  return true;
+}
+
+// A node as CSE compares it: op, operands (after replacement), attributes, type.
+struct Key {
+  const Node* n;
+  std::vector<ValueId> args;
+  bool operator==(const Key& o) const {
+    return n->op == o.n->op && args == o.args && n->type == o.n->type && same(n->attrs, o.n->attrs);
+  }
+};
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    size_t h = size_t(k.n->op) * 0x9e3779b97f4a7c15ull;
+    auto mix = [&](uint64_t v) { h = (h ^ v) * 0x100000001b3ull; };
+    for (ValueId a : k.args) mix(uint64_t(a));
+    for (int64_t d : k.n->type.shape) mix(uint64_t(d));
+    for (const auto& [key, a] : k.n->attrs.items) {
+      mix(std::hash<std::string>()(key));
+      mix(attr_hash(a));
+    }
+    return h;
+  }
+  static uint64_t attr_hash(const Attr& a) {
+    uint64_t bits = 0;
+    std::memcpy(&bits, &a.f, sizeof bits);
+    uint64_t h = (uint64_t(a.kind) * 31 + uint64_t(a.i)) * 0x9e3779b97f4a7c15ull ^ bits ^ std::hash<std::string>()(a.s);
+    for (const Attr& x : a.list) h = (h ^ attr_hash(x)) * 0x100000001b3ull;
+    return h;
+  }
+};
+
+}  // namespace
 
 Graph cse(const Graph& g) {
   std::vector<ValueId> repl(g.nodes.size());
   std::vector<bool> keep(g.nodes.size(), true);
-  std::map<std::tuple<int, std::vector<ValueId>, std::string, std::string>, ValueId> seen;
+  std::unordered_map<Key, ValueId, KeyHash> seen;
+  seen.reserve(g.nodes.size());
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     repl[i] = ValueId(i);
     const Node& n = g.nodes[i];
     // Collectives are exchanges, and inputs are distinct variables: never merged.
     if (is_collective(n.op) || n.op == Op::Input) continue;
-    std::vector<ValueId> args;
-    for (ValueId a : n.args) args.push_back(repl[size_t(a)]);
-    std::string attrs;
-    for (const auto& [k, v] : n.attrs.items) attrs += k + "=" + attr_str(v) + ";";
-    auto key = std::make_tuple(int(n.op), args, attrs, type_str(n.type));
-    auto [it, fresh] = seen.emplace(key, ValueId(i));
+    Key key{&n, {}};
+    key.args.reserve(n.args.size());
+    for (ValueId a : n.args) key.args.push_back(repl[size_t(a)]);
+    auto [it, fresh] = seen.emplace(std::move(key), ValueId(i));
     if (!fresh) {
       repl[i] = it->second;
       keep[i] = false;
