@@ -440,6 +440,10 @@ using Step = std::function<void(Comm& comm, RankData& data, int iters, const Bar
 // communicator; a failing rank stops the others. The first failure's message
 // ("rank R: why"), or "".
 inline std::string run_threads(int world, const std::function<void(Comm&, int, const Barrier&)>& body) {
+  // Each rank's BLAS calls get an equal share of the cores (OpenBLAS would start
+  // a thread per core for every rank).
+  const unsigned cores = std::thread::hardware_concurrency();
+  openblas_set_num_threads(int(cores > unsigned(world) ? cores / unsigned(world) : 1));
   ThreadGroup group(world);
   std::vector<std::string> errors(static_cast<size_t>(world));
   std::vector<std::thread> threads;

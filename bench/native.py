@@ -1,0 +1,201 @@
+"""gradc run's two backends against PyTorch's CPU eager mode, side by side.
+
+usage: python3 bench/native.py [GRADC] [--steps=K]   (default: build/gradc, K = 7)
+
+For each program in bench/programs (2 ranks, every gradient an output): the median
+step of `gradc run --backend=interp` and `--backend=native` (gradc's own --iters:
+inputs loaded and defaults evaluated before the timed steps) and of the same
+program in PyTorch (torch.distributed.nn's autograd collectives, gloo, 2 processes
+with 1 thread each, a barrier before and after each step). For the tensor-parallel
+MLP also the BLAS floor: its six matmuls per rank through OpenBLAS alone (NumPy,
+1 thread, both ranks' processes at once). For y = x + 1 on 10^7 f32 (1 rank): the
+bandwidth it reaches against this machine's measured copy bandwidth.
+
+PyTorch comes from Debian (python3-torch, run with /usr/bin/python3), installed by
+scripts/bench_deps.sh. Prints a Markdown table for bench/README.md.
+"""
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
+GRADC = ARGS[0] if ARGS else os.path.join(HERE, "..", "build", "gradc")
+STEPS = next((int(a.split("=")[1]) for a in sys.argv[1:] if a.startswith("--steps=")), 7)
+TORCH_PYTHON = "/usr/bin/python3"
+PROGRAMS = ["elementwise", "contrastive", "syncbn", "tp_mlp"]
+
+# The same programs in PyTorch, one process per rank. `setup(rank)` makes the
+# leaves, `step(leaves)` runs forward and backward and the gradient all_reduces
+# gradc's modes imply (mean over ranks for shared inputs, the total for mode=global).
+TORCH = r'''
+import os, statistics, sys, time
+import torch, torch.distributed as dist, torch.distributed.nn.functional as F
+import torch.nn.functional as NF
+
+def elementwise(rank):
+    x = torch.randn(1000000, generator=torch.Generator().manual_seed(rank), requires_grad=True)
+    def step():
+        y = torch.tanh(x * 1.5 + 0.5) * torch.sigmoid(x) + torch.exp(-(x * x))
+        s = F.all_reduce(y)
+        loss = (s * x).sum()
+        x.grad = None
+        loss.backward()
+    return step
+
+def contrastive(rank):
+    g = torch.Generator().manual_seed(100 + rank)
+    x = torch.randn(1024, 256, generator=g, requires_grad=True)
+    w = (torch.randn(256, 128, generator=torch.Generator().manual_seed(1)) / 16).requires_grad_()
+    labels = torch.arange(1024) + 1024 * rank
+    def step():
+        z = NF.normalize(torch.tanh(x @ w), dim=-1)
+        all_z = torch.cat(F.all_gather(z), dim=0)
+        loss = NF.cross_entropy(z @ all_z.t() / 0.1, labels)
+        x.grad = w.grad = None
+        loss.backward()
+        dist.all_reduce(w.grad)
+        w.grad /= 2
+    return step
+
+def syncbn(rank):
+    x = torch.randn(4096, 256, generator=torch.Generator().manual_seed(rank), requires_grad=True)
+    gamma = (torch.rand(256) + 0.5).requires_grad_()
+    beta = (torch.randn(256) / 10).requires_grad_()
+    def step():
+        count = 4096 * 2
+        s = F.all_reduce(x.sum(0))
+        ss = F.all_reduce((x * x).sum(0))
+        mu = s / count
+        var = ss / count - mu * mu
+        y = (x - mu) * torch.rsqrt(var + 1e-5) * gamma + beta
+        loss = (y * y).mean()
+        x.grad = gamma.grad = beta.grad = None
+        loss.backward()
+        for p in (gamma, beta):
+            dist.all_reduce(p.grad)
+            p.grad /= 2
+    return step
+
+def tp_mlp(rank):
+    x = torch.randn(512, 1024, generator=torch.Generator().manual_seed(7), requires_grad=True)
+    w1 = (torch.randn(1024, 512) / 32).requires_grad_()
+    w2 = (torch.randn(512, 1024) / 32).requires_grad_()
+    def step():
+        h = torch.relu(x @ w1)
+        y = F.all_reduce(h @ w2)
+        loss = (y * y).mean()
+        x.grad = w1.grad = w2.grad = None
+        loss.backward()
+        dist.all_reduce(x.grad)
+    return step
+
+def main(rank, name, steps, port):
+    torch.set_num_threads(1)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    step = globals()[name](rank)
+    step()
+    times = []
+    for _ in range(steps):
+        dist.barrier()
+        t0 = time.perf_counter()
+        step()
+        dist.barrier()
+        times.append((time.perf_counter() - t0) * 1e3)
+    if rank == 0:
+        print(statistics.median(times))
+    dist.destroy_process_group()
+
+main(int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4])
+'''
+
+# Six matmuls per rank: h = x w1, y = h w2 and the backward's four.
+BLAS_FLOOR = r'''
+import statistics, sys, time
+import numpy as np
+x = np.random.rand(512, 1024).astype(np.float32)
+w1 = np.random.rand(1024, 512).astype(np.float32)
+w2 = np.random.rand(512, 1024).astype(np.float32)
+h = x @ w1
+dy = h @ w2
+times = []
+for _ in range(int(sys.argv[1])):
+    t0 = time.perf_counter()
+    h = x @ w1; y = h @ w2
+    dw2 = h.T @ dy; dh = dy @ w2.T; dw1 = x.T @ dh; dx = dh @ w1.T
+    times.append((time.perf_counter() - t0) * 1e3)
+print(statistics.median(times))
+'''
+
+COPY = r'''
+import statistics, time
+import numpy as np
+src = np.random.rand(10_000_000).astype(np.float32)
+dst = np.empty_like(src)
+times = []
+for _ in range(21):
+    t0 = time.perf_counter()
+    np.copyto(dst, src)
+    times.append(time.perf_counter() - t0)
+print(2 * src.nbytes / statistics.median(times) / 1e9)
+'''
+
+
+def gradc_step(prog, backend):
+    out = subprocess.run([GRADC, "run", prog, f"--backend={backend}", f"--iters={STEPS}"], check=True,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True).stderr
+    return float(out.split("median step: ")[1].split(" ms")[0])
+
+
+def torch_step(name, port):
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    procs = [subprocess.Popen([TORCH_PYTHON, "-c", TORCH, str(r), name, str(STEPS), str(port)], env=env,
+                              stdout=subprocess.PIPE, text=True) for r in range(2)]
+    outs = [p.communicate()[0] for p in procs]
+    if any(p.returncode for p in procs):
+        sys.exit(f"PyTorch's {name} failed")
+    return float(outs[0].strip())
+
+
+def python_figure(code, *args, ranks=1):
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    procs = [subprocess.Popen([TORCH_PYTHON, "-c", code, *args], env=env, stdout=subprocess.PIPE, text=True)
+             for _ in range(ranks)]
+    return max(float(p.communicate()[0].strip()) for p in procs)
+
+
+def machine():
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    torch_version = subprocess.run([TORCH_PYTHON, "-c", "import torch; print(torch.__version__)"],
+                                   capture_output=True, text=True).stdout.strip()
+    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}; PyTorch {torch_version}"
+
+
+def main():
+    print(f"machine: {machine()}; medians of {STEPS} steps\n")
+    print("| program (2 ranks) | interp ms | native ms | PyTorch ms | native / PyTorch | PyTorch / native |")
+    print("|---|---|---|---|---|---|")
+    port = 29600
+    for name in PROGRAMS:
+        prog = os.path.join(HERE, "programs", name + ".dg")
+        interp, native = gradc_step(prog, "interp"), gradc_step(prog, "native")
+        torch = torch_step(name, port)
+        port += 1
+        print(f"| {name} | {interp:.2f} | {native:.2f} | {torch:.2f} | {native / torch:.2f} | {torch / native:.2f} |")
+    floor = python_figure(BLAS_FLOOR, str(STEPS), ranks=2)
+    native = gradc_step(os.path.join(HERE, "programs", "tp_mlp.dg"), "native")
+    print(f"\ntp_mlp: BLAS floor (its six matmuls per rank, OpenBLAS alone, 1 thread per rank) {floor:.2f} ms; "
+          f"native {native:.2f} ms = {native / floor:.2f}x the floor")
+    copy = python_figure(COPY)
+    step = gradc_step(os.path.join(HERE, "programs", "add_one.dg"), "native")
+    bw = 2 * 4e7 / (step / 1e3) / 1e9
+    print(f"y = x + 1 on 10^7 f32 (1 rank): native {step:.2f} ms = {bw:.1f} GB/s; copy bandwidth {copy:.1f} GB/s "
+          f"(NumPy copyto); {100 * bw / copy:.0f}% of it")
+
+
+if __name__ == "__main__":
+    main()
