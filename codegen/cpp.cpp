@@ -521,7 +521,8 @@ class Writer {
           for (int b : reads_[int(i)]) fields.push_back(ptr(b, true));
           fields.push_back("rank_");
           const Node& r = g_[k.root];
-          call += fmt::format("  gradc::reduce({}, {}, {}, {}, {}{{{}}}, {});\n", stream, reduce_op(r.op), n_out,
+          call += fmt::format("  gradc::{}({}, {}, {}, {}, {}{{{}}}, {});\n", leading_axes(r) ? "reduce_leading" : "reduce",
+                              stream, reduce_op(r.op), n_out,
                               g_.type(r.args[0]).size() / std::max<int64_t>(1, n_out), kernel_name(int(i)),
                               fmt::join(fields, ", "), ptr(k.out, false));
           break;
@@ -554,6 +555,17 @@ class Writer {
       s += fmt::format("  if ({}_out_) gradc::copy(stream_, {}_out_, {}, {});\n", n, n, ptr(b, true), x.bytes());
     }
     return s + "}\n";
+  }
+  // Whether a reduction's axes are the leading ones (0, 1, .. k-1, some kept after them).
+  bool leading_axes(const Node& r) const {
+    std::vector<int64_t> axes = r.attr_ints("axes");
+    const int64_t rank = g_.type(r.args[0]).rank();
+    for (int64_t& a : axes)
+      if (a < 0) a += rank;
+    std::sort(axes.begin(), axes.end());
+    for (size_t i = 0; i < axes.size(); ++i)
+      if (axes[i] != int64_t(i)) return false;
+    return int64_t(axes.size()) < rank;
   }
   // Members i.. of a row group, per row each in turn: gradc::rows(stream, rows, steps...).
   std::string row_group(int first, const std::string& stream, const std::string& where) {

@@ -105,7 +105,7 @@ RankInputs complete_inputs(const Graph& g, const RankInputs& inputs, bool all_de
     if (g.nodes[i].op != Op::Input) continue;
     bool given = false;
     for (const auto& in : inputs) given |= in.count(g.nodes[i].attr_sym("name")) > 0;
-    if (given || all_defaults) wanted.push_back(ValueId(i));
+    if (given || all_defaults || g.nodes[i].args.empty()) wanted.push_back(ValueId(i));  // no default: the run's error
   }
   auto vals = evaluate(g, inputs, wanted, nullptr, false);
   RankInputs out = inputs;

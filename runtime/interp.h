@@ -19,9 +19,10 @@ using RankOutputs = std::vector<std::vector<std::pair<std::string, Tensor>>>;
 RankOutputs interpret(const Graph& g, const RankInputs& inputs);
 
 // The inputs as a run sees them, checked as interpret checks them (the declared
-// type; a shared input the same on every rank): each input given on some ranks
-// only gets its default on the others, and with `all_defaults` every input not
-// given gets its default (evaluated once here: --iters times steps without them).
+// type; a shared input the same on every rank; an input without a default given
+// on every rank): each input given on some ranks only gets its default on the
+// others, and with `all_defaults` every input not given gets its default
+// (evaluated once here: --iters times steps without them).
 RankInputs complete_inputs(const Graph& g, const RankInputs& inputs, bool all_defaults);
 
 // Values given for some nodes on every rank, used instead of what they compute.

@@ -146,6 +146,11 @@ inline void reduce(cudaStream_t s, ROp op, int64_t n_out, int64_t n_red, const F
   reduce_kernel<<<grid(n_out * 256), 256, 0, s>>>(op, n_out, n_red, f, out);
   GRADC_CUDA(cudaGetLastError(), "a reduction launch");
 }
+// Reduced axes first (a column sum): on the GPU, the same block per output.
+template <class T, class F>
+inline void reduce_leading(cudaStream_t s, ROp op, int64_t n_out, int64_t n_red, const F& f, T* out) {
+  reduce(s, op, n_out, n_red, f, out);
+}
 
 // A row group: a block per row runs every member on that row in turn.
 template <class F>
@@ -349,22 +354,69 @@ inline void permute(Comm& c, const void* in, void* out, int64_t count, DType t, 
 // =============================== CPU =========================================
 struct Stream {};  // the CPU runs a rank's kernels in order on its thread
 
+// A kernel's loop iterations are independent: a kernel never writes memory it
+// reads (the buffer plan gives its result a place none of its operands has), so
+// the compiler may vectorise without checking for overlap. GRADC_VECTORIZE_SUM
+// also lets it split a sum into vector lanes.
+#if defined(__clang__)
+#define GRADC_VECTORIZE _Pragma("clang loop vectorize(assume_safety)")
+#define GRADC_VECTORIZE_SUM _Pragma("clang loop vectorize(enable) interleave(enable)")
+#elif defined(__GNUC__)
+#define GRADC_VECTORIZE _Pragma("GCC ivdep")
+#define GRADC_VECTORIZE_SUM
+#else
+#define GRADC_VECTORIZE
+#define GRADC_VECTORIZE_SUM
+#endif
+
 template <class F>
 inline void map(Stream, int64_t n, const F& f) {
+  GRADC_VECTORIZE
   for (int64_t i = 0; i < n; ++i) f(i);
 }
 
-// out[o] = op over r of f(o, r), accumulated in Acc.
+// out[o] = op over r of f(o, r), accumulated in Acc (f64; i64 for i32). A sum is
+// vectorised: the compiler splits it into L lanes (L = vector width x
+// interleave, at most 64 here), each summing every L-th element in order, then
+// adds the lanes; the error of a sum of n terms stays within
+// (n / L + log2 L + 1) u sum |x_r|, u the accumulator's unit roundoff (2^-53),
+// before the one rounding to T. max and min take the elements in order (with a
+// NaN, which one wins depends on the order).
 template <class T, class F>
 inline void reduce_one(ROp op, int64_t n_red, const F& f, int64_t o, T* out) {
   using A = typename Acc<T>::type;
-  A acc = op == ROp::Sum ? A(0) : A(f(o, 0));
-  for (int64_t r = op == ROp::Sum ? 0 : 1; r < n_red; ++r) acc = combine<A>(op, acc, A(f(o, r)));
+  if (op != ROp::Sum) {
+    A acc = A(f(o, 0));
+    for (int64_t r = 1; r < n_red; ++r) acc = combine<A>(op, acc, A(f(o, r)));
+    out[o] = T(acc);
+    return;
+  }
+  A acc = 0;
+  GRADC_VECTORIZE_SUM
+  for (int64_t r = 0; r < n_red; ++r) acc += A(f(o, r));
   out[o] = T(acc);
 }
 template <class T, class F>
 inline void reduce(Stream, ROp op, int64_t n_out, int64_t n_red, const F& f, T* out) {
   for (int64_t o = 0; o < n_out; ++o) reduce_one(op, n_red, f, o, out);
+}
+// The same where the reduced axes come first (a column sum: element (r, o) at
+// r * n_out + o): rows outer, a block of outputs inner, so memory is read in
+// order; each output still takes its elements in order of r.
+template <class T, class F>
+inline void reduce_leading(Stream, ROp op, int64_t n_out, int64_t n_red, const F& f, T* out) {
+  using A = typename Acc<T>::type;
+  constexpr int64_t kBlock = 256;
+  A acc[kBlock];
+  for (int64_t o0 = 0; o0 < n_out; o0 += kBlock) {
+    const int64_t nb = n_out - o0 < kBlock ? n_out - o0 : kBlock;
+    for (int64_t j = 0; j < nb; ++j) acc[j] = op == ROp::Sum ? A(0) : A(f(o0 + j, 0));
+    for (int64_t r = op == ROp::Sum ? 0 : 1; r < n_red; ++r) {
+      GRADC_VECTORIZE
+      for (int64_t j = 0; j < nb; ++j) acc[j] = combine<A>(op, acc[j], A(f(o0 + j, r)));
+    }
+    for (int64_t j = 0; j < nb; ++j) out[o0 + j] = T(acc[j]);
+  }
 }
 
 // A row group: per row, every member on that row in turn (the row stays in cache).
@@ -373,6 +425,7 @@ struct MapRow {
   int64_t len;
   F f;
   void row(int64_t r) const {
+    GRADC_VECTORIZE
     for (int64_t j = 0; j < len; ++j) f(r * len + j);
   }
 };
