@@ -17,9 +17,32 @@ bool foldable(const Graph& g, const Node& n) {
 }
 }  // namespace
 
+// transpose(transpose(x)) is one transpose of x, or x itself (as a reshape to its
+// own shape, which costs nothing): the backward of a matmul with a transposed
+// operand makes these, and a transpose left standing is a copy before a BLAS call.
+void fold_transposes(Graph& g, Node& n) {
+  if (n.op != Op::Transpose || g[n.args[0]].op != Op::Transpose) return;
+  const Node& inner = g[n.args[0]];
+  std::vector<int64_t> p1 = inner.attr_ints("perm"), p2 = n.attr_ints("perm"), c(p2.size());
+  bool identity = true;
+  for (size_t d = 0; d < p2.size(); ++d) {
+    c[d] = p1[size_t(p2[d])];
+    identity &= c[d] == int64_t(d);
+  }
+  n.args = {inner.args[0]};
+  n.attrs = Attrs{};
+  if (identity) {
+    n.op = Op::Reshape;
+    n.attrs.set("shape", Attr::of_ints(n.type.shape));
+  } else {
+    n.attrs.set("perm", Attr::of_ints(c));
+  }
+}
+
 Graph fold(const Graph& g) {
   Graph out = g;
   for (Node& n : out.nodes) {
+    fold_transposes(out, n);
     if (!foldable(out, n)) continue;
     std::vector<Tensor> vals;
     for (ValueId a : n.args) vals.push_back(rule(Op::Const).local(out[a], {}, EvalCtx{}));

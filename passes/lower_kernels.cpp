@@ -23,15 +23,17 @@ struct GemmOperand {
   ValueId v;
   bool trans = false;
 };
+// A transpose of the last two axes only (what a BLAS flag does).
+bool swaps_last_two(const Node& n) {
+  if (n.op != Op::Transpose) return false;
+  std::vector<int64_t> perm = n.attr_ints("perm");
+  const int64_t r = int64_t(perm.size());
+  bool last_two = r >= 2 && perm[size_t(r - 2)] == r - 1 && perm[size_t(r - 1)] == r - 2;
+  for (int64_t d = 0; d + 2 < r; ++d) last_two &= perm[size_t(d)] == d;
+  return last_two;
+}
 GemmOperand gemm_operand(const Graph& g, ValueId v) {
-  const Node& n = g[v];
-  if (n.op == Op::Transpose) {
-    std::vector<int64_t> perm = n.attr_ints("perm");
-    const int64_t r = int64_t(perm.size());
-    bool last_two = r >= 2 && perm[size_t(r - 2)] == r - 1 && perm[size_t(r - 1)] == r - 2;
-    for (int64_t d = 0; d + 2 < r; ++d) last_two &= perm[size_t(d)] == d;
-    if (last_two) return {n.args[0], true};
-  }
+  if (swaps_last_two(g[v])) return {g[v].args[0], true};
   return {v, false};
 }
 
@@ -73,18 +75,37 @@ class Lowerer {
       for (ValueId a : n.args) ++uses[size_t(a)];
     for (const auto& o : g.outputs) uses[size_t(o.second)] += 2;  // an output is always a buffer
     buffered_.assign(g.nodes.size(), false);
+    // A matmul read only by a transpose of its last two axes: the transpose is the
+    // BLAS call, computing C^T = op(B)^T op(A)^T (no copy of the result).
+    transposed_gemm_.assign(g.nodes.size(), false);
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const Node& n = g.nodes[i];
+      if (swaps_last_two(n) && form(g[n.args[0]].op) == KernelForm::Gemm && uses[size_t(n.args[0])] == 1)
+        transposed_gemm_[i] = true;
+    }
+    // What BLAS calls and collectives read must be in buffers, as must outputs.
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const Node& n = g.nodes[i];
       const KernelForm f = form(n.op);
       GRADC_ASSERT(f != KernelForm::Removed, "lowering needs {} replaced first (the autodiff pass)", op_name(n.op));
-      if (n.op == Op::Input || (n.op == Op::Const && !splat_const(n)) || f == KernelForm::Reduce ||
-          f == KernelForm::Gemm || f == KernelForm::Comm || (uses[i] > 1 && !is_cheap(n)))
-        buffered_[i] = true;
       if (f == KernelForm::Gemm)
         for (ValueId a : n.args) buffered_[size_t(gemm_operand(g, a).v)] = true;
       if (f == KernelForm::Comm) buffered_[size_t(n.args[0])] = true;
     }
     for (const auto& o : g.outputs) buffered_[size_t(o.second)] = true;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const Node& n = g.nodes[i];
+      const KernelForm f = form(n.op);
+      // A transpose of a buffer is index arithmetic wherever it is read (a flag in a
+      // BLAS call): recomputed, never copied, however many read it.
+      const bool view = n.op == Op::Transpose && buffered_[size_t(n.args[0])];
+      if (transposed_gemm_[i] || n.op == Op::Input || (n.op == Op::Const && !splat_const(n)) ||
+          f == KernelForm::Reduce || f == KernelForm::Gemm || f == KernelForm::Comm ||
+          (uses[i] > 1 && !is_cheap(n) && !view))
+        buffered_[i] = true;
+    }
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      if (transposed_gemm_[i]) buffered_[size_t(g.nodes[i].args[0])] = false;
     // A kernel computes at most kMaxFused values: a longer chain (100k unary
     // minuses) is cut into kernels of that size, each compiled in good time.
     std::vector<int64_t> size(g.nodes.size(), 0);
@@ -182,7 +203,7 @@ class Lowerer {
       l_.buffers[size_t(b)].alias_of = l_.buffer_of[size_t(n.args[0])];
       return;
     }
-    const KernelForm f = form(n.op);
+    const KernelForm f = transposed_gemm_[size_t(v)] ? KernelForm::Gemm : form(n.op);
     const int operand = f == KernelForm::Comm ? l_.buffer_of[size_t(n.args[0])] : -1;
     if (n.op == Op::AllReduce && l_.buffers[size_t(operand)].kind == LBuffer::Work && uses_[size_t(n.args[0])] == 1) {
       k.out = add_buffer(v, LBuffer::Alias);  // in place: the operand is used by nothing else
@@ -193,7 +214,14 @@ class Lowerer {
     k.name = l_.buffers[size_t(k.out)].name;
     if (f == KernelForm::Gemm) {
       k.kind = LKernel::Gemm;
-      GemmOperand a = gemm_operand(g, n.args[0]), b = gemm_operand(g, n.args[1]);
+      const bool t = transposed_gemm_[size_t(v)];
+      const Node& mm = t ? g[n.args[0]] : n;  // the matmul
+      GemmOperand a = gemm_operand(g, mm.args[0]), b = gemm_operand(g, mm.args[1]);
+      if (t) {  // C^T = op(B)^T op(A)^T
+        std::swap(a, b);
+        a.trans = !a.trans;
+        b.trans = !b.trans;
+      }
       k.a = l_.buffer_of[size_t(a.v)];
       k.b = l_.buffer_of[size_t(b.v)];
       k.trans_a = a.trans;
@@ -201,7 +229,7 @@ class Lowerer {
       const Shape& ys = n.type.shape;
       k.m = ys[ys.size() - 2];
       k.n = ys[ys.size() - 1];
-      k.k = g.type(n.args[0]).shape.back();
+      k.k = g.type(mm.args[0]).shape.back();
       k.batch = num_elements(Shape(ys.begin(), ys.end() - 2));
       auto stride = [&](ValueId x) {
         const Shape& s = g.type(x).shape;
@@ -454,6 +482,7 @@ class Lowerer {
   Lowered l_;
   std::vector<std::string> names_;
   std::vector<bool> buffered_;
+  std::vector<bool> transposed_gemm_;  // per value: a transpose computed as the BLAS call of its matmul
   std::vector<int> uses_;  // readers of each value, an output counting twice
 };
 
