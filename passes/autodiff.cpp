@@ -263,10 +263,9 @@ Graph autodiff(const Graph& g, std::vector<GradInfo>* info) {
 
 Graph autodiff(const Graph& g) { return autodiff(g, nullptr); }
 
-Graph replication(const Graph& g) {
-  Graph out = g;
-  for (Node& n : out.nodes) n.rep = infer_rep(out, n);
-  return out;
+Graph replication(Graph g) {
+  for (Node& n : g.nodes) n.rep = infer_rep(g, n);
+  return g;
 }
 
 }  // namespace gradc

@@ -21,6 +21,6 @@ struct GradInfo {
 Graph autodiff(const Graph& g, std::vector<GradInfo>* info);
 Graph autodiff(const Graph& g);
 // Marks every value replicated (identical on all ranks) or varying.
-Graph replication(const Graph& g);
+Graph replication(Graph g);
 
 }  // namespace gradc

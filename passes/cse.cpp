@@ -31,15 +31,22 @@ struct Key {
 };
 struct KeyHash {
   size_t operator()(const Key& k) const {
-    size_t h = size_t(k.n->op) * 0x9e3779b97f4a7c15ull;
-    auto mix = [&](uint64_t v) { h = (h ^ v) * 0x100000001b3ull; };
+    uint64_t h = uint64_t(k.n->op);
+    auto mix = [&](uint64_t v) {  // splitmix64's finaliser over the running hash and v
+      h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+      h ^= h >> 30;
+      h *= 0xbf58476d1ce4e5b9ull;
+      h ^= h >> 27;
+      h *= 0x94d049bb133111ebull;
+      h ^= h >> 31;
+    };
     for (ValueId a : k.args) mix(uint64_t(a));
     for (int64_t d : k.n->type.shape) mix(uint64_t(d));
     for (const auto& [key, a] : k.n->attrs.items) {
       mix(std::hash<std::string>()(key));
       mix(attr_hash(a));
     }
-    return h;
+    return size_t(h);
   }
   static uint64_t attr_hash(const Attr& a) {
     uint64_t bits = 0;
@@ -52,7 +59,7 @@ struct KeyHash {
 
 }  // namespace
 
-Graph cse(const Graph& g) {
+Graph cse(Graph g) {
   std::vector<ValueId> repl(g.nodes.size());
   std::vector<bool> keep(g.nodes.size(), true);
   std::unordered_map<Key, ValueId, KeyHash> seen;
@@ -71,7 +78,8 @@ Graph cse(const Graph& g) {
       keep[i] = false;
     }
   }
-  return rebuild(g, keep, repl);
+  seen.clear();  // its keys point into g
+  return rebuild(std::move(g), keep, repl);
 }
 
 }  // namespace gradc

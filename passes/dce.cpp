@@ -2,7 +2,7 @@
 
 namespace gradc {
 
-Graph dce(const Graph& g) {
+Graph dce(Graph g) {
   std::vector<bool> live(g.nodes.size(), false);
   for (const auto& o : g.outputs) live[size_t(o.second)] = true;
   for (size_t i = g.nodes.size(); i-- > 0;) {
@@ -13,7 +13,7 @@ Graph dce(const Graph& g) {
   }
   std::vector<ValueId> same(g.nodes.size());
   for (size_t i = 0; i < same.size(); ++i) same[i] = ValueId(i);
-  return rebuild(g, live, same);
+  return rebuild(std::move(g), live, same);
 }
 
 }  // namespace gradc

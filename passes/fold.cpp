@@ -39,8 +39,8 @@ void fold_transposes(Graph& g, Node& n) {
   }
 }
 
-Graph fold(const Graph& g) {
-  Graph out = g;
+Graph fold(Graph g) {
+  Graph& out = g;
   for (Node& n : out.nodes) {
     fold_transposes(out, n);
     if (!foldable(out, n)) continue;
@@ -64,7 +64,7 @@ Graph fold(const Graph& g) {
     n.attrs = Attrs{};
     n.attrs.set("value", value);
   }
-  return out;
+  return g;
 }
 
 }  // namespace gradc

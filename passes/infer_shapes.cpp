@@ -3,10 +3,9 @@
 
 namespace gradc {
 
-Graph infer_shapes(const Graph& g) {
-  Graph out = g;
-  for (Node& n : out.nodes) n.type = infer_type(out, n);
-  return out;
+Graph infer_shapes(Graph g) {
+  for (Node& n : g.nodes) n.type = infer_type(g, n);
+  return g;
 }
 
 }  // namespace gradc

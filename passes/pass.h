@@ -7,7 +7,7 @@
 
 namespace gradc {
 
-using PassFn = Graph (*)(const Graph&);
+using PassFn = Graph (*)(Graph);  // takes its input by value: a pass changes it in place
 struct PassInfo {
   const char* name;
   PassFn run;
@@ -27,13 +27,13 @@ Graph run_passes(Graph g, const std::vector<const PassInfo*>& passes, const Pipe
                  std::string& log);
 
 // The passes (one file each in passes/).
-Graph infer_shapes(const Graph& g);  // re-derives every type; reports errors at source locations
-Graph dce(const Graph& g);           // drops values nothing uses; keeps every collective
-Graph cse(const Graph& g);           // merges identical local ops; never merges collectives
-Graph fold(const Graph& g);          // evaluates local ops on constants (small results only)
+Graph infer_shapes(Graph g);  // re-derives every type; reports errors at source locations
+Graph dce(Graph g);           // drops values nothing uses; keeps every collective
+Graph cse(Graph g);           // merges identical local ops; never merges collectives
+Graph fold(Graph g);          // evaluates local ops on constants (small results only)
 
-// Shared by the passes: a copy of g without the nodes where keep is false and with
-// each operand v read as repl[v]; returns the new graph (dropped nodes must be unused).
-Graph rebuild(const Graph& g, const std::vector<bool>& keep, const std::vector<ValueId>& repl);
+// Shared by the passes: g without the nodes where keep is false and with each
+// operand v read as repl[v] (its nodes moved, not copied; dropped nodes must be unused).
+Graph rebuild(Graph&& g, const std::vector<bool>& keep, const std::vector<ValueId>& repl);
 
 }  // namespace gradc

@@ -9,7 +9,7 @@ namespace gradc {
 const std::vector<PassInfo>& all_passes() {
   static const std::vector<PassInfo> passes = {
       {"infer-shapes", infer_shapes, "re-derive every type from the op's shape rule"},
-      {"autodiff", autodiff, "replace every grad by its derived backward graph"},
+      {"autodiff", [](Graph g) { return autodiff(g); }, "replace every grad by its derived backward graph"},
       {"replication", replication, "mark every value replicated or varying"},
       {"fold", fold, "evaluate local ops whose operands are constants"},
       {"cse", cse, "merge identical local ops (never collectives)"},
@@ -29,7 +29,7 @@ Graph run_passes(Graph g, const std::vector<const PassInfo*>& passes, const Pipe
   for (const PassInfo* p : passes) {
     std::string before = opt.print_after_all ? print_text(g) : "";
     auto t0 = std::chrono::steady_clock::now();
-    g = p->run(g);
+    g = p->run(std::move(g));
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (opt.time_passes) log += fmt::format("// pass {}: {:.3f} ms\n", p->name, ms);
     if (opt.print_after_all) {
@@ -41,9 +41,10 @@ Graph run_passes(Graph g, const std::vector<const PassInfo*>& passes, const Pipe
   return g;
 }
 
-Graph rebuild(const Graph& g, const std::vector<bool>& keep, const std::vector<ValueId>& repl) {
+Graph rebuild(Graph&& g, const std::vector<bool>& keep, const std::vector<ValueId>& repl) {
   Graph out;
   out.world = g.world;
+  out.nodes.reserve(g.nodes.size());
   std::vector<ValueId> id(g.nodes.size(), -1);
   auto map = [&](ValueId v) {
     ValueId m = id[size_t(repl[size_t(v)])];
@@ -52,7 +53,7 @@ Graph rebuild(const Graph& g, const std::vector<bool>& keep, const std::vector<V
   };
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     if (!keep[i]) continue;
-    Node n = g.nodes[i];
+    Node n = std::move(g.nodes[i]);
     for (ValueId& a : n.args) a = map(a);
     if (n.grad_of >= 0) n.grad_of = id[size_t(repl[size_t(n.grad_of)])];
     id[i] = out.append(std::move(n));
