@@ -1,4 +1,5 @@
-"""gradc benchmarks: the interpreter's throughput and the frontend's speed.
+"""gradc benchmarks: the interpreter's throughput and the compiler's speed
+(bench/native.py compares the backends with PyTorch).
 
 usage: python3 bench/bench.py [GRADC]   (default: build/gradc)
 Prints the median of several runs for each figure; see bench/README.md.
@@ -42,7 +43,8 @@ def interpreter(tmp):
     path = os.path.join(tmp, "throughput.dg")
     with open(path, "w") as f:
         f.write(src)
-    out = subprocess.run([GRADC, "run", path, "--iters=%d" % RUNS], check=True, capture_output=True, text=True)
+    out = subprocess.run([GRADC, "run", path, "--backend=interp", "--iters=%d" % RUNS], check=True,
+                         capture_output=True, text=True)
     step = float(out.stderr.strip().split("median step: ")[1].split(" ms")[0])
     print(f"interpreter: 4 ranks x {len(ops)} ops x 10^6 f32 per rank per op: median step {step:.1f} ms "
           f"({step / len(ops):.1f} ms per op for all 4 ranks)")
@@ -63,6 +65,46 @@ def frontend(tmp):
     print(f"frontend: 10,000 statements: check {check:.0f} ms, ir (parse, check, print) {ir:.0f} ms")
 
 
+def scaling_program(n):
+    # n statements: elementwise ops, small matmuls, a collective every 50, a loss and a grad.
+    lines = ["world 2", "input x0 : f32[8, 8] = randn([8, 8], seed=rank)",
+             "input w : f32[8, 8] shared = randn([8, 8], seed=7)"]
+    for i in range(1, n):
+        k, p = i % 50, f"x{i - 1}"
+        if k == 0:
+            lines.append(f"x{i} = all_reduce({p}) * 0.5")
+        elif k % 7 == 0:
+            lines.append(f"x{i} = matmul({p}, w) * 0.1")
+        elif k % 3 == 0:
+            lines.append(f"x{i} = tanh({p})")
+        elif k % 3 == 1:
+            lines.append(f"x{i} = {p} * 1.01 + 0.01")
+        else:
+            lines.append(f"x{i} = {p} - mean({p}, axis=0)")
+    lines += [f"loss = sum(x{n - 1} * x{n - 1})", "g = grad(loss, w)", "output loss, g"]
+    return "\n".join(lines) + "\n"
+
+
+def compiler(tmp):
+    # `gradc ir --stage=lowered` (parse, grad, simplify, lower) at 10k and 100k statements,
+    # and a def inlined 8,000 times (one name repeated: printing must stay linear).
+    times = {}
+    for n in (10_000, 100_000):
+        path = os.path.join(tmp, f"scale{n}.dg")
+        with open(path, "w") as f:
+            f.write(scaling_program(n))
+        times[n] = median_wall([GRADC, "ir", path, "--stage=lowered"])
+    rep = ["world 1", "input x : f32[4]", "def f(a) {", "  h = a * 2 + 1", "  return tanh(h)", "}", "y0 = x"]
+    rep += [f"y{i} = f(y{i - 1})" for i in range(1, 8001)] + ["output y8000"]
+    path = os.path.join(tmp, "repeated.dg")
+    with open(path, "w") as f:
+        f.write("\n".join(rep) + "\n")
+    named = median_wall([GRADC, "ir", path])
+    print(f"compiler: ir --stage=lowered: 10k statements {times[10_000]:.0f} ms, 100k {times[100_000]:.0f} ms "
+          f"({times[100_000] / times[10_000]:.1f}x); a def inlined 8,000 times, printed: {named:.0f} ms")
+
+
 with tempfile.TemporaryDirectory() as tmp:
     interpreter(tmp)
     frontend(tmp)
+    compiler(tmp)
