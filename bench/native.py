@@ -12,7 +12,7 @@ MLP also the BLAS floor: its six matmuls per rank through OpenBLAS alone (NumPy,
 bandwidth it reaches against this machine's measured copy bandwidth.
 
 PyTorch comes from Debian (python3-torch, run with /usr/bin/python3), installed by
-scripts/bench_deps.sh. Prints a Markdown table for bench/README.md.
+`scripts/deps.sh python3-torch python3-numpy`. Prints a Markdown table for bench/README.md.
 """
 import os
 import platform
