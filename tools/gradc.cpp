@@ -277,12 +277,15 @@ double median_ms(std::vector<double> ms) {
 int cmd_run(const CommandLine& cl) {
   std::string format = cl.get("format", "text");
   if (format != "text" && format != "json") throw UsageError(fmt::format("--format must be text or json, got '{}'", format));
-  std::string why_not;
-  const bool native = native_available(&why_not);
-  std::string backend = cl.get("backend", native ? "native" : "interp");
-  if (backend != "interp" && backend != "native")
+  std::string backend = cl.get("backend");
+  if (!backend.empty() && backend != "interp" && backend != "native")
     throw UsageError(fmt::format("unknown --backend '{}' (available: native, interp)", backend));
-  if (backend == "native" && !native) throw UserError({}, fmt::format("--backend=native: {}", why_not));
+  std::string why_not;
+  if (backend != "interp") {  // native by default, where its compiler is found
+    const bool native = native_available(&why_not);
+    if (backend == "native" && !native) throw UserError({}, fmt::format("--backend=native: {}", why_not));
+    backend = native ? "native" : "interp";
+  }
   int iters = cl.get_int("iters", 0, 0, 1000000);
   Graph g = autodiff(load_program(cl.one_file("FILE.dg"), ranks_flag(cl)));
   check_memory(g, 1, "the program");
