@@ -343,8 +343,8 @@ class Lowerer {
   }
 
   // Greedily, from each reduction over trailing axes: the kernels after it that
-  // run row by row in its layout. Rows long enough to need more than one block
-  // of a GPU's threads each, or a single element, stay separate kernels.
+  // run row by row in its layout. Rows of one element or longer than kMaxRowLen
+  // (a row is one GPU block's work) stay separate kernels.
   void group_rows() {
     std::vector<LKernel>& ks = l_.kernels;
     for (size_t s = 0; s < ks.size();) {
@@ -379,18 +379,17 @@ class Lowerer {
     const int K = int(l_.kernels.size());
     // A row group's members run interleaved, row by row: for liveness they are one
     // kernel, what they read and write live through the whole group.
-    std::vector<int> start(static_cast<size_t>(K)), end(static_cast<size_t>(K));
+    std::vector<int> end(static_cast<size_t>(K));  // per kernel: its group's last member (itself, outside one)
     for (int i = 0; i < K; ++i) {
-      const int grp = l_.kernels[size_t(i)].group;
-      start[size_t(i)] = grp >= 0 ? grp : i;
-      end[size_t(start[size_t(i)])] = i;  // the group's last member so far
+      end[size_t(i)] = i;
+      if (l_.kernels[size_t(i)].group >= 0) end[size_t(l_.kernels[size_t(i)].group)] = i;
     }
-    for (int i = 0; i < K; ++i) end[size_t(i)] = end[size_t(start[size_t(i)])];
-    std::vector<int> first(l_.buffers.size(), K), last(l_.buffers.size(), -1);
+    for (int i = 0; i < K; ++i)
+      if (l_.kernels[size_t(i)].group >= 0) end[size_t(i)] = end[size_t(l_.kernels[size_t(i)].group)];
+    std::vector<int> last(l_.buffers.size(), -1);
     for (int i = 0; i < K; ++i) {
       const LKernel& k = l_.kernels[size_t(i)];
       int o = base(k.out);
-      first[size_t(o)] = std::min(first[size_t(o)], start[size_t(i)]);
       last[size_t(o)] = std::max(last[size_t(o)], end[size_t(i)]);
       for (int r : k.reads) last[size_t(base(r))] = std::max(last[size_t(base(r))], end[size_t(i)]);
     }

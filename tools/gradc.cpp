@@ -144,6 +144,12 @@ std::vector<const PassInfo*> optimisation_pipeline() {
   return {find_pass("fold"), find_pass("cse"), find_pass("dce")};
 }
 
+// The program as the backends see it: a graph after grad, simplified and lowered to kernels.
+Lowered lowered(Graph g) {
+  std::string log;
+  return lower_kernels(run_passes(std::move(g), optimisation_pipeline(), {}, log));
+}
+
 int cmd_ir(const CommandLine& cl) {
   std::string stage = cl.get("stage", "parsed");
   std::string format = cl.get("format", "text");
@@ -293,9 +299,7 @@ int cmd_run(const CommandLine& cl) {
   RankOutputs outs;
   std::vector<double> ms;
   if (backend == "native") {
-    std::string log;
-    Graph opt = run_passes(Graph(g), optimisation_pipeline(), {}, log);
-    NativeRun run = run_native(lower_kernels(opt), cl.one_file("FILE.dg"), complete_inputs(g, inputs, false), iters);
+    NativeRun run = run_native(lowered(g), cl.one_file("FILE.dg"), complete_inputs(g, inputs, false), iters);
     outs = std::move(run.outputs);
     ms = std::move(run.step_ms);
   } else {
@@ -365,20 +369,16 @@ const char* kCostHelp =
 int cmd_cost(const CommandLine& cl) {
   Graph g = autodiff(load_program(cl.one_file("FILE.dg"), ranks_flag(cl)));
   GraphCost c = graph_cost(g);
-  std::string log;
-  c.peak_bytes = double(plan_bytes(lower_kernels(run_passes(g, optimisation_pipeline(), {}, log))));
+  c.peak_bytes = double(plan_bytes(lowered(g)));
   std::cout << cost_report(g, c);
   return 0;
 }
 
 // ---- code generation ------------------------------------------------------------
 
-// The program as the backends see it: grad, simplification, lowering to kernels.
+// FILE.dg as the backends see it.
 Lowered lowered_program(const CommandLine& cl) {
-  Graph g = autodiff(load_program(cl.one_file("FILE.dg"), ranks_flag(cl)));
-  std::string log;
-  g = run_passes(std::move(g), optimisation_pipeline(), {}, log);
-  return lower_kernels(g);
+  return lowered(autodiff(load_program(cl.one_file("FILE.dg"), ranks_flag(cl))));
 }
 
 Target target_flag(const CommandLine& cl) {
