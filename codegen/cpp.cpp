@@ -43,7 +43,8 @@ std::string flat_index(const std::vector<std::string>& idx, const Shape& shape) 
 // expressions, memoised within a scope.
 class Body {
  public:
-  Body(const Lowered& l, const LKernel& k) : l_(l), g_(l.graph), fused_(k.fused.begin(), k.fused.end()) {}
+  Body(const Lowered& l, const LKernel& k, const std::string& source)
+      : l_(l), g_(l.graph), source_(source), fused_(k.fused.begin(), k.fused.end()) {}
 
   // Splits flat index `flat` of `shape` into one variable per axis.
   std::vector<std::string> unflatten(const std::string& flat, const Shape& shape, const std::string& prefix) {
@@ -239,6 +240,28 @@ class Body {
         }
         return name;
       }
+      case Op::Take: {
+        // x[pre.., indices[j..], post..]; an index out of range stops the rank
+        const int rx = g_.type(n.args[0]).rank(), ri = g_.type(n.args[1]).rank();
+        const int axis = int(n.attr_int("axis") < 0 ? n.attr_int("axis") + rx : n.attr_int("axis"));
+        const Shape& is = g_.type(n.args[1]).shape;
+        const int64_t len = g_.type(n.args[0]).shape[size_t(axis)];
+        std::vector<std::string> at(idx.begin() + axis, idx.begin() + axis + ri);
+        std::string ix = value(n.args[1], at);
+        line(fmt::format("if ({} < 0 || {} >= {}) gradc::index_error(\"{}\", rank, {}, {}, {}, \"{}\");", ix, ix, len,
+                         where(n), ix, len, at.empty() ? "0" : flat_index(at, is), dims(is)));
+        std::vector<std::string> in(idx.begin(), idx.begin() + axis);
+        in.push_back(ix);
+        in.insert(in.end(), idx.begin() + axis + ri, idx.end());
+        return value(n.args[0], in);
+      }
+      case Op::FloorDiv:
+      case Op::Mod: {
+        std::string a = arg(0), d = arg(1);
+        line(fmt::format("if ({} == 0) gradc::division_error(\"{}\", \"{}\", rank, {}, \"{}\");", d, where(n),
+                         n.op == Op::Mod ? "%" : "//", flat_index(idx, t.shape), dims(t.shape)));
+        return def(v, fmt::format("gradc::op::{}({}, {})", op_name(n.op), a, d));
+      }
       default:
         break;
     }
@@ -248,8 +271,13 @@ class Body {
     return def(v, fmt::format("gradc::op::{}({})", op_name(n.op), fmt::join(args, ", ")));
   }
 
+  // file:line:col of a node, for the run-time errors at it
+  std::string where(const Node& n) const { return fmt::format("{}:{}:{}", source_, n.loc.line, n.loc.col); }
+  static std::string dims(const Shape& s) { return fmt::format("{}", fmt::join(s, ", ")); }
+
   const Lowered& l_;
   const Graph& g_;
+  const std::string& source_;
   std::set<ValueId> fused_;
   std::vector<std::map<std::string, std::string>> memo_{1};
   std::vector<std::string> elem_idx_;
@@ -411,7 +439,7 @@ class Writer {
   std::string functor(int i) {
     const LKernel& k = l_.kernels[size_t(i)];
     const Type& out = l_.buffers[size_t(k.out)].type;
-    Body body(l_, k);
+    Body body(l_, k, source_);
     std::string result;
     std::string signature;
     if (k.kind == LKernel::Map) {

@@ -52,12 +52,14 @@ struct TypeExpr {
 };
 
 struct Stmt {
-  enum Kind { World, Input, Assign, Output } kind;
+  enum Kind { World, Input, Assign, Output, For } kind;
   Loc loc;
   std::vector<Name> names;  // targets, outputs, or the input's name
   ExprPtr value;            // the assigned value, the input's default, or world's count
   TypeExpr type;            // Input
   bool shared = false;      // Input
+  // For: names[0] is the loop variable, `value` the range(...) call, `body` the statements.
+  std::vector<Stmt> body;
 };
 
 struct Func {

@@ -11,7 +11,7 @@ bool ident_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) ||
 bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 }  // namespace
 
-std::vector<Token> lex(const std::string& s) {
+std::vector<Token> lex(const std::string& s, Syntax syntax) {
   std::vector<Token> out;
   size_t i = 0;
   int line = 1, col = 1, depth = 0;
@@ -41,7 +41,15 @@ std::vector<Token> lex(const std::string& s) {
       while (j < s.size() && ident_char(s[j])) ++j;
       out.push_back({Tok::Ident, s.substr(i, j - i), loc});
       advance(j - i);
-    } else if (c == '%') {
+    } else if (c == '.' && syntax == Syntax::Dg && i + 1 < s.size() && ident_start(s[i + 1])) {
+      // NumPy's and PyTorch's attributes and methods: x.T, x.sum(), x.shape
+      size_t j = i + 1;
+      while (j < s.size() && ident_char(s[j])) ++j;
+      const std::string attr = s.substr(i + 1, j - i - 1);
+      if (attr == "T") user_error(loc, "'.T' is not gradc: write transpose(x) (it reverses the axes, as x.T does)");
+      user_error(loc, "'.{}': gradc values have no attributes or methods; call a function instead, such as {}(x)",
+                 attr, attr);
+    } else if (c == '%' && syntax == Syntax::Ir) {
       size_t j = i + 1;
       while (j < s.size() && (ident_char(s[j]) || s[j] == '.')) ++j;
       if (j == i + 1) user_error(loc, "expected a value name after '%'");
@@ -93,11 +101,11 @@ std::vector<Token> lex(const std::string& s) {
       out.push_back({Tok::String, str, loc});
       advance(j + 1 - i);
     } else {
-      static const char* two[] = {"**", "==", "!=", "<=", ">="};
+      static const char* two[] = {"**", "==", "!=", "<=", ">=", "//"};
       std::string p(1, c);
       for (const char* t : two)
         if (s.compare(i, 2, t) == 0) p = t;
-      if (p.size() == 1 && std::string("()[]{},:;=+-*/<>").find(c) == std::string::npos)
+      if (p.size() == 1 && std::string(syntax == Syntax::Dg ? "()[]{},:;=+-*/<>%@" : "()[]{},:;=+-*/<>").find(c) == std::string::npos)
         user_error(loc, "unexpected character '{}'", c);
       if (p == "(" || p == "[") ++depth;
       if ((p == ")" || p == "]") && depth > 0) --depth;

@@ -21,7 +21,9 @@ struct Token {
 };
 
 // Newlines inside (...) and [...] do not end a statement, so they produce no token.
-std::vector<Token> lex(const std::string& text);
+// In the IR's text `%name` is a value reference; in a .dg program `%` is modulo.
+enum class Syntax { Dg, Ir };
+std::vector<Token> lex(const std::string& text, Syntax syntax);
 std::string describe(const Token& t);  // for "expected X, got Y" messages
 
 }  // namespace gradc

@@ -26,15 +26,20 @@ struct V {
   DType lit_dtype = DType::I32;
   int64_t ival = 0;  // the literal's value when lit_dtype is i32
   Loc loc = {};      // where the literal was written (its range errors point there)
+  bool from_div = false;  // a literal made by `/` (where a static integer is needed, suggest `//`)
   bool is_lit() const { return id < 0; }
   bool is_int_lit() const { return is_lit() && lit_dtype == DType::I32; }
   static V integer(int64_t i, Loc at = {}) { return V{-1, double(i), DType::I32, i, at}; }
   static V real(double x, DType dt) { return V{-1, x, dt, 0, {}}; }
 };
 
+// The names of a program, a function body or one iteration of a loop. A loop's
+// scope sees the names of the scope around it (`parent`) and may rebind them:
+// they are loop-carried.
 struct Scope {
   std::map<std::string, std::pair<V, Loc>> names;
   bool in_function = false;
+  Scope* parent = nullptr;  // a loop body's enclosing scope
 };
 
 // Arguments of a builtin call, bound to its parameter names.
@@ -116,6 +121,14 @@ class Lowerer {
 
   // ---- names ----------------------------------------------------------------
   Scope& scope() { return *scopes_.back(); }
+  // The binding of `name` visible here: this scope's, or an enclosing one's through loop bodies.
+  std::pair<V, Loc>* find(const std::string& name) {
+    for (Scope* s = &scope(); s; s = s->parent) {
+      auto it = s->names.find(name);
+      if (it != s->names.end()) return &it->second;
+    }
+    return nullptr;
+  }
   void bind(const ast::Name& n, V v) {
     if (n.text == "rank" || n.text == "world")
       user_error(n.loc, "'{}' is built in and cannot be rebound", n.text);
@@ -123,12 +136,23 @@ class Lowerer {
     if (it != scope().names.end())
       user_error(n.loc, "'{}' is already bound (at line {}); each name is bound once", n.text,
                  it->second.second.line);
+    if (std::pair<V, Loc>* carried = scope().parent ? find(n.text) : nullptr) {
+      // Loop-carried: a name bound before the loop takes the body's new value.
+      const V& old = carried->first;
+      const Type was = old.is_lit() ? Type{old.lit_dtype, {}} : g_.type(old.id);
+      const Type now = v.is_lit() ? Type{v.lit_dtype, {}} : g_.type(v.id);
+      if (was != now)
+        user_error(n.loc, "'{}' is loop-carried and must keep its type: it was {} (at line {}), here {}", n.text,
+                   type_str(was), carried->second.line, type_str(now));
+      if (!v.is_lit() && g_[v.id].name.empty()) g_[v.id].name = n.text;
+      carried->first = v;
+      return;
+    }
     scope().names[n.text] = {v, n.loc};
     if (!v.is_lit() && g_[v.id].name.empty()) g_[v.id].name = n.text;
   }
   V lookup(const std::string& name, Loc loc) {
-    auto it = scope().names.find(name);
-    if (it != scope().names.end()) return it->second.first;
+    if (std::pair<V, Loc>* b = find(name)) return b->first;
     if (name == "rank") {  // one node per use, so diagnostics point at the use
       Node n;
       n.op = Op::Rank;
@@ -137,7 +161,11 @@ class Lowerer {
       return V{add(std::move(n))};
     }
     if (name == "world") return V::integer(g_.world);
-    if (in_default_) user_error(loc, "unknown name '{}' (a default value may use only rank, world and literals)", name);
+    if (name == "True" || name == "False")
+      user_error(loc, "unknown name '{}': gradc writes {} (an i32 1 or 0)", name, name == "True" ? "true" : "false");
+    if (name == "None")
+      user_error(loc, "unknown name 'None': gradc has no None; leave an optional argument out to get its default");
+    if (in_default_) user_error(loc, "unknown name '{}' (a default value may use only rank, world, literals and static integers)", name);
     if (scope().in_function)
       user_error(loc, "unknown name '{}' (a function sees only its parameters and its own names)", name);
     user_error(loc, "unknown name '{}'", name);
@@ -155,6 +183,8 @@ class Lowerer {
         for (size_t i = 0; i < s.names.size(); ++i) bind(s.names[i], vals[i]);
         return;
       }
+      case ast::Stmt::For:
+        return for_loop(s);
       case ast::Stmt::Output:
         for (const ast::Name& n : s.names) {
           for (const auto& o : g_.outputs)
@@ -165,6 +195,32 @@ class Lowerer {
         return;
     }
   }
+
+  // for i in range(K) { ... }: unrolled, each iteration in a scope of its own whose
+  // assignments to names bound before the loop carry over (LANGUAGE.md section 3).
+  void for_loop(const ast::Stmt& s) {
+    const Expr& r = *s.value;
+    if (in_default_) user_error(s.loc, "loops cannot appear in an input's default value");
+    Call c = bind_args(r, {"a", "b"}, 1);
+    int64_t a = static_int(*c.get("a"), "a range bound"), b = 0;
+    if (c.get("b")) b = static_int(*c.get("b"), "a range bound");
+    else std::swap(a, b);  // range(K) is range(0, K)
+    const ast::Name& var = s.names[0];
+    if (var.text == "rank" || var.text == "world" || find(var.text))
+      user_error(var.loc, "the loop variable '{}' must not name an existing value", var.text);
+    if (b - a > kMaxIterations)
+      user_error(r.loc, "this loop runs {} times; loops are unrolled, at most {} iterations", b - a, kMaxIterations);
+    for (int64_t i = a; i < b; ++i) {
+      Scope body;
+      body.parent = &scope();
+      body.in_function = scope().in_function;
+      body.names[var.text] = {V::integer(i, var.loc), var.loc};
+      scopes_.push_back(&body);
+      for (const ast::Stmt& st : s.body) statement(st);
+      scopes_.pop_back();
+    }
+  }
+  static constexpr int64_t kMaxIterations = 1000000;
 
   void input(const ast::Stmt& s) {
     const ast::Name& name = s.names[0];
@@ -184,7 +240,10 @@ class Lowerer {
     n.attrs.set("name", Attr::of_str(name.text));
     if (s.shared) n.attrs.set("shared", Attr::of_int(1));
     if (s.value) {
-      Scope defaults;  // a default sees no other names
+      Scope defaults;  // a default sees no other values, but static integers (H = 64 // world)
+      for (Scope* sc = &scope(); sc; sc = sc->parent)
+        for (const auto& [k, b] : sc->names)
+          if (b.first.is_int_lit()) defaults.names.emplace(k, b);
       scopes_.push_back(&defaults);
       in_default_ = true;
       V v = expr(*s.value);
@@ -212,8 +271,12 @@ class Lowerer {
   // ---- static (compile-time) values ----------------------------------------
   int64_t static_int(const Expr& e, const char* what) {
     V v = expr(e);
-    if (!v.is_int_lit()) user_error(e.loc, "{} must be a constant integer", what);
-    return v.ival;
+    if (v.is_int_lit()) return v.ival;
+    if (v.from_div)
+      user_error(e.loc, "{} must be a static integer, but '/' is true division and gives a float: write '//' "
+                 "for integer division", what);
+    user_error(e.loc, "{} must be a static integer (integer literals, world, loop variables and names bound to "
+               "them, with + - * // %)", what);
   }
   std::vector<int64_t> static_ints(const Expr& e, const char* what) {
     std::vector<int64_t> out;
@@ -278,14 +341,35 @@ class Lowerer {
     static const std::map<std::string, Op> ops = {
         {"+", Op::Add}, {"-", Op::Sub}, {"*", Op::Mul}, {"/", Op::Div}, {"**", Op::Pow},
         {"==", Op::Eq}, {"!=", Op::Ne}, {"<", Op::Lt},  {"<=", Op::Le}, {">", Op::Gt},
-        {">=", Op::Ge}};
+        {">=", Op::Ge}, {"//", Op::FloorDiv}, {"%", Op::Mod}};
     V a = expr(*e.args[0]);
     V b = expr(*e.args[1]);
+    if (e.text == "@") return matmul(a, b, e.loc);
     return binary_op(ops.at(e.text), a, b, e.loc);
+  }
+  V matmul(V a, V b, Loc loc) {
+    if (a.is_lit() || b.is_lit()) user_error(loc, "matmul: operands must be tensors, not scalars");
+    DType dt = promote(dtype(a), dtype(b));
+    return op(Op::Matmul, {tensor(a, dt, loc), tensor(b, dt, loc)}, loc);
   }
 
   V binary_op(Op o, V a, V b, Loc loc) {
     DType dt = promote(dtype(a), dtype(b));
+    if ((o == Op::FloorDiv || o == Op::Mod) && dt != DType::I32)
+      user_error(loc, "'{}' is integer {} on i32 values; for floats write {}", o == Op::Mod ? "%" : "//",
+                 o == Op::Mod ? "modulo" : "floor division",
+                 o == Op::Mod ? "a - b * cast(cast(a / b, i32), f32), or cast(a, i32) % b"
+                              : "cast(a, i32) // b, or '/' for true division");
+    if (a.is_int_lit() && b.is_int_lit() && (o == Op::FloorDiv || o == Op::Mod)) {
+      if (b.ival == 0) user_error(loc, "static integer {} by zero", o == Op::Mod ? "modulo" : "division");
+      if (a.ival == INT64_MIN && b.ival == -1) user_error(loc, "integer overflow in a constant");
+      int64_t q = a.ival / b.ival, r = a.ival % b.ival;
+      if (r != 0 && ((r < 0) != (b.ival < 0))) {  // Python's signs: round toward -inf
+        --q;
+        r += b.ival;
+      }
+      return V::integer(o == Op::Mod ? r : q, loc);
+    }
     if (o == Op::Div || o == Op::Pow) dt = flt(dt);
     bool cmp = o == Op::Eq || o == Op::Ne || o == Op::Lt || o == Op::Le || o == Op::Gt || o == Op::Ge;
     const bool arith = o == Op::Add || o == Op::Sub || o == Op::Mul || o == Op::Pow;
@@ -305,7 +389,9 @@ class Lowerer {
         case Op::Gt: r = x > y; break;
         default: r = x >= y; break;
       }
-      return V::real(r, cmp ? float_of(dt) : dt);  // as the comparison ops' shape rule says
+      V out = V::real(r, cmp ? float_of(dt) : dt);  // as the comparison ops' shape rule says
+      out.from_div = o == Op::Div;
+      return out;
     }
     return op(o, {tensor(a, dt, loc), tensor(b, dt, loc)}, loc);
   }
@@ -587,6 +673,7 @@ class Lowerer {
   }
 
   V builtin(const Expr& e);
+  [[noreturn]] void unknown_function(const Expr& e);
 
   const ast::Program& prog_;
   bool f64_;
@@ -600,7 +687,38 @@ const std::map<std::string, Op> kUnary = {
     {"neg", Op::Neg},         {"exp", Op::Exp},       {"log", Op::Log},   {"sqrt", Op::Sqrt},
     {"rsqrt", Op::Rsqrt},     {"abs", Op::Abs},       {"relu", Op::Relu}, {"sigmoid", Op::Sigmoid},
     {"tanh", Op::Tanh},       {"sin", Op::Sin},       {"cos", Op::Cos},   {"square", Op::Square},
-    {"reciprocal", Op::Reciprocal}, {"sign", Op::Sign}};
+    {"reciprocal", Op::Reciprocal}, {"sign", Op::Sign}, {"erf", Op::Erf}};
+
+// Every builtin's name, for "did you mean" (the unary ops and collectives are in their tables).
+const char* const kBuiltins[] = {
+    "pow", "maximum", "minimum", "where", "sum", "mean", "max", "min", "logsumexp", "argmax", "argmin", "softmax",
+    "log_softmax", "normalize", "cross_entropy", "one_hot", "cast", "reshape", "broadcast_to", "transpose", "concat",
+    "slice", "expand_dims", "squeeze", "matmul", "zeros", "ones", "full", "iota", "randn", "rand", "grad", "gelu",
+    "silu", "softplus", "take", "dropout", "layer_norm", "rms_norm"};
+// Names from PyTorch and NumPy that gradc spells differently.
+const std::map<std::string, std::string> kAliases = {
+    {"mm", "matmul (or a @ b)"}, {"bmm", "matmul (or a @ b)"}, {"dot", "matmul (or a @ b)"},
+    {"cat", "concat"}, {"concatenate", "concat"}, {"view", "reshape"}, {"unsqueeze", "expand_dims"},
+    {"amax", "max"}, {"amin", "min"}, {"embedding", "take"}, {"index_select", "take"},
+    {"clamp", "maximum and minimum"}, {"clip", "maximum and minimum"}, {"swapaxes", "transpose"},
+    {"sigmoid_", "sigmoid"}, {"average", "mean"}, {"expand", "broadcast_to"}, {"full_like", "full"},
+    {"zeros_like", "zeros"}, {"ones_like", "ones"}, {"arange", "iota"}, {"normal", "randn"}, {"uniform", "rand"},
+    {"rsqrt_", "rsqrt"}, {"layernorm", "layer_norm"}, {"rmsnorm", "rms_norm"}};
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
 
 const std::map<std::string, Op> kCollective = {
     {"all_reduce", Op::AllReduce}, {"all_gather", Op::AllGather}, {"reduce_scatter", Op::ReduceScatter},
@@ -802,9 +920,7 @@ V Lowerer::builtin(const Expr& e) {
   }
   if (f == "matmul") {
     Call c = bind_args(e, {"a", "b"}, 2);
-    V a = arg(c, "a"), b = arg(c, "b");
-    DType dt = promote(dtype(a), dtype(b));
-    return op(Op::Matmul, {tensor(a, dt, loc), tensor(b, dt, loc)}, loc);
+    return matmul(arg(c, "a"), arg(c, "b"), loc);
   }
   if (f == "zeros" || f == "ones") {
     Call c = bind_args(e, {"shape"}, 1);
@@ -828,6 +944,96 @@ V Lowerer::builtin(const Expr& e) {
     if (dtype(seed) != DType::I32) user_error(c.loc_of("seed"), "{}: seed must be an i32 scalar", f);
     V r = op(f == "randn" ? Op::Randn : Op::Rand, {tensor(seed, c.loc_of("seed"))}, loc, a);
     return V{tensor(r, F(), loc)};  // f32 values, widened when the program is lowered in f64
+  }
+  if (f == "gelu" || f == "silu" || f == "softplus") {
+    Call c = bind_args(e, f == "gelu" ? std::vector<std::string>{"x", "approximate"} : std::vector<std::string>{"x"}, 1);
+    ValueId x = float_tensor(arg(c, "x"), loc);
+    auto k = [&](double v) { return constant(Type{g_.type(x).dtype, {}}, v, loc); };
+    auto mul = [&](ValueId a, ValueId b) { return op(Op::Mul, {a, b}, loc).id; };
+    auto add = [&](ValueId a, ValueId b) { return op(Op::Add, {a, b}, loc).id; };
+    if (f == "silu") return V{mul(x, op(Op::Sigmoid, {x}, loc).id)};  // x sigmoid(x)
+    if (f == "softplus")  // log(1 + exp(x)) = max(x, 0) + log(1 + exp(-|x|)), which never overflows
+      return V{add(op(Op::Maximum, {x, k(0)}, loc).id,
+                   op(Op::Log, {add(k(1), op(Op::Exp, {op(Op::Neg, {op(Op::Abs, {x}, loc).id}, loc).id}, loc).id)}, loc).id)};
+    std::string form = c.get("approximate") ? symbol(*c.get("approximate"), "approximate") : "none";
+    ValueId inner;
+    if (form == "none") {  // x/2 (1 + erf(x / sqrt(2))), PyTorch's default
+      inner = op(Op::Erf, {mul(x, k(0.70710678118654752440))}, loc).id;
+    } else if (form == "tanh") {  // x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+      ValueId cube = mul(mul(x, x), x);
+      inner = op(Op::Tanh, {mul(k(0.79788456080286535588), add(x, mul(k(0.044715), cube)))}, loc).id;
+    } else {
+      user_error(c.loc_of("approximate"), "gelu: unknown approximate={} (expected none or tanh)", form);
+    }
+    return V{mul(mul(x, k(0.5)), add(k(1), inner))};
+  }
+  if (f == "argmax" || f == "argmin") {
+    // The first index among ties: the least index where x is extreme (or NaN, as PyTorch).
+    Call c = bind_args(e, {"x", "axis", "keepdims"}, 1);
+    ValueId x = targ(c, "x");
+    const Type t = g_.type(x);
+    if (t.rank() == 0) user_error(loc, "{}: needs an axis to search, got a scalar", f);
+    const int axis = axis1(c, "axis", t, -1);
+    const int64_t n = t.shape[size_t(axis)];
+    ValueId m = reshape(reduce(f == "argmax" ? Op::ReduceMax : Op::ReduceMin, x, {axis}, loc), keep_shape(t.shape, {axis}), loc);
+    ValueId hit = op(Op::Maximum, {op(Op::Eq, {x, m}, loc).id, op(Op::Ne, {x, x}, loc).id}, loc).id;
+    Attrs ia;
+    ia.set("n", Attr::of_int(n));
+    Shape along(size_t(t.rank()), 1);
+    along[size_t(axis)] = n;
+    ValueId pos = reshape(op(Op::Iota, {}, loc, ia).id, along, loc);
+    ValueId cand = op(Op::Where, {hit, pos, constant(Type{DType::I32, {}}, double(n), loc)}, loc).id;
+    return V{finish_reduce(reduce(Op::ReduceMin, cand, {axis}, loc), t.shape, {axis}, keepdims(c), loc)};
+  }
+  if (f == "take") {
+    Call c = bind_args(e, {"x", "indices", "axis"}, 2);
+    ValueId x = targ(c, "x");
+    V ix = arg(c, "indices");
+    if (dtype(ix) != DType::I32)
+      user_error(c.loc_of("indices"), "take: indices must be i32, got {}", ix.is_lit() ? "a float" : type_str(type(ix)));
+    Attrs a;
+    a.set("axis", Attr::of_int(c.get("axis") ? static_int(*c.get("axis"), "axis") : 0));
+    return op(Op::Take, {x, tensor(ix, c.loc_of("indices"))}, loc, a);
+  }
+  if (f == "dropout") {
+    // where(rand(shape(x), seed) >= p, x / (1 - p), 0): rand's mask, the same on every backend
+    Call c = bind_args(e, {"x", "p", "seed"}, 2);
+    ValueId x = float_tensor(arg(c, "x"), loc);
+    V p = arg(c, "p");
+    if (!p.is_lit() || !(p.num >= 0 && p.num < 1))
+      user_error(c.loc_of("p"), "dropout: p must be a constant with 0 <= p < 1");
+    V seed = c.get("seed") ? arg(c, "seed") : V::integer(0);
+    if (dtype(seed) != DType::I32) user_error(c.loc_of("seed"), "dropout: seed must be an i32 scalar");
+    const DType dt = g_.type(x).dtype;
+    Attrs a;
+    a.set("shape", Attr::of_ints(g_.type(x).shape));
+    ValueId r = tensor(op(Op::Rand, {tensor(seed, c.loc_of("seed"))}, loc, a), dt, loc);
+    ValueId keep = op(Op::Ge, {r, constant(Type{dt, {}}, p.num, loc)}, loc).id;
+    ValueId scaled = op(Op::Div, {x, constant(Type{dt, {}}, 1 - p.num, loc)}, loc).id;
+    return op(Op::Where, {keep, scaled, constant(Type{dt, {}}, 0, loc)}, loc);
+  }
+  if (f == "layer_norm" || f == "rms_norm") {
+    // layer_norm: (x - m) / sqrt(v + eps), m the mean and v the biased variance over axis;
+    // rms_norm: x / sqrt(mean(x * x) + eps). No affine part, as PyTorch's functional forms.
+    Call c = bind_args(e, {"x", "axis", "eps"}, 1);
+    ValueId x = float_tensor(arg(c, "x"), loc);
+    const Type t = g_.type(x);
+    std::vector<int> axes = c.get("axis") ? axes_of(c, t) : std::vector<int>{norm_axis(loc, f, -1, t)};
+    double eps = f == "layer_norm" ? 1e-5 : 1e-6;
+    if (const Expr* ee = c.get("eps")) {
+      V ev = expr(*ee);
+      if (!ev.is_lit() || ev.num < 0) user_error(ee->loc, "{}: eps must be a constant, not negative", f);
+      eps = ev.num;
+    }
+    int64_t count = 1;
+    for (int a : axes) count *= t.shape[size_t(a)];
+    auto mean_keep = [&](ValueId v) {
+      return reshape(div_scalar(reduce(Op::ReduceSum, v, axes, loc), double(count), loc), keep_shape(t.shape, axes), loc);
+    };
+    ValueId d = f == "layer_norm" ? op(Op::Sub, {x, mean_keep(x)}, loc).id : x;
+    ValueId var = mean_keep(op(Op::Mul, {d, d}, loc).id);
+    ValueId r = op(Op::Rsqrt, {op(Op::Add, {var, constant(Type{t.dtype, {}}, eps, loc)}, loc).id}, loc).id;
+    return op(Op::Mul, {d, r}, loc);
   }
   if (auto co = kCollective.find(f); co != kCollective.end()) {
     if (in_default_) user_error(loc, "{}: an input's default value cannot use collectives", f);
@@ -885,7 +1091,33 @@ V Lowerer::builtin(const Expr& e) {
   }
   if (f == "input" || f == "output" || f == "world" || f == "rank")
     user_error(loc, "'{}' cannot be called", f);
-  user_error(loc, "unknown function '{}'", f);
+  unknown_function(e);
+}
+
+void Lowerer::unknown_function(const Expr& e) {
+  const std::string& f = e.text;
+  if (auto a = kAliases.find(f); a != kAliases.end())
+    user_error(e.loc, "unknown function '{}': gradc calls it {}", f, a->second);
+  // The nearest known names: within a third of the name's length in edits.
+  std::vector<std::string> known(std::begin(kBuiltins), std::end(kBuiltins));
+  for (const auto& [k, o] : kUnary) known.push_back(k);
+  for (const auto& [k, o] : kCollective) known.push_back(k);
+  for (const auto& [k, fn] : prog_.funcs) known.push_back(k);
+  size_t best = std::max<size_t>(1, f.size() / 3) + 1;
+  std::vector<std::string> near;
+  for (const std::string& k : known) {
+    size_t d = edit_distance(f, k);
+    if (d < best) {
+      best = d;
+      near.clear();
+    }
+    if (d == best) near.push_back(k);
+  }
+  std::sort(near.begin(), near.end());
+  if (near.empty()) user_error(e.loc, "unknown function '{}'", f);
+  std::vector<std::string> quoted;
+  for (const std::string& n : near) quoted.push_back("'" + n + "'");
+  user_error(e.loc, "unknown function '{}'; did you mean {}?", f, fmt::join(quoted, " or "));
 }
 
 }  // namespace

@@ -10,7 +10,7 @@ using namespace ast;
 
 class Parser {
  public:
-  explicit Parser(const std::string& text) : toks_(lex(text)) {}
+  explicit Parser(const std::string& text) : toks_(lex(text, Syntax::Dg)) {}
 
   Program program() {
     try {
@@ -83,7 +83,7 @@ class Parser {
     return {n.text, n.loc};
   }
   static bool is_keyword(const std::string& s) {
-    for (const char* k : {"world", "input", "shared", "output", "def", "return", "true", "false"})
+    for (const char* k : {"world", "input", "shared", "output", "def", "return", "for", "in", "true", "false"})
       if (s == k) return true;
     return false;
   }
@@ -113,8 +113,8 @@ class Parser {
         user_error(peek().loc, "function '{}' must end with 'return'", f.name.text);
       if (peek().is_ident("def")) user_error(peek().loc, "functions cannot be defined inside functions");
       Stmt s = stmt();
-      if (s.kind != Stmt::Assign)
-        user_error(s.loc, "only assignments may appear inside a function");
+      if (s.kind != Stmt::Assign && s.kind != Stmt::For)
+        user_error(s.loc, "only assignments and loops may appear inside a function");
       f.body.push_back(std::move(s));
       end_stmt();
     }
@@ -149,6 +149,8 @@ class Parser {
       s.kind = Stmt::Output;
       s.names.push_back(name("an output name"));
       while (accept(",")) s.names.push_back(name("an output name"));
+    } else if (peek().is_ident("for")) {
+      for_loop(s);
     } else if (peek().is_ident("return")) {
       user_error(peek().loc, "'return' outside a function");
     } else {
@@ -161,6 +163,30 @@ class Parser {
       s.value = expr();
     }
     return s;
+  }
+
+  // for i in range(K) { ... } / range(A, B)
+  void for_loop(Stmt& s) {
+    next();  // for
+    s.kind = Stmt::For;
+    s.names.push_back(name("a loop variable"));
+    if (!peek().is_ident("in")) user_error(peek().loc, "expected 'in' after the loop variable, got {}", describe(peek()));
+    next();
+    if (!peek().is_ident("range") || !peek(1).is("("))
+      user_error(peek().loc, "a loop runs over range(K) or range(A, B), got {}", describe(peek()));
+    s.value = postfix();
+    open("{");
+    skip_separators();
+    while (!peek().is("}")) {
+      if (peek().kind == Tok::End) user_error(peek().loc, "expected '}}' to end the loop, got end of file");
+      if (peek().is_ident("def")) user_error(peek().loc, "functions cannot be defined inside loops");
+      Stmt b = stmt();
+      if (b.kind != Stmt::Assign && b.kind != Stmt::For)
+        user_error(b.loc, "only assignments and loops may appear inside a loop");
+      s.body.push_back(std::move(b));
+      end_stmt();
+    }
+    close("}");
   }
 
   TypeExpr type_expr() {
@@ -227,7 +253,7 @@ class Parser {
     }
   }
   ExprPtr additive() { return binary_level(&Parser::multiplicative, {"+", "-"}); }
-  ExprPtr multiplicative() { return binary_level(&Parser::unary, {"*", "/"}); }
+  ExprPtr multiplicative() { return binary_level(&Parser::unary, {"*", "/", "//", "%", "@"}); }
   ExprPtr unary() {
     if (peek().is("-")) {
       Token t = next();

@@ -10,7 +10,7 @@ namespace {
 
 class TextParser {
  public:
-  explicit TextParser(const std::string& text) : toks_(lex(text)) {}
+  explicit TextParser(const std::string& text) : toks_(lex(text, Syntax::Ir)) {}
 
   Graph parse() {
     skip_newlines();

@@ -85,6 +85,8 @@ GRADC_HD inline float sin_(float x) { return sinf(x); }
 GRADC_HD inline double sin_(double x) { return ::sin(x); }
 GRADC_HD inline float cos_(float x) { return cosf(x); }
 GRADC_HD inline double cos_(double x) { return ::cos(x); }
+GRADC_HD inline float erf_(float x) { return erff(x); }
+GRADC_HD inline double erf_(double x) { return ::erf(x); }
 GRADC_HD inline float pow_(float a, float b) { return powf(a, b); }
 GRADC_HD inline double pow_(double a, double b) { return ::pow(a, b); }
 // i32 operands (the shape rules allow them only where the op is defined on them)
@@ -94,6 +96,7 @@ GRADC_HD inline double sqrt_(int32_t x) { return ::sqrt(double(x)); }
 GRADC_HD inline double tanh_(int32_t x) { return ::tanh(double(x)); }
 GRADC_HD inline double sin_(int32_t x) { return ::sin(double(x)); }
 GRADC_HD inline double cos_(int32_t x) { return ::cos(double(x)); }
+GRADC_HD inline double erf_(int32_t x) { return ::erf(double(x)); }
 GRADC_HD inline double pow_(int32_t a, int32_t b) { return ::pow(double(a), double(b)); }
 
 template <class T> GRADC_HD T neg(T x) { return T(-x); }
@@ -115,6 +118,30 @@ template <class T> GRADC_HD T sub(T a, T b) { return T(a - b); }
 template <class T> GRADC_HD T mul(T a, T b) { return T(a * b); }
 template <class T> GRADC_HD T div(T a, T b) { return T(a / b); }
 template <class T> GRADC_HD T pow(T a, T b) { return T(pow_(a, b)); }
+// Integer floor division and modulo with Python's signs (-7 // 2 == -4, -7 % 2 == 1).
+// A zero divisor is a run-time error that the caller reports; the value is then 0.
+// INT32_MIN // -1 wraps to INT32_MIN, as two's complement does.
+// (Instantiated for floats by the interpreter's generic loops, never called there.)
+template <class T> GRADC_HD T floordiv(T a, T b) {
+  if constexpr (T(1) / T(2) != T(0)) {
+    return T(0);
+  } else {
+    if (b == 0) return 0;
+    if (b == -1) return T(0u - uint32_t(a));
+    T q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? T(q - 1) : q;
+  }
+}
+template <class T> GRADC_HD T mod(T a, T b) {
+  if constexpr (T(1) / T(2) != T(0)) {
+    return T(0);
+  } else {
+    if (b == 0 || b == -1) return 0;
+    T r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
+  }
+}
+template <class T> GRADC_HD T erf(T x) { return T(erf_(x)); }
 template <class T> GRADC_HD T maximum(T a, T b) { return a > b ? a : b; }
 template <class T> GRADC_HD T minimum(T a, T b) { return a < b ? a : b; }
 // Comparisons give 1 or 0 in the result's float type R.

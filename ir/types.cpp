@@ -63,4 +63,13 @@ const char* rep_name(Rep r) {
   return "unknown";
 }
 
+std::string element_str(int64_t flat, const Shape& s) {
+  Shape idx(s.size());
+  for (size_t d = s.size(); d-- > 0;) {
+    idx[d] = s[d] ? flat % s[d] : 0;
+    flat = s[d] ? flat / s[d] : 0;
+  }
+  return shape_str(idx);
+}
+
 }  // namespace gradc

@@ -30,6 +30,8 @@ Shape row_major_strides(const Shape& s);
 inline constexpr int64_t kMaxElements = int64_t(1) << 40;
 bool too_large(const Shape& s);
 std::string shape_str(const Shape& s);  // "[2, 3]"
+// Element `flat` (row-major) of a value of shape `s`, as its index: "[1, 0]".
+std::string element_str(int64_t flat, const Shape& s);
 
 struct Type {
   DType dtype = DType::F32;

@@ -74,6 +74,18 @@ std::string library(const std::vector<GeneratedFile>& files, const std::string& 
   return so.string();
 }
 
+// A rank's failure, "rank R: why": an error in the program's data at an op
+// ("rank R: FILE:L:C: what") becomes that op's diagnostic, as the interpreter gives it.
+UserError run_error(const std::string& error, const std::string& source_path) {
+  const std::string at = ": " + source_path + ":";
+  const size_t p = error.find(at);
+  int line = 0, col = 0, used = 0;
+  if (error.rfind("rank ", 0) == 0 && p != std::string::npos &&
+      std::sscanf(error.c_str() + p + at.size(), "%d:%d: %n", &line, &col, &used) == 2 && used > 0)
+    return UserError(Loc{line, col}, error.substr(p + at.size() + size_t(used)));
+  return UserError({}, error);
+}
+
 }  // namespace
 
 bool native_available(std::string* why) {
@@ -111,7 +123,7 @@ NativeRun run_native(const Lowered& l, const std::string& source_path, const Ran
   char error[4096] = "";
   const int rc = entry(world, in.data(), out.data(), iters, run.step_ms.data(), error, int(sizeof error));
   // The library stays loaded: its threads are joined, but unloading buys nothing.
-  if (rc != 0) throw UserError({}, error);
+  if (rc != 0) throw run_error(error, source_path);
   return run;
 }
 

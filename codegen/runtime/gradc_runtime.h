@@ -14,6 +14,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,51 @@ inline int64_t dtype_size(DType t) { return t == DType::F64 ? 8 : 4; }
   fprintf(stderr, "gradc: error: %s failed: %s (%s)\n", call, why.c_str(), where);
   fflush(stderr);
   _Exit(1);
+}
+
+// ---- errors in the program's data, found while a step runs ------------------
+// `where` is the op's file:line:col, `dims` the shape of the value whose element
+// (row-major `element`) is at fault. On the host the rank throws (its thread, or
+// its process, then stops every rank, as a failed collective does); in a CUDA
+// kernel the message is printed and the kernel traps, which the next checked
+// CUDA call reports.
+inline std::string element_str(int64_t element, const char* dims) {
+  std::vector<int64_t> shape;
+  for (const char* p = dims; *p;) {
+    char* end;
+    shape.push_back(strtoll(p, &end, 10));
+    p = *end ? end + 1 : end;
+  }
+  std::vector<int64_t> idx(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    idx[d] = shape[d] ? element % shape[d] : 0;
+    element = shape[d] ? element / shape[d] : 0;
+  }
+  std::string s = "[";
+  for (size_t d = 0; d < idx.size(); ++d) s += (d ? ", " : "") + std::to_string(idx[d]);
+  return s + "]";
+}
+GRADC_HD inline void division_error(const char* where, const char* op, int rank, int64_t element, const char* dims) {
+#if defined(__CUDA_ARCH__)
+  printf("%s: error: %s: division by zero on rank %d, at element %lld of i32[%s]\n", where, op, rank,
+         (long long)element, dims);
+  __trap();
+#else
+  throw std::runtime_error(std::string(where) + ": " + op + ": division by zero on rank " + std::to_string(rank) +
+                           ", at element " + element_str(element, dims) + " of i32[" + dims + "]");
+#endif
+}
+GRADC_HD inline void index_error(const char* where, int rank, int64_t index, int64_t n, int64_t element,
+                                 const char* dims) {
+#if defined(__CUDA_ARCH__)
+  printf("%s: error: take: index %lld is out of range 0..%lld on rank %d, at element %lld of the indices\n", where,
+         (long long)index, (long long)(n - 1), rank, (long long)element);
+  __trap();
+#else
+  throw std::runtime_error(std::string(where) + ": take: index " + std::to_string(index) + " is out of range 0.." +
+                           std::to_string(n - 1) + " on rank " + std::to_string(rank) + ", at element " +
+                           element_str(element, dims) + " of the indices");
+#endif
 }
 
 // ---- reductions over ranks, in rank order (as the interpreter combines them) ---

@@ -11,7 +11,7 @@ namespace {
 bool float_only(Op op) {
   switch (op) {
     case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Rsqrt: case Op::Sigmoid:
-    case Op::Tanh: case Op::Sin: case Op::Cos: case Op::Reciprocal: case Op::Div: case Op::Pow:
+    case Op::Tanh: case Op::Sin: case Op::Cos: case Op::Reciprocal: case Op::Div: case Op::Pow: case Op::Erf:
       return true;
     default:
       return false;
@@ -57,6 +57,8 @@ Type infer_broadcast(const Graph& g, const Node& n, size_t first) {
 
 Type infer_binary(const Graph& g, const Node& n) {
   Type t = infer_broadcast(g, n, 0);
+  if ((n.op == Op::FloorDiv || n.op == Op::Mod) && t.dtype != DType::I32)
+    user_error(n.loc, "{}: expects i32 operands, got {}", op_name(n.op), dtype_name(t.dtype));
   if (float_only(n.op) && !is_float(t.dtype))
     user_error(n.loc, "{}: expects float operands, got {}", op_name(n.op), dtype_name(t.dtype));
   if (is_comparison(n.op)) t.dtype = float_of(t.dtype);
@@ -84,7 +86,7 @@ void with_unary(Op op, Body&& body) {
   case Op::E: return body([](T x) { return op::f(x); });
     UNARY(Neg, neg) UNARY(Exp, exp) UNARY(Log, log) UNARY(Sqrt, sqrt) UNARY(Rsqrt, rsqrt) UNARY(Abs, abs)
     UNARY(Relu, relu) UNARY(Sigmoid, sigmoid) UNARY(Tanh, tanh) UNARY(Sin, sin) UNARY(Cos, cos)
-    UNARY(Square, square) UNARY(Reciprocal, reciprocal) UNARY(Sign, sign)
+    UNARY(Square, square) UNARY(Reciprocal, reciprocal) UNARY(Sign, sign) UNARY(Erf, erf)
 #undef UNARY
     default: break;
   }
@@ -100,7 +102,7 @@ void with_binary(Op op, Body&& body) {
 #define COMPARE(E, f) \
   case Op::E: return body([](T a, T b) { return op::f<T>(a, b); });
     BINARY(Add, add) BINARY(Sub, sub) BINARY(Mul, mul) BINARY(Div, div) BINARY(Pow, pow)
-    BINARY(Maximum, maximum) BINARY(Minimum, minimum)
+    BINARY(Maximum, maximum) BINARY(Minimum, minimum) BINARY(FloorDiv, floordiv) BINARY(Mod, mod)
     COMPARE(Eq, eq) COMPARE(Ne, ne) COMPARE(Lt, lt) COMPARE(Le, le) COMPARE(Gt, gt) COMPARE(Ge, ge)
 #undef BINARY
 #undef COMPARE
@@ -157,6 +159,20 @@ Tensor eval_binary(const Node& n, const Args& a, const EvalCtx&) {
     });
   });
   return y;
+}
+
+// i32 // and %: a zero divisor is an error at the op, naming the rank and the
+// first result element (row-major) it would divide.
+Tensor eval_int_division(const Node& n, const Args& a, const EvalCtx& ctx) {
+  const int32_t* b = a[1]->data<int32_t>();
+  int64_t bad = -1;
+  strided_loop<1>(n.type.shape, {broadcast_strides(a[1]->shape(), n.type.shape)}, {0}, [&](int64_t i, auto o) {
+    if (bad < 0 && b[o[0]] == 0) bad = i;
+  });
+  if (bad >= 0)
+    throw UserError(n.loc, fmt::format("{}: division by zero on rank {}, at element {} of {}", n.op == Op::Mod ? "%" : "//",
+                                       ctx.rank, element_str(bad, n.type.shape), type_str(n.type)));
+  return eval_binary(n, a, ctx);
 }
 
 Tensor eval_where(const Node& n, const Args& a, const EvalCtx&) {
@@ -221,6 +237,11 @@ void vjp_cos(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
 void vjp_square(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad.mul(ad.mul(g, ad.arg(0)), 2.0); }
 // d/dx 1/x = -1/x^2 = -y^2
 void vjp_reciprocal(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad.neg(ad.mul(g, ad.mul(y, y))); }
+// d/dx erf(x) = 2/sqrt(pi) exp(-x^2)
+void vjp_erf(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
+  ValueId x = ad.arg(0);
+  ct[0] = ad.mul(ad.mul(g, ad.unary(Op::Exp, ad.neg(ad.mul(x, x)))), 1.1283791670955126);
+}
 // d/dx cast(x) = 1, in x's dtype
 void vjp_cast(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad.cast(g, ad.dtype(ad.arg(0))); }
 
@@ -284,19 +305,20 @@ void vjp_where(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
 
 void register_elementwise_ops(RuleTable& t) {
   for (Op op : {Op::Neg, Op::Exp, Op::Log, Op::Sqrt, Op::Rsqrt, Op::Abs, Op::Relu, Op::Sigmoid,
-                Op::Tanh, Op::Sin, Op::Cos, Op::Square, Op::Reciprocal, Op::Sign})
+                Op::Tanh, Op::Sin, Op::Cos, Op::Square, Op::Reciprocal, Op::Sign, Op::Erf})
     t[op] = {infer_unary, eval_unary, nullptr};
   t[Op::Cast] = {infer_cast, eval_cast, nullptr};
   for (Op op : {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Pow, Op::Maximum, Op::Minimum, Op::Eq,
                 Op::Ne, Op::Lt, Op::Le, Op::Gt, Op::Ge})
     t[op] = {infer_binary, eval_binary, nullptr};
+  t[Op::FloorDiv] = t[Op::Mod] = {infer_binary, eval_int_division, nullptr};
   t[Op::Where] = {infer_where, eval_where, nullptr};
   const std::pair<Op, VjpFn> vjps[] = {
       {Op::Neg, vjp_neg},         {Op::Exp, vjp_exp},         {Op::Log, vjp_log},
       {Op::Sqrt, vjp_sqrt},       {Op::Rsqrt, vjp_rsqrt},     {Op::Abs, vjp_abs},
       {Op::Relu, vjp_relu},       {Op::Sigmoid, vjp_sigmoid}, {Op::Tanh, vjp_tanh},
       {Op::Sin, vjp_sin},         {Op::Cos, vjp_cos},         {Op::Square, vjp_square},
-      {Op::Reciprocal, vjp_reciprocal}, {Op::Cast, vjp_cast}, {Op::Add, vjp_add},
+      {Op::Reciprocal, vjp_reciprocal}, {Op::Erf, vjp_erf}, {Op::Cast, vjp_cast}, {Op::Add, vjp_add},
       {Op::Sub, vjp_sub},         {Op::Mul, vjp_mul},         {Op::Div, vjp_div},
       {Op::Pow, vjp_pow},         {Op::Maximum, vjp_extremum}, {Op::Minimum, vjp_extremum},
       {Op::Where, vjp_where}};

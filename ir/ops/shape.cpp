@@ -244,6 +244,67 @@ void vjp_matmul(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
 
 }  // namespace
 
+// take(x, indices, axis): x.shape[:axis] + indices.shape + x.shape[axis+1:]
+Type infer_take(const Graph& g, const Node& n) {
+  const Type& x = arg_type(g, n, 0);
+  const Type& ix = arg_type(g, n, 1);
+  if (ix.dtype != DType::I32) user_error(n.loc, "take: indices must be i32, got {}", type_str(ix));
+  if (x.rank() == 0) user_error(n.loc, "take: cannot take from a scalar");
+  const int axis = norm_axis(n, n.attr_int("axis"), x);
+  Type t{x.dtype, Shape(x.shape.begin(), x.shape.begin() + axis)};
+  t.shape.insert(t.shape.end(), ix.shape.begin(), ix.shape.end());
+  t.shape.insert(t.shape.end(), x.shape.begin() + axis + 1, x.shape.end());
+  return t;
+}
+// The layout both take and its gradient use: x as [outer, n, inner], indices flat.
+struct TakeLayout {
+  int axis;
+  int64_t outer = 1, n, inner = 1, count;
+  TakeLayout(const Type& x, const Shape& indices, int64_t axis_attr, const Node& node)
+      : axis(norm_axis(node, axis_attr, x)), n(x.shape[size_t(axis)]), count(num_elements(indices)) {
+    for (int d = 0; d < axis; ++d) outer *= x.shape[size_t(d)];
+    for (int d = axis + 1; d < x.rank(); ++d) inner *= x.shape[size_t(d)];
+  }
+};
+// An index outside 0..n-1 is an error naming the index and the rank (not wrapped).
+Tensor eval_take(const Node& nd, const Args& a, const EvalCtx& ctx) {
+  TakeLayout L(a[0]->type, a[1]->shape(), nd.attr_int("axis"), nd);
+  const int32_t* ix = a[1]->data<int32_t>();
+  for (int64_t j = 0; j < L.count; ++j)
+    if (ix[j] < 0 || ix[j] >= L.n)
+      throw UserError(nd.loc, fmt::format("take: index {} is out of range 0..{} on rank {}, at element {} of the indices",
+                                          ix[j], L.n - 1, ctx.rank, element_str(j, a[1]->shape())));
+  Tensor y = Tensor::empty(nd.type);
+  dispatch(nd.type.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = a[0]->data<T>();
+    T* out = y.data<T>();
+    for (int64_t o = 0; o < L.outer; ++o)
+      for (int64_t j = 0; j < L.count; ++j)
+        std::copy_n(x + (o * L.n + ix[j]) * L.inner, L.inner, out + (o * L.count + j) * L.inner);
+  });
+  return y;
+}
+
+// d/dx take(x, ix): the cotangent's rows added into the rows they were taken from,
+// repeated indices accumulating: dx[o, :, i] = one_hot(ix, n)^T @ g[o, :, i], a
+// matmul (batched over the outer axes) so that every backend has it already.
+void vjp_take(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
+  if (!ad.needs(0)) return;
+  const ValueId x = ad.arg(0), ix = ad.arg(1);
+  const Shape xs = ad.shape(x);
+  TakeLayout L(ad.type(x), ad.shape(ix), ad.y().attr_int("axis"), ad.y());
+  Attrs na;
+  na.set("n", Attr::of_int(L.n));
+  ValueId iota = ad.reshape(ad.emit(Op::Iota, {}, na), {1, L.n});
+  ValueId hot = ad.cast(ad.cmp(Op::Eq, ad.reshape(ix, {L.count, 1}), iota), ad.dtype(x));  // [count, n]
+  ValueId hot_t = ad.transpose(hot, {1, 0});                                               // [n, count]
+  ValueId gi = ad.reshape(g, {L.outer, L.count, L.inner});
+  if (L.outer > 1) hot_t = ad.broadcast(hot_t, {L.outer, L.n, L.count});
+  else gi = ad.reshape(g, {L.count, L.inner});
+  ct[0] = ad.reshape(ad.emit(Op::Matmul, {hot_t, gi}), xs);
+}
+
 void register_shape_ops(RuleTable& t) {
   t[Op::Reshape] = {infer_reshape, eval_reshape, nullptr};
   t[Op::Transpose] = {infer_transpose, eval_transpose, nullptr};
@@ -252,7 +313,9 @@ void register_shape_ops(RuleTable& t) {
   t[Op::Slice] = {infer_slice, eval_slice, nullptr};
   t[Op::Pad] = {infer_pad, eval_pad, nullptr};
   t[Op::Matmul] = {infer_matmul, eval_matmul, nullptr};
-  for (Op op : {Op::Reshape, Op::Transpose, Op::BroadcastTo, Op::Concat, Op::Slice, Op::Pad})
+  t[Op::Take] = {infer_take, eval_take, nullptr};
+  t[Op::Take].vjp = vjp_take;
+  for (Op op : {Op::Reshape, Op::Transpose, Op::BroadcastTo, Op::Concat, Op::Slice, Op::Pad, Op::Take})
     t[op].lower = KernelForm::View;  // index arithmetic in the kernel that reads it (codegen/cpp.cpp)
   t[Op::Matmul].lower = KernelForm::Gemm;
   t[Op::Reshape].vjp = vjp_reshape;

@@ -84,6 +84,19 @@ const GradOp kGradOps[] = {
     {"log_softmax", "log_softmax(a * b, axis=0)"},
     {"normalize", "normalize(a * b)"},
     {"cross_entropy", "cross_entropy(a * b, [0, 3, 1])"},
+    {"matmul operator", "(a * b) @ c"},
+    {"erf", "erf(a)"},
+    {"gelu", "gelu(a * b)"},
+    {"gelu tanh", "gelu(a * b, approximate=tanh)"},
+    {"silu", "silu(a * b)"},
+    {"softplus", "softplus(a * 3)"},
+    {"take", "take(a * b, [2, 0, 2, 1])"},
+    {"take axis 1", "take(a * b, [[3, 3], [0, 1]], axis=1)"},
+    {"dropout", "dropout(a * b, 0.25, seed=3 + rank)"},
+    {"layer_norm", "layer_norm(a * b)"},
+    {"layer_norm two axes", "layer_norm(a + b, axis=[0, 1], eps=1e-3)"},
+    {"rms_norm", "rms_norm(a * b, axis=0)"},
+    {"argmax as an index", "sum(take(transpose(a), argmax(b, axis=1)), axis=1, keepdims=true) * b"},
 };
 
 TEST_CASE("every differentiable op: finite differences and the reference, on 1 to 4 ranks") {

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "passes/autodiff.h"
 #include "util.h"
 
 namespace gradc::test {
@@ -208,6 +209,65 @@ TEST_CASE("ops keep i32 and f64: dtypes and values") {
     CHECK(y.dtype() == r.dtype);
     check_values(y, r.want);
   }
+}
+
+// The ops models use, against PyTorch 1.13's values (Debian's python3-torch, in f32:
+// torch.erf, F.gelu, F.gelu(approximate='tanh'), F.silu, F.softplus, F.layer_norm,
+// a * rsqrt(mean(a * a) + 1e-6) for rms_norm, argmax/argmin, F.embedding and its
+// gradient, // and torch.remainder), printed by the script in docs/language.md.
+TEST_CASE("erf, gelu, silu, softplus, layer_norm, rms_norm: PyTorch's values") {
+  const std::string x = "x = [-2.0, -0.5, 0.0, 0.25, 1.5, 3.0]\n";
+  check_values(run1(x + "y = erf(x)\noutput y\n"),
+               {-0.9953222870826721, -0.5204998850822449, 0.0, 0.27632638812065125, 0.9661051630973816, 0.9999778866767883}, 1e-6);
+  check_values(run1(x + "y = gelu(x)\noutput y\n"),
+               {-0.045500099658966064, -0.1542687863111496, 0.0, 0.14967656135559082, 1.3997890949249268, 2.995950222015381}, 1e-6);
+  check_values(run1(x + "y = gelu(x, approximate=tanh)\noutput y\n"),
+               {-0.04540228843688965, -0.1542859971523285, 0.0, 0.14967535436153412, 1.3995715379714966, 2.9963626861572266}, 1e-6);
+  check_values(run1(x + "y = silu(x)\noutput y\n"),
+               {-0.23840583860874176, -0.1887703388929367, 0.0, 0.140544131398201, 1.226361632347107, 2.857722520828247}, 1e-6);
+  check_values(run1(x + "y = softplus(x)\noutput y\n"),
+               {0.12692800164222717, 0.4740769863128662, 0.6931471824645996, 0.825939416885376, 1.7014132738113403, 3.0485873222351074}, 1e-6);
+  const std::string a = "a = [[1.0, 2.0, 4.0], [3.0, -1.0, 0.5]]\n";
+  check_values(run1(a + "y = layer_norm(a)\noutput y\n"),
+               {-1.06904137134552, -0.2672603130340576, 1.3363018035888672, 1.313195824623108, -1.1111656427383423, -0.20203009247779846}, 1e-5);
+  check_values(run1(a + "y = rms_norm(a, axis=-1)\noutput y\n"),
+               {0.37796443700790405, 0.7559288740158081, 1.5118577480316162, 1.6230050325393677, -0.5410016775131226, 0.2705008387565613}, 1e-6);
+}
+
+TEST_CASE("argmax, argmin: the first index among ties; take and its gradient; // and % with Python's signs") {
+  const std::string b = "b = [[1.0, 3.0, 3.0], [2.0, 0.0, 0.0]]\n";
+  Tensor am = run1(b + "y = argmax(b)\noutput y\n");
+  CHECK(am.dtype() == DType::I32);
+  check_values(am, {1, 0});
+  check_values(run1(b + "y = argmin(b, axis=1)\noutput y\n"), {0, 1});
+  check_values(run1(b + "y = argmax(b, axis=0, keepdims=true)\noutput y\n"), {1, 0, 0});
+  check_values(run1("y = argmax([[1.0, 0.0 / 0.0, 5.0]])\noutput y\n"), {1});  // NaN is the maximum, as in PyTorch
+  // F.embedding(ids, e) with ids = [2, 0, 2]; its gradient for the weights g below
+  const std::string emb = "input e : f32[3, 2] = [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]\n"
+                          "y = take(e, [2, 0, 2])\nl = sum(y * [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])\nde = grad(l, e)\n";
+  check_values(run1(emb + "output y\n"), {5, 6, 1, 2, 5, 6});
+  check_values(out(interpret(autodiff(compile(emb + "output de\n")), RankInputs(1)), 0, "de"), {3, 4, 0, 0, 6, 8});
+  Tensor t = run1("y = take(reshape(iota(12), [2, 3, 2]), [[2, 2], [0, 1]], axis=1)\noutput y\n");
+  CHECK(t.shape() == Shape{2, 2, 2, 2});
+  check_values(t, {4, 5, 4, 5, 0, 1, 2, 3, 10, 11, 10, 11, 6, 7, 8, 9});
+  check_values(run1("y = [-7, 7, -7, 7] // [2, 2, -2, -2]\noutput y\n"), {-4, 3, 3, -4});
+  check_values(run1("y = [-7, 7, -7, 7] % [2, 2, -2, -2]\noutput y\n"), {1, 1, -1, -1});
+  check_values(run1("k = [-7, 7, -7, 7]\ny = k // 2 + k % 3\noutput y\n"), {-4 + 2, 3 + 1, -4 + 2, 3 + 1});
+}
+
+TEST_CASE("static integers: // and % fold with Python's signs; shapes from world; loops") {
+  check_values(run1("y = iota(-7 // 2 + 10)\noutput y\n"), {0, 1, 2, 3, 4, 5});
+  Tensor r = out(run("H = 12 // world\ninput w : f32[H, 2] = 1.0\ny = w\noutput y\n", 4), 0, "y");
+  CHECK(r.shape() == Shape{3, 2});
+  // a loop-carried static integer stays static: a shape from it
+  check_values(run1("n = 1\nfor i in range(3) {\n  n = n * 2 + i\n}\ny = zeros([n])\noutput y\n"),
+               std::vector<double>(12, 0.0));
+  // range(A, B) and a zero-trip loop, Python's range
+  check_values(run1("s = 0\nfor i in range(2, 5) {\n  s = s + i\n}\nfor j in range(5, 2) {\n  s = s + 100\n}\n"
+                    "y = s + [0]\noutput y\n"), {9});
+  // nested loops, a name first bound in the body belongs to one iteration
+  check_values(run1("acc = [0, 0]\nfor i in range(3) {\n  t = [1, 10] * i\n  for j in range(i) {\n    acc = acc + t\n  }\n}\n"
+                    "t = 5\ny = acc + t\noutput y\n"), {5 + 5, 50 + 5});
 }
 
 }  // namespace
