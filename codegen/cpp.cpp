@@ -43,8 +43,8 @@ std::string flat_index(const std::vector<std::string>& idx, const Shape& shape) 
 // expressions, memoised within a scope.
 class Body {
  public:
-  Body(const Lowered& l, const LKernel& k, const std::string& source)
-      : l_(l), g_(l.graph), source_(source), fused_(k.fused.begin(), k.fused.end()) {}
+  Body(const Lowered& l, const LKernel& k, const std::string& source, const std::set<std::string>& buffer_names)
+      : l_(l), g_(l.graph), source_(source), buffer_names_(buffer_names), fused_(k.fused.begin(), k.fused.end()) {}
 
   // Splits flat index `flat` of `shape` into one variable per axis.
   std::vector<std::string> unflatten(const std::string& flat, const Shape& shape, const std::string& prefix) {
@@ -114,7 +114,11 @@ class Body {
       base = n;
       std::replace(base.begin(), base.end(), '.', '_');
     }
-    return fmt::format("{}_{}", base, counter_++);
+    // not a buffer's name (a value named c.2 has the buffer c_2)
+    for (;;) {
+      std::string name = fmt::format("{}_{}", base, counter_++);
+      if (!buffer_names_.count(name)) return name;
+    }
   }
   std::string def(ValueId v, const std::string& expr) {
     std::string name = fresh(v);
@@ -278,6 +282,7 @@ class Body {
   const Lowered& l_;
   const Graph& g_;
   const std::string& source_;
+  const std::set<std::string>& buffer_names_;
   std::set<ValueId> fused_;
   std::vector<std::map<std::string, std::string>> memo_{1};
   std::vector<std::string> elem_idx_;
@@ -439,7 +444,9 @@ class Writer {
   std::string functor(int i) {
     const LKernel& k = l_.kernels[size_t(i)];
     const Type& out = l_.buffers[size_t(k.out)].type;
-    Body body(l_, k, source_);
+    if (buffer_names_.empty())
+      for (const LBuffer& b : l_.buffers) buffer_names_.insert(b.name);
+    Body body(l_, k, source_, buffer_names_);
     std::string result;
     std::string signature;
     if (k.kind == LKernel::Map) {
@@ -684,6 +691,7 @@ class Writer {
   const Graph& g_;
   Target target_;
   std::string name_, source_;
+  std::set<std::string> buffer_names_;  // filled on first use: kernel locals avoid them
   std::map<int, std::vector<int>> reads_;
 };
 

@@ -167,7 +167,7 @@ class Lowerer {
       user_error(loc, "unknown name 'None': gradc has no None; leave an optional argument out to get its default");
     if (in_default_) user_error(loc, "unknown name '{}' (a default value may use only rank, world, literals and static integers)", name);
     if (scope().in_function)
-      user_error(loc, "unknown name '{}' (a function sees only its parameters and its own names)", name);
+      user_error(loc, "unknown name '{}' (a function sees only its parameters, its own names and the program's static integers)", name);
     user_error(loc, "unknown name '{}'", name);
   }
 
@@ -636,6 +636,8 @@ class Lowerer {
     Scope s;
     s.in_function = true;
     for (size_t i = 0; i < params.size(); ++i) s.names[params[i]] = {args[i], f.params[i].loc};
+    for (const auto& [k, b] : scopes_.front()->names)  // and the program's static integers (D = 64 // world)
+      if (b.first.is_int_lit()) s.names.emplace(k, b);
     stack_.push_back(f.name.text);
     scopes_.push_back(&s);
     for (const ast::Stmt& st : f.body) statement(st);
