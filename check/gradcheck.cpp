@@ -111,8 +111,21 @@ std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inpu
     row.mode = gi.mode;
     const std::vector<Tensor>& got = vals[size_t(gi.result)];
 
+    // A replicated value is one variable (LANGUAGE.md section 6): its gradient is the
+    // total of the reference's per-rank copies' (a shared input is one value there already).
+    const bool shared = spmd[gi.w].op == Op::Input && spmd[gi.w].attrs.has("shared");
+    const bool one_variable = shared || spmd[gi.w].rep == Rep::Replicated;
+    auto ref_grad = [&](int r) -> const Tensor& { return ref_vals[size_t(uinfo[size_t(u.grads[k][size_t(r)])].result)][0]; };
     for (int r = 0; r < N; ++r) {
-      const Tensor& want = ref_vals[size_t(uinfo[size_t(u.grads[k][size_t(r)])].result)][0];
+      Tensor want = ref_grad(r);
+      if (one_variable && !shared) {
+        // the total over the reference's distinct copies of w (the unrolled program may
+        // hold one copy for all ranks, e.g. an all_reduce's local sum)
+        want = Tensor::zeros(want.type);  // a new buffer: tensors share theirs when copied
+        std::set<ValueId> seen;
+        for (int q = 0; q < N; ++q)
+          if (seen.insert(uinfo[size_t(u.grads[k][size_t(q)])].w).second) combine_into(want, ref_grad(q), Combine::Sum);
+      }
       for (int64_t i = 0; i < want.size(); ++i) {
         double a = got[size_t(r)].get(i), b = want.get(i);
         row.ref_err = std::max(row.ref_err, std::fabs(a - b));
@@ -121,10 +134,9 @@ std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inpu
     }
 
     // Central differences of the objective at sampled elements, perturbing w on
-    // one rank (on all ranks at once for a shared input: it is one variable).
-    const bool shared = spmd[gi.w].op == Op::Input && spmd[gi.w].attrs.has("shared");
+    // one rank (on all ranks at once for a replicated value: it is one variable).
     const std::vector<Tensor>& base = vals[size_t(gi.w)];
-    const int64_t size = base[0].size(), ranks = shared ? 1 : N;
+    const int64_t size = base[0].size(), ranks = one_variable ? 1 : N;
     row.fd_total = size * ranks;
     if (!opt.finite_differences) {
       rows.push_back(row);
@@ -134,7 +146,7 @@ std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inpu
       Overrides ov;
       ov[gi.w] = base;
       for (int q = 0; q < N; ++q)
-        if (shared || q == r) ov[gi.w][size_t(q)] = with_element(base[size_t(q)], i, v);
+        if (one_variable || q == r) ov[gi.w][size_t(q)] = with_element(base[size_t(q)], i, v);
       return objective(evaluate(spmd, inputs, {gi.loss}, &ov, false)[size_t(gi.loss)], gi.mode);
     };
     const double L0 = objective(vals[size_t(gi.loss)], gi.mode);

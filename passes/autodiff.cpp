@@ -184,8 +184,9 @@ std::vector<ValueId> backward(Graph& g, ValueId loss, const std::vector<ValueId>
     ad.begin(w, {});
     auto it = ct.find(w);
     ValueId r = it != ct.end() ? it->second : ad.zeros(g.type(w));
-    if (g[w].op == Op::Input && g[w].attrs.has("shared")) {
-      // One variable feeds every rank: its gradient is the total over ranks.
+    if (g[w].rep == Rep::Replicated || (g[w].op == Op::Input && g[w].attrs.has("shared"))) {
+      // A replicated value (a shared input, or an all_reduce's result) is one variable
+      // that feeds every rank, as in JAX: its gradient is the total over ranks.
       if (g[r].rep == Rep::Replicated) {
         r = ad.mul(r, double(g.world));
       } else {

@@ -8,6 +8,8 @@
 // collectives' derivative rules that it checks.
 #include "passes/unroll.h"
 
+#include "passes/autodiff.h"
+
 #include "ir/rules.h"
 
 namespace gradc {
@@ -157,7 +159,8 @@ class Unroller {
   }
 
   // The objective over all ranks' losses, then its gradient with respect to each
-  // rank's copy of w (one gradient for a shared input: it is one variable).
+  // rank's copy of w (one gradient for a shared input: it is one variable; the total
+  // of the copies' for a replicated intermediate).
   void grad(const Node& n, std::vector<ValueId>& out) {
     const std::string mode = n.attr_sym("mode");
     const std::vector<ValueId>& loss = copies(n.args[0]);
@@ -190,6 +193,13 @@ class Unroller {
       index.push_back(grad_count_++);
     }
     out_.grads.push_back(index);
+    // A replicated w is one variable (LANGUAGE.md section 6): every rank's gradient is
+    // the total over its copies, as the program computes it (grads lists the parts).
+    if (src_[n.args[1]].rep == Rep::Replicated && w[1 % size_t(N_)] != w[0]) {
+      ValueId sum = out[0];
+      for (int r = 1; r < N_; ++r) sum = emit_(Op::Add, {sum, out[size_t(r)]});
+      out.assign(size_t(N_), sum);
+    }
   }
 
   const Graph& src_;
@@ -204,6 +214,9 @@ class Unroller {
 
 std::string unrolled_input_name(const std::string& name, int rank) { return name + "#" + std::to_string(rank); }
 
-Unrolled unroll(const Graph& g) { return Unroller(g).run(); }
+Unrolled unroll(const Graph& g) {
+  const Graph with_reps = replication(g);  // which values are one variable
+  return Unroller(with_reps).run();
+}
 
 }  // namespace gradc

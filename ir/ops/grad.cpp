@@ -19,10 +19,17 @@ Type infer_grad(const Graph& g, const Node& n) {
   return w;
 }
 
+// The gradient with respect to a replicated value is the total over ranks, the same
+// on every rank (LANGUAGE.md section 6); with respect to a varying one, each rank's own.
+Rep rep_grad(const Graph& g, const Node& n) {
+  return g[n.args[1]].rep == Rep::Replicated ? Rep::Replicated : Rep::Varying;
+}
+
 }  // namespace
 
 void register_grad_op(RuleTable& t) {
   t[Op::Grad] = {infer_grad, nullptr, nullptr};
+  t[Op::Grad].rep = rep_grad;
   t[Op::Grad].lower = KernelForm::Removed;  // the autodiff pass replaces it
 }
 
