@@ -152,6 +152,18 @@ class TextParser {
       else if (m.text == "grad_of") {
         expect_punct("=");
         n.grad_of = value_ref();
+      } else if (m.text == "loc") {  // loc("file":line:col), as `gradc ir --loc` prints it
+        expect_punct("(");
+        if (peek().kind != Tok::String) user_error(peek().loc, "expected a file name in loc(...), got {}", describe(peek()));
+        next();
+        expect_punct(":");
+        const Loc at = peek().loc;
+        const int64_t line = expect_int("a line number");
+        expect_punct(":");
+        const int64_t col = expect_int("a column number");
+        if (line < 0 || line > INT32_MAX || col < 0 || col > INT32_MAX) user_error(at, "loc(...): line or column out of range");
+        expect_punct(")");
+        n.loc = Loc{int(line), int(col)};
       } else {
         user_error(m.loc, "unknown annotation '{}'", m.text);
       }

@@ -68,7 +68,7 @@ std::string attr_str(const Attr& a) {
   return "?";
 }
 
-std::string print_text(const Graph& g) {
+std::string print_text(const Graph& g, const std::string& loc_file) {
   std::vector<std::string> names = value_names(g);
   std::string out = fmt::format("world {}\n", g.world);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -84,7 +84,9 @@ std::string print_text(const Graph& g) {
                            attr_str(n.attrs.items[k].second));
       out += "}";
     }
-    out += fmt::format(" : {}{}\n", type_str(n.type), meta_str(n, names));
+    out += fmt::format(" : {}{}", type_str(n.type), meta_str(n, names));
+    if (!loc_file.empty() && n.loc.line > 0) out += fmt::format(" loc({}:{}:{})", quote(loc_file), n.loc.line, n.loc.col);
+    out += "\n";
   }
   for (const auto& [name, v] : g.outputs) out += fmt::format("output {} = %{}\n", name, names[size_t(v)]);
   return out;

@@ -13,7 +13,9 @@ namespace gradc {
 std::vector<std::string> value_names(const Graph& g);
 
 std::string attr_str(const Attr& a);
-std::string print_text(const Graph& g);
+// With `loc_file`, each value's line ends with its source location, as MLIR prints
+// it: loc("prog.dg":4:7) (the reader keeps it).
+std::string print_text(const Graph& g, const std::string& loc_file = "");
 std::string print_dot(const Graph& g);
 std::string print_json(const Graph& g);
 

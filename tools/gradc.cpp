@@ -69,7 +69,7 @@ struct CommandLine {
       flags[key] = value;
     }
   }
-  static bool is_switch(const std::string& k) { return k == "print-after-all" || k == "time-passes"; }
+  static bool is_switch(const std::string& k) { return k == "print-after-all" || k == "time-passes" || k == "loc" || k == "quiet"; }
   bool has(const std::string& k) const { return flags.count(k) > 0; }
   std::string get(const std::string& k, const std::string& dflt = "") const {
     auto it = flags.find(k);
@@ -108,8 +108,8 @@ PipelineOptions pipeline_options(const CommandLine& cl) {
   return o;
 }
 
-std::string format_graph(const Graph& g, const std::string& format) {
-  if (format == "text") return print_text(g);
+std::string format_graph(const Graph& g, const std::string& format, const std::string& loc_file = "") {
+  if (format == "text") return print_text(g, loc_file);
   if (format == "dot") return print_dot(g);
   if (format == "json") return print_json(g);
   throw UsageError(fmt::format("--format must be text, dot or json, got '{}'", format));
@@ -129,7 +129,7 @@ int cmd_check(const CommandLine& cl) {
 }
 
 const char* kIrHelp =
-    "usage: gradc ir FILE.dg [--stage=parsed|grad|opt] [--format=text|dot|json] [--ranks=N]\n"
+    "usage: gradc ir FILE.dg [--stage=parsed|grad|opt] [--format=text|dot|json] [--ranks=N] [--loc]\n"
     "                [--print-after-all] [--time-passes]\n"
     "Print the graph after a stage:\n"
     "  parsed  the forward graph as written, defs inlined, composites expanded\n"
@@ -138,7 +138,8 @@ const char* kIrHelp =
     "  opt     after the optimisation pipeline (fold, cse, dce)\n"
     "text is the IR's own textual form (gradc opt reads it back); dot is Graphviz\n"
     "(collectives filled orange, inputs green, backward ops dashed); json lists nodes\n"
-    "and outputs.\n";
+    "and outputs. --loc ends each text line with the value's source location,\n"
+    "loc(\"FILE.dg\":LINE:COL), which gradc opt reads back.\n";
 
 std::vector<const PassInfo*> optimisation_pipeline() {
   return {find_pass("fold"), find_pass("cse"), find_pass("dce")};
@@ -169,13 +170,14 @@ int cmd_ir(const CommandLine& cl) {
     throw UsageError(fmt::format("--stage must be parsed, grad, opt or lowered, got '{}'", stage));
   }
   std::cerr << log;
-  std::cout << format_graph(g, format);
+  std::cout << format_graph(g, format, cl.has("loc") ? g_source.path : "");
   return 0;
 }
 
 const char* kOptHelp =
-    "usage: gradc opt FILE.ir --pass=P[,P...] [--format=text|dot|json] [--print-after-all] [--time-passes]\n"
-    "Read textual IR, run the named passes in order, print the result.\n";
+    "usage: gradc opt FILE.ir --pass=P[,P...] [--format=text|dot|json] [--loc] [--print-after-all] [--time-passes]\n"
+    "Read textual IR, run the named passes in order, print the result (--loc: with the\n"
+    "source locations the IR holds, named by FILE.ir).\n";
 
 int cmd_opt(const CommandLine& cl) {
   std::string format = cl.get("format", "text");
@@ -202,20 +204,21 @@ int cmd_opt(const CommandLine& cl) {
   std::string log;
   g = run_passes(std::move(g), passes, pipeline_options(cl), log);
   std::cerr << log;
-  std::cout << format_graph(g, format);
+  std::cout << format_graph(g, format, cl.has("loc") ? g_source.path : "");
   return 0;
 }
 
 const char* kRunHelp =
     "usage: gradc run FILE.dg [--ranks=N] [--inputs=DIR] [--outputs=DIR] [--format=text|json]\n"
-    "                 [--backend=native|interp] [--iters=K]\n"
+    "                 [--backend=native|interp] [--iters=K] [--quiet]\n"
     "Run FILE.dg on this machine's CPU with N ranks in one process and print every\n"
     "output of every rank. Input x of rank r comes from DIR/rank<r>/x.npy, else\n"
     "DIR/x.npy, else its default. --outputs writes DIR/rank<r>/<name>.npy.\n"
     "--backend=native (the default where a C++ compiler is found) compiles the program's\n"
     "generated CPU code (cached in $XDG_CACHE_HOME/gradc) and runs the ranks as threads;\n"
     "interp is the reference interpreter. --iters=K runs K more times and prints the\n"
-    "median wall time of one run on stderr (input defaults evaluated once, before).\n";
+    "median wall time of one run on stderr (input defaults evaluated once, before).\n"
+    "--quiet prints no outputs (errors, and --iters' median, still go to stderr).\n";
 
 // Reads each input's .npy files; with `widen`, f32 data are read into f64 inputs
 // (for checks that run an f32 program in f64).
@@ -315,7 +318,7 @@ int cmd_run(const CommandLine& cl) {
   }
   if (iters > 0) std::cerr << fmt::format("median step: {:.3f} ms\n", median_ms(ms));
   if (cl.has("outputs")) write_outputs(outs, cl.get("outputs"));
-  std::cout << (format == "json" ? outputs_json(outs) : outputs_text(outs));
+  if (!cl.has("quiet")) std::cout << (format == "json" ? outputs_json(outs) : outputs_text(outs));
   return 0;
 }
 
@@ -491,9 +494,9 @@ struct Command {
 const std::vector<Command>& commands() {
   static const std::vector<Command> cmds = {
       {"check", cmd_check, kCheckHelp, {"ranks"}},
-      {"ir", cmd_ir, kIrHelp, {"stage", "format", "ranks", "print-after-all", "time-passes"}},
-      {"opt", cmd_opt, kOptHelp, {"pass", "format", "print-after-all", "time-passes"}},
-      {"run", cmd_run, kRunHelp, {"ranks", "inputs", "outputs", "format", "backend", "iters"}},
+      {"ir", cmd_ir, kIrHelp, {"stage", "format", "ranks", "loc", "print-after-all", "time-passes"}},
+      {"opt", cmd_opt, kOptHelp, {"pass", "format", "loc", "print-after-all", "time-passes"}},
+      {"run", cmd_run, kRunHelp, {"ranks", "inputs", "outputs", "format", "backend", "iters", "quiet"}},
       {"verify", cmd_verify, kVerifyHelp, {"ranks", "rtol", "atol", "inputs", "samples", "format"}},
       {"cost", cmd_cost, kCostHelp, {"ranks"}},
       {"prove", cmd_prove, kProveHelp, {"op", "max-ranks"}},
