@@ -52,6 +52,7 @@ struct Node {
   std::string name;        // a readable name hint (the source name), may be empty
   Rep rep = Rep::Unknown;  // set by the replication analysis
   bool backward = false;   // made by the autodiff pass
+  Op fwd_op{};             // for a backward node: the forward op whose gradient it computes
   ValueId grad_of = -1;    // for a gradient value: the forward value it is the gradient of
 
   // Typed attribute access; a missing or ill-typed attribute (possible only in

@@ -25,6 +25,7 @@ ValueId Ad::emit(Op op, std::vector<ValueId> args, Attrs attrs) {
   n.attrs = std::move(attrs);
   n.loc = y_ >= 0 ? g_[y_].loc : Loc{};
   n.backward = true;
+  if (y_ >= 0) n.fwd_op = g_[y_].op;
   n.type = infer_type(g_, n);
   n.rep = infer_rep(g_, n);
   return g_.append(std::move(n));
@@ -33,6 +34,7 @@ ValueId Ad::emit(Op op, std::vector<ValueId> args, Attrs attrs) {
 ValueId Ad::constant(const Type& t, double v) {
   Node n = const_node(t, v, y_ >= 0 ? g_[y_].loc : Loc{});
   n.backward = true;
+  if (y_ >= 0) n.fwd_op = g_[y_].op;
   n.rep = Rep::Replicated;
   return g_.append(std::move(n));
 }

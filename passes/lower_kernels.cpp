@@ -46,7 +46,10 @@ std::string ident(const std::string& name) {
 
 class Lowerer {
  public:
-  explicit Lowerer(const Graph& g) { l_.graph = g; }
+  Lowerer(const Graph& g, bool check_finite) {
+    l_.graph = g;
+    l_.check_finite = check_finite;
+  }
 
   Lowered run() {
     const Graph& g = l_.graph;
@@ -80,7 +83,8 @@ class Lowerer {
     transposed_gemm_.assign(g.nodes.size(), false);
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const Node& n = g.nodes[i];
-      if (swaps_last_two(n) && form(g[n.args[0]].op) == KernelForm::Gemm && uses[size_t(n.args[0])] == 1)
+      if (swaps_last_two(n) && form(g[n.args[0]].op) == KernelForm::Gemm && uses[size_t(n.args[0])] == 1 &&
+          !l_.check_finite)
         transposed_gemm_[i] = true;
     }
     // What BLAS calls and collectives read must be in buffers, as must outputs.
@@ -101,7 +105,7 @@ class Lowerer {
       const bool view = n.op == Op::Transpose && buffered_[size_t(n.args[0])];
       if (transposed_gemm_[i] || n.op == Op::Input || (n.op == Op::Const && !splat_const(n)) ||
           f == KernelForm::Reduce || f == KernelForm::Gemm || f == KernelForm::Comm ||
-          (uses[i] > 1 && !is_cheap(n) && !view))
+          ((uses[i] > 1 || l_.check_finite) && !is_cheap(n) && !view && !(l_.check_finite && n.op == Op::Const)))
         buffered_[i] = true;
     }
     for (size_t i = 0; i < g.nodes.size(); ++i)
@@ -487,6 +491,6 @@ class Lowerer {
 
 }  // namespace
 
-Lowered lower_kernels(const Graph& g) { return Lowerer(g).run(); }
+Lowered lower_kernels(const Graph& g, bool check_finite) { return Lowerer(g, check_finite).run(); }
 
 }  // namespace gradc

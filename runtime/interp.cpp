@@ -1,5 +1,7 @@
 #include "runtime/interp.h"
 
+#include <cmath>
+
 #include "ir/rules.h"
 
 namespace gradc {
@@ -32,9 +34,29 @@ std::vector<Tensor> input_values(const Graph& g, const Node& n, const RankInputs
 }
 }  // namespace
 
+std::string checked_op_name(const Node& n) {
+  if (n.backward) return fmt::format("in the gradient of {}: {}", op_name(n.fwd_op), op_name(n.op));
+  return std::string(op_name(n.op));
+}
+
+namespace {
+// --check-finite: the first NaN or infinity of a result, as an error at its op.
+void check_finite(const Node& n, const std::vector<Tensor>& out) {
+  if (!is_float(n.type.dtype) || n.op == Op::Const) return;
+  for (size_t r = 0; r < out.size(); ++r)
+    for (int64_t i = 0; i < out[r].size(); ++i) {
+      const double v = out[r].get(i);
+      if (std::isfinite(v)) continue;
+      throw UserError(n.loc, fmt::format("{}: the result holds {} on rank {}, at element {} of {} (--check-finite)",
+                                         checked_op_name(n), std::isnan(v) ? "NaN" : v > 0 ? "inf" : "-inf", r,
+                                         element_str(i, n.type.shape), type_str(n.type)));
+    }
+}
+}  // namespace
+
 std::vector<std::vector<Tensor>> evaluate(const Graph& g, const RankInputs& inputs,
                                           const std::vector<ValueId>& wanted, const Overrides* overrides,
-                                          bool every_collective) {
+                                          bool every_collective, bool check) {
   const int N = g.world;
   GRADC_ASSERT(int(inputs.size()) == N, "{} ranks of inputs for a world of {}", inputs.size(), N);
   // An input supplied on every rank needs no default.
@@ -83,16 +105,17 @@ std::vector<std::vector<Tensor>> evaluate(const Graph& g, const RankInputs& inpu
       auto it = overrides->find(ValueId(i));
       if (it != overrides->end()) out = it->second;
     }
+    if (check) check_finite(n, out);
     for (ValueId a : n.args)
       if (last_use[size_t(a)] == int(i) && !keep[size_t(a)]) vals[size_t(a)].clear();
   }
   return vals;
 }
 
-RankOutputs interpret(const Graph& g, const RankInputs& inputs) {
+RankOutputs interpret(const Graph& g, const RankInputs& inputs, bool check_finite) {
   std::vector<ValueId> wanted;
   for (const auto& o : g.outputs) wanted.push_back(o.second);
-  auto vals = evaluate(g, inputs, wanted);
+  auto vals = evaluate(g, inputs, wanted, nullptr, true, check_finite);
   RankOutputs out(size_t(g.world));
   for (int r = 0; r < g.world; ++r)
     for (const auto& [name, v] : g.outputs) out[size_t(r)].push_back({name, vals[size_t(v)][size_t(r)]});

@@ -16,7 +16,12 @@ using RankInputs = std::vector<std::map<std::string, Tensor>>;
 // outputs[r]: rank r's outputs, in the order the program lists them.
 using RankOutputs = std::vector<std::vector<std::pair<std::string, Tensor>>>;
 
-RankOutputs interpret(const Graph& g, const RankInputs& inputs);
+// With `check_finite`, the run stops at the first op (in program order) whose result
+// holds a NaN or an infinity, with an error at the op naming it, the rank and the
+// element (gradc run --check-finite); constants are not checked.
+RankOutputs interpret(const Graph& g, const RankInputs& inputs, bool check_finite = false);
+// The op a --check-finite error names: "log", or "in the gradient of log: mul".
+std::string checked_op_name(const Node& n);
 
 // The inputs as a run sees them, checked as interpret checks them (the declared
 // type; a shared input the same on every rank; an input without a default given
@@ -34,6 +39,7 @@ using Overrides = std::map<ValueId, std::vector<Tensor>>;
 // perturbed point) passes every_collective = false and skips the others.
 std::vector<std::vector<Tensor>> evaluate(const Graph& g, const RankInputs& inputs,
                                           const std::vector<ValueId>& wanted,
-                                          const Overrides* overrides = nullptr, bool every_collective = true);
+                                          const Overrides* overrides = nullptr, bool every_collective = true,
+                                          bool check_finite = false);
 
 }  // namespace gradc

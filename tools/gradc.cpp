@@ -69,7 +69,7 @@ struct CommandLine {
       flags[key] = value;
     }
   }
-  static bool is_switch(const std::string& k) { return k == "print-after-all" || k == "time-passes" || k == "loc" || k == "quiet"; }
+  static bool is_switch(const std::string& k) { return k == "print-after-all" || k == "time-passes" || k == "loc" || k == "quiet" || k == "check-finite"; }
   bool has(const std::string& k) const { return flags.count(k) > 0; }
   std::string get(const std::string& k, const std::string& dflt = "") const {
     auto it = flags.find(k);
@@ -146,9 +146,9 @@ std::vector<const PassInfo*> optimisation_pipeline() {
 }
 
 // The program as the backends see it: a graph after grad, simplified and lowered to kernels.
-Lowered lowered(Graph g) {
+Lowered lowered(Graph g, bool check_finite = false) {
   std::string log;
-  return lower_kernels(run_passes(std::move(g), optimisation_pipeline(), {}, log));
+  return lower_kernels(run_passes(std::move(g), optimisation_pipeline(), {}, log), check_finite);
 }
 
 int cmd_ir(const CommandLine& cl) {
@@ -210,7 +210,7 @@ int cmd_opt(const CommandLine& cl) {
 
 const char* kRunHelp =
     "usage: gradc run FILE.dg [--ranks=N] [--inputs=DIR] [--outputs=DIR] [--format=text|json]\n"
-    "                 [--backend=native|interp] [--iters=K] [--quiet]\n"
+    "                 [--backend=native|interp] [--iters=K] [--quiet] [--check-finite]\n"
     "Run FILE.dg on this machine's CPU with N ranks in one process and print every\n"
     "output of every rank. Input x of rank r comes from DIR/rank<r>/x.npy, else\n"
     "DIR/x.npy, else its default. --outputs writes DIR/rank<r>/<name>.npy.\n"
@@ -218,7 +218,9 @@ const char* kRunHelp =
     "generated CPU code (cached in $XDG_CACHE_HOME/gradc) and runs the ranks as threads;\n"
     "interp is the reference interpreter. --iters=K runs K more times and prints the\n"
     "median wall time of one run on stderr (input defaults evaluated once, before).\n"
-    "--quiet prints no outputs (errors, and --iters' median, still go to stderr).\n";
+    "--quiet prints no outputs (errors, and --iters' median, still go to stderr).\n"
+    "--check-finite stops at the first op whose result holds a NaN or an infinity\n"
+    "(inputs and gradients included), naming the op, its location and the rank.\n";
 
 // Reads each input's .npy files; with `widen`, f32 data are read into f64 inputs
 // (for checks that run an f32 program in f64).
@@ -302,11 +304,12 @@ int cmd_run(const CommandLine& cl) {
   RankOutputs outs;
   std::vector<double> ms;
   if (backend == "native") {
-    NativeRun run = run_native(lowered(g), cl.one_file("FILE.dg"), complete_inputs(g, inputs, false), iters);
+    NativeRun run = run_native(lowered(g, cl.has("check-finite")), cl.one_file("FILE.dg"),
+                               complete_inputs(g, inputs, false), iters);
     outs = std::move(run.outputs);
     ms = std::move(run.step_ms);
   } else {
-    outs = interpret(g, inputs);
+    outs = interpret(g, inputs, cl.has("check-finite"));
     if (iters > 0) {
       const RankInputs all = complete_inputs(g, inputs, true);  // defaults evaluated once, outside the timing
       for (int i = 0; i < iters; ++i) {
@@ -496,7 +499,7 @@ const std::vector<Command>& commands() {
       {"check", cmd_check, kCheckHelp, {"ranks"}},
       {"ir", cmd_ir, kIrHelp, {"stage", "format", "ranks", "loc", "print-after-all", "time-passes"}},
       {"opt", cmd_opt, kOptHelp, {"pass", "format", "loc", "print-after-all", "time-passes"}},
-      {"run", cmd_run, kRunHelp, {"ranks", "inputs", "outputs", "format", "backend", "iters", "quiet"}},
+      {"run", cmd_run, kRunHelp, {"ranks", "inputs", "outputs", "format", "backend", "iters", "quiet", "check-finite"}},
       {"verify", cmd_verify, kVerifyHelp, {"ranks", "rtol", "atol", "inputs", "samples", "format"}},
       {"cost", cmd_cost, kCostHelp, {"ranks"}},
       {"prove", cmd_prove, kProveHelp, {"op", "max-ranks"}},

@@ -930,4 +930,28 @@ inline void copy(Stream, void* dst, const void* src, int64_t bytes) {
   abort();
 }
 
+// gradc run --check-finite: the first NaN or infinity of an op's result stops the
+// rank (on CUDA after copying the result to the host: a check synchronises).
+template <class T>
+void check_finite(Stream stream, const T* data, int64_t n, int rank, const char* where, const char* what,
+                  const char* type, const char* dims) {
+#if defined(__CUDACC__)
+  std::vector<T> host(static_cast<size_t>(n));
+  GRADC_CUDA(cudaMemcpyAsync(host.data(), data, size_t(n) * sizeof(T), cudaMemcpyDeviceToHost, stream), where);
+  GRADC_CUDA(cudaStreamSynchronize(stream), where);
+  data = host.data();
+#else
+  (void)stream;
+#endif
+  for (int64_t i = 0; i < n; ++i) {
+    const T v = data[i];
+    if (v - v == v - v) continue;  // finite
+    const char* what_value = v != v ? "NaN" : v > 0 ? "inf" : "-inf";
+    throw std::runtime_error(std::string(where) + ": " + what + ": the result holds " + what_value + " on rank " +
+                             std::to_string(rank) + ", at element " + element_str(i, dims) + " of " + type +
+                             " (--check-finite)");
+  }
+}
+
+
 }  // namespace gradc
