@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 
@@ -38,6 +39,39 @@ std::string dict_value(const std::string& h, const std::string& key, const std::
   size_t a = v.find_first_not_of(" "), b = v.find_last_not_of(" ");
   return a == std::string::npos ? "" : v.substr(a, b - a + 1);
 }
+
+// The file's element type, from its descr ('<f4', '>i8', '|b1', ...).
+struct Elem {
+  char kind;          // f, i, u or b
+  int size;           // bytes
+  bool swap = false;  // big-endian on this little-endian host
+  std::string name;   // as NumPy names it: float32, int64, bool, ...
+};
+Elem parse_descr(const std::string& descr, const std::string& path) {
+  if (descr.size() != 5 || descr.front() != '\'' || descr.back() != '\'' || !std::strchr("<>|=", descr[1]) ||
+      !std::strchr("fiub", descr[2]) || !std::isdigit(static_cast<unsigned char>(descr[3])))
+    bad(path, fmt::format("unsupported dtype {} (gradc reads floats, integers and bools)", printable(descr)));
+  Elem e{descr[2], descr[3] - '0', false, ""};
+  e.swap = descr[1] == '>' && e.size > 1;
+  const bool ok = e.kind == 'f' ? (e.size == 2 || e.size == 4 || e.size == 8)
+                  : e.kind == 'b' ? e.size == 1
+                                  : (e.size == 1 || e.size == 2 || e.size == 4 || e.size == 8);
+  if (!ok) bad(path, fmt::format("unsupported dtype {}", printable(descr)));
+  // gradc's names for its own dtypes, NumPy's for the others
+  e.name = e.kind == 'b'                        ? "bool"
+           : e.kind == 'f' && e.size != 2         ? fmt::format("f{}", 8 * e.size)
+           : e.kind == 'i' && e.size == 4         ? "i32"
+                                                  : fmt::format("{}{}", e.kind == 'f' ? "float" : e.kind == 'i' ? "int" : "uint", 8 * e.size);
+  return e;
+}
+
+// Element i of raw little-endian (after swapping) data as an integer.
+template <class T>
+T load(const char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
 }  // namespace
 
 Tensor parse_npy(const std::string& s, const std::string& path) {
@@ -57,16 +91,14 @@ Tensor parse_npy(const std::string& s, const std::string& path) {
   }
   if (s.size() < hstart + hlen) bad(path, "truncated header");
   std::string h = s.substr(hstart, hlen);
-  std::string descr = dict_value(h, "descr", path);
-  Type t;
-  if (descr == "'<f4'") t.dtype = DType::F32;
-  else if (descr == "'<f8'") t.dtype = DType::F64;
-  else if (descr == "'<i4'") t.dtype = DType::I32;
-  else bad(path, fmt::format("unsupported dtype {} (gradc reads <f4, <f8 and <i4)", printable(descr)));
-  if (dict_value(h, "fortran_order", path) != "False") bad(path, "Fortran-order arrays are not supported");
+  const Elem e = parse_descr(dict_value(h, "descr", path), path);
+  const std::string order = dict_value(h, "fortran_order", path);
+  if (order != "False" && order != "True") bad(path, "malformed fortran_order in header");
+  const bool fortran = order == "True";
   std::string shape = dict_value(h, "shape", path);
   if (shape.size() < 2 || shape.front() != '(' || shape.back() != ')') bad(path, "malformed shape in header");
   std::string dims = shape.substr(1, shape.size() - 2);
+  Shape sh;
   size_t i = 0;
   while (i < dims.size()) {
     while (i < dims.size() && (dims[i] == ' ' || dims[i] == ',')) ++i;
@@ -74,16 +106,62 @@ Tensor parse_npy(const std::string& s, const std::string& path) {
     size_t j = i;
     while (j < dims.size() && std::isdigit(static_cast<unsigned char>(dims[j]))) ++j;
     if (j == i || j - i > 12) bad(path, "malformed shape in header");
-    t.shape.push_back(std::stoll(dims.substr(i, j - i)));
+    sh.push_back(std::stoll(dims.substr(i, j - i)));
     i = j;
   }
-  if (too_large(t.shape)) bad(path, fmt::format("shape {} is too large", shape_str(t.shape)));
-  size_t need = size_t(t.size()) * size_t(dtype_size(t.dtype));
-  size_t have = s.size() - hstart - hlen;
-  if (have < need) bad(path, fmt::format("truncated: {} needs {} bytes of data, the file has {}", type_str(t), need, have));
-  if (have > need) bad(path, fmt::format("{} extra bytes after the data of {}", have - need, type_str(t)));
-  Tensor x = Tensor::empty(t);
-  std::memcpy(x.buf.get(), s.data() + hstart + hlen, need);
+  if (too_large(sh)) bad(path, fmt::format("shape {} is too large", shape_str(sh)));
+  if (e.kind == 'f' && e.size == 2)
+    bad(path, "holds float16 data, which gradc does not read: convert it with a.astype(np.float32)");
+  const int64_t count = num_elements(sh);
+  const size_t need = size_t(count) * size_t(e.size);
+  const size_t have = s.size() - hstart - hlen;
+  const std::string what = fmt::format("{}{}", e.name, shape_str(sh));
+  if (have < need) bad(path, fmt::format("truncated: {} needs {} bytes of data, the file has {}", what, need, have));
+  if (have > need) bad(path, fmt::format("{} extra bytes after the data of {}", have - need, what));
+  std::string raw = s.substr(hstart + hlen, need);
+  if (e.swap)
+    for (size_t k = 0; k < raw.size(); k += size_t(e.size)) std::reverse(raw.begin() + long(k), raw.begin() + long(k) + e.size);
+  // Fortran order holds the C-order array of the reversed shape, transposed.
+  Shape stored = sh;
+  if (fortran) std::reverse(stored.begin(), stored.end());
+  Tensor x;
+  if (e.kind == 'f') {
+    x = Tensor::empty(Type{e.size == 4 ? DType::F32 : DType::F64, stored});
+    std::memcpy(x.buf.get(), raw.data(), need);
+  } else {
+    // Integers and bools become i32 when every value fits (NumPy's and PyTorch's
+    // default integer is 64-bit); the first that does not is an error.
+    x = Tensor::empty(Type{DType::I32, stored});
+    int32_t* out = x.data<int32_t>();
+    for (int64_t k = 0; k < count; ++k) {
+      const char* p = raw.data() + k * e.size;
+      bool fits;
+      int64_t v = 0;
+      uint64_t u = 0;
+      if (e.kind == 'u' || e.kind == 'b') {
+        u = e.size == 1 ? load<uint8_t>(p) : e.size == 2 ? load<uint16_t>(p) : e.size == 4 ? load<uint32_t>(p) : load<uint64_t>(p);
+        fits = u <= uint64_t(INT32_MAX);
+        v = int64_t(u);
+      } else {
+        v = e.size == 1 ? load<int8_t>(p) : e.size == 2 ? load<int16_t>(p) : e.size == 4 ? load<int32_t>(p) : load<int64_t>(p);
+        fits = v >= INT32_MIN && v <= INT32_MAX;
+      }
+      if (!fits) {
+        Shape idx(stored.size());  // the element's index as NumPy shows it
+        for (size_t d = stored.size(), rest = size_t(k); d-- > 0; rest /= size_t(stored[d])) idx[d] = int64_t(rest % size_t(stored[d]));
+        if (fortran) std::reverse(idx.begin(), idx.end());
+        bad(path, fmt::format("holds {} data, and element {} is {}, which does not fit in i32", e.name, shape_str(idx),
+                              e.kind == 'u' ? std::to_string(u) : std::to_string(v)));
+      }
+      out[k] = int32_t(v);
+    }
+  }
+  if (fortran && sh.size() > 1) {
+    std::vector<int64_t> perm;
+    for (int64_t d = int64_t(sh.size()) - 1; d >= 0; --d) perm.push_back(d);
+    x = transpose(x, perm);
+  }
+  x.type.shape = sh;
   return x;
 }
 

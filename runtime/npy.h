@@ -1,5 +1,7 @@
-// NumPy's .npy format (version 1.0 written; 1.0, 2.0 and 3.0 read), for
-// little-endian f32 (<f4), f64 (<f8) and i32 (<i4) arrays in C order.
+// NumPy's .npy format: version 1.0 written (little-endian f32, f64, i32, C order);
+// versions 1.0 to 3.0 read, either byte order, C or Fortran order. Float data are
+// read as f32 or f64; integer and bool data of any width as i32 when every value
+// fits (else an error naming the first that does not); float16 is an error.
 #pragma once
 #include <string>
 

@@ -229,6 +229,33 @@ RankInputs load_inputs(const Graph& g, const std::string& dir, bool widen = fals
   if (dir.empty()) return in;
   std::error_code dir_ec;
   if (!fs::is_directory(dir, dir_ec)) throw UserError({}, fmt::format("--inputs: '{}' is not a directory", dir));
+  // A file that is no input's (a misspelt wi.npy for input Wi) and a folder for a rank
+  // that does not exist are errors: silently ignored files give silently wrong results.
+  std::vector<std::string> names;
+  for (const Node& n : g.nodes)
+    if (n.op == Op::Input) names.push_back(n.attr_sym("name"));
+  auto check_files = [&](const fs::path& d) {
+    std::vector<fs::path> files;
+    for (const auto& f : fs::directory_iterator(d, dir_ec))
+      if (std::error_code ec; f.path().extension() == ".npy" && !f.is_directory(ec)) files.push_back(f.path());
+    std::sort(files.begin(), files.end());
+    for (const fs::path& f : files)
+      if (std::find(names.begin(), names.end(), f.stem().string()) == names.end())
+        throw UserError({}, fmt::format("{}: no input of the program is named '{}' (its inputs: {})", f.string(),
+                                        f.stem().string(), fmt::join(names, ", ")));
+  };
+  check_files(dir);
+  for (const auto& f : fs::directory_iterator(dir, dir_ec)) {
+    const std::string sub = f.path().filename().string();
+    std::error_code ec;
+    if (!f.is_directory(ec) || sub.rfind("rank", 0) != 0 || sub.size() == 4 ||
+        sub.find_first_not_of("0123456789", 4) != std::string::npos)
+      continue;  // not rank<r>: ignored
+    if (sub.size() > 12 || std::stoll(sub.substr(4)) >= g.world)
+      throw UserError({}, fmt::format("{}: the program runs {} rank{}, so there is no {}", f.path().string(), g.world,
+                                      g.world == 1 ? "" : "s", sub));
+    check_files(f.path());
+  }
   for (const Node& n : g.nodes) {
     if (n.op != Op::Input) continue;
     const std::string& name = n.attr_sym("name");
@@ -240,6 +267,12 @@ RankInputs load_inputs(const Graph& g, const std::string& dir, bool widen = fals
         if (!found) continue;
         Tensor t = read_npy(path);
         if (widen && t.dtype() == DType::F32 && n.type.dtype == DType::F64) t = t.cast(DType::F64);
+        if (t.dtype() != n.type.dtype) {  // float data must match exactly: say how to convert
+          const char* np = n.type.dtype == DType::F32 ? "float32" : n.type.dtype == DType::F64 ? "float64" : "int32";
+          throw UserError({}, fmt::format("{}: holds {} data, but input '{}' is declared {}: convert it with "
+                                          "a.astype(np.{})", path, t.dtype() == DType::I32 ? "integer" : dtype_name(t.dtype()),
+                                          name, type_str(n.type), np));
+        }
         if (t.type != n.type)
           throw UserError({}, fmt::format("{}: holds {}, but input '{}' is declared {}", path, type_str(t.type),
                                           name, type_str(n.type)));
