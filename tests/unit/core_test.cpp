@@ -88,11 +88,21 @@ TEST_CASE(".npy: round trip and the errors of bad files") {
   CHECK(error_of("hello") == "f.npy: not a .npy file");
   CHECK(error_of(b.substr(0, b.size() - 3)) == "f.npy: truncated: f32[2, 2] needs 16 bytes of data, the file has 13");
   std::string i8 = b;
-  i8.replace(i8.find("<f4"), 3, "|i1");
-  CHECK(error_of(i8) == "f.npy: unsupported dtype '|i1' (gradc reads <f4, <f8 and <i4)");
+  i8.replace(i8.find("<f4"), 3, "|c8");
+  CHECK(error_of(i8) == "f.npy: unsupported dtype '|c8' (gradc reads floats, integers and bools)");
+  // Fortran order: the bytes of [[0, 1], [2, 3]] read column-major are [[0, 2], [1, 3]].
   std::string fortran = b;
   fortran.replace(fortran.find("False"), 5, "True ");
-  CHECK(error_of(fortran) == "f.npy: Fortran-order arrays are not supported");
+  check_values(parse_npy(fortran, "f.npy"), {0, 2, 1, 3});
+  // Big-endian i64 [1, -2] becomes i32.
+  std::string be = std::string("\x93NUMPY\x01\x00", 8);
+  std::string h = "{'descr': '>i8', 'fortran_order': False, 'shape': (2,), }";
+  h += std::string(64 - (10 + h.size() + 1) % 64, ' ') + "\n";
+  be += char(h.size()) + std::string(1, '\0') + h;
+  be += std::string("\0\0\0\0\0\0\0\x01", 8) + std::string("\xff\xff\xff\xff\xff\xff\xff\xfe", 8);
+  Tensor ints = parse_npy(be, "be.npy");
+  CHECK(ints.dtype() == DType::I32);
+  check_values(ints, {1, -2});
 }
 
 TEST_CASE("textual IR round-trips: print, parse, print gives the same text") {
