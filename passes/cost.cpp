@@ -1,5 +1,7 @@
 #include "passes/cost.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "ir/print.h"
@@ -81,31 +83,85 @@ GraphCost graph_cost(const Graph& g) {
   return c;
 }
 
-std::string cost_report(const Graph& g, const GraphCost& c) {
-  std::vector<std::string> names = value_names(g);
-  std::string s = fmt::format("{} ranks; bytes per rank under ring algorithms\n", g.world);
-  s += fmt::format("{:<10} {:<14} {:<44} {:<16} {:>12} {:>12}\n", "phase", "value", "collective", "operand", "sent",
-                   "received");
+namespace {
+// 1234567 -> "1.18 MiB"; whole bytes below 1 KiB as "128 B".
+std::string readable(double v, const char* unit, bool binary) {
+  const double step = binary ? 1024 : 1000;
+  const char* const prefixes[] = {"", binary ? "Ki" : "k", binary ? "Mi" : "M", binary ? "Gi" : "G", binary ? "Ti" : "T"};
+  int p = 0;
+  while (std::fabs(v) >= step && p < 4) {
+    v /= step;
+    ++p;
+  }
+  if (p == 0) return fmt::format("{} {}", bytes_str(v), unit);
+  return fmt::format("{:.3g} {}{}", v, prefixes[p], unit);
+}
+
+// Where a collective comes from: its source value's name, or for a backward one the
+// forward op whose gradient it computes.
+std::string source_value(const Node& n) {
+  if (n.backward) return fmt::format("gradient of {}", op_name(n.fwd_op));
+  return n.name.empty() ? "-" : n.name;
+}
+std::string call_str(const Node& n) {
+  std::vector<std::string> attrs;
+  for (const auto& [k, v] : n.attrs.items) attrs.push_back(k + "=" + attr_str(v));
+  return fmt::format("{}({})", op_name(n.op), fmt::join(attrs, ", "));
+}
+std::string json_str(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    out += ch;
+  }
+  return out + "\"";
+}
+}  // namespace
+
+std::string cost_report(const Graph& g, const GraphCost& c, const std::string& source) {
+  std::string s = fmt::format("{} ranks; bytes each rank sends and receives under ring algorithms\n", g.world);
+  s += fmt::format("{:<9} {:<22} {:<26} {:<34} {:<14} {:>11} {:>11}\n", "phase", "at", "value", "collective", "operand",
+                   "sent", "received");
   double totals[2][2] = {{0, 0}, {0, 0}};
   int counts[2] = {0, 0};
   for (const CollectiveCost& cc : c.collectives) {
     const Node& n = g[cc.node];
-    std::vector<std::string> attrs;
-    for (const auto& [k, v] : n.attrs.items) attrs.push_back(k + "=" + attr_str(v));
-    std::string call = fmt::format("{}({})", op_name(n.op), fmt::join(attrs, ", "));
-    if (call.size() > 44) call = call.substr(0, 41) + "...";
-    s += fmt::format("{:<10} {:<14} {:<44} {:<16} {:>12} {:>12}\n", cc.backward ? "backward" : "forward",
-                     "%" + names[size_t(cc.node)], call, type_str(g.type(n.args[0])), bytes_str(cc.sent),
-                     bytes_str(cc.received));
+    std::string call = call_str(n);
+    if (call.size() > 34) call = call.substr(0, 31) + "...";
+    s += fmt::format("{:<9} {:<22} {:<26} {:<34} {:<14} {:>11} {:>11}\n", cc.backward ? "backward" : "forward",
+                     fmt::format("{}:{}", source, n.loc.line), source_value(n), call, type_str(g.type(n.args[0])),
+                     readable(cc.sent, "B", true), readable(cc.received, "B", true));
     totals[cc.backward][0] += cc.sent;
     totals[cc.backward][1] += cc.received;
     counts[cc.backward]++;
   }
   for (int b = 0; b < 2; ++b)
-    s += fmt::format("total {:<8} {} collective{}, {} bytes sent, {} received per rank\n", b ? "backward" : "forward",
-                     counts[b], counts[b] == 1 ? "" : "s", bytes_str(totals[b][0]), bytes_str(totals[b][1]));
-  s += fmt::format("flops per rank: forward {}, backward {}\n", bytes_str(c.flops_forward), bytes_str(c.flops_backward));
-  s += fmt::format("peak memory per rank: {} bytes (the buffer plan)\n", bytes_str(c.peak_bytes));
+    s += fmt::format("total {:<8} {} collective{}, {} sent, {} received per rank\n", b ? "backward" : "forward",
+                     counts[b], counts[b] == 1 ? "" : "s", readable(totals[b][0], "B", true),
+                     readable(totals[b][1], "B", true));
+  s += fmt::format("flops per rank: forward {}, backward {}\n", readable(c.flops_forward, "flop", false),
+                   readable(c.flops_backward, "flop", false));
+  s += fmt::format("peak memory per rank: {} (the buffer plan)\n", readable(c.peak_bytes, "B", true));
+  return s;
+}
+
+std::string cost_json(const Graph& g, const GraphCost& c, const std::string& source) {
+  std::string s = fmt::format("{{\"world\": {}, \"collectives\": [", g.world);
+  double totals[2] = {0, 0};
+  for (size_t i = 0; i < c.collectives.size(); ++i) {
+    const CollectiveCost& cc = c.collectives[i];
+    const Node& n = g[cc.node];
+    totals[cc.backward] += cc.sent;
+    s += fmt::format("{}\n  {{\"phase\": \"{}\", \"file\": {}, \"line\": {}, \"col\": {}, \"value\": {}, "
+                     "\"collective\": {}, \"call\": {}, \"operand\": \"{}\", \"sent_bytes\": {}, \"received_bytes\": {}}}",
+                     i ? "," : "", cc.backward ? "backward" : "forward", json_str(source), n.loc.line, n.loc.col,
+                     json_str(source_value(n)), json_str(std::string(op_name(n.op))), json_str(call_str(n)),
+                     type_str(g.type(n.args[0])), bytes_str(cc.sent), bytes_str(cc.received));
+  }
+  s += fmt::format("],\n \"sent_bytes\": {{\"forward\": {}, \"backward\": {}}},\n", bytes_str(totals[0]),
+                   bytes_str(totals[1]));
+  s += fmt::format(" \"flops\": {{\"forward\": {}, \"backward\": {}}},\n \"peak_bytes\": {}}}\n",
+                   bytes_str(c.flops_forward), bytes_str(c.flops_backward), bytes_str(c.peak_bytes));
   return s;
 }
 

@@ -28,6 +28,10 @@ struct GraphCost {
 //   go to or from the root; permute: B for each pair whose ends differ, over N.
 CollectiveCost collective_cost(const Graph& g, ValueId v);
 GraphCost graph_cost(const Graph& g);
-std::string cost_report(const Graph& g, const GraphCost& c);
+// The report, each collective named by its source value (or, in the backward, the
+// forward op whose gradient it computes) and `source`'s line; sizes in readable units.
+std::string cost_report(const Graph& g, const GraphCost& c, const std::string& source);
+// The same as JSON, for scripts: exact byte and flop counts.
+std::string cost_json(const Graph& g, const GraphCost& c, const std::string& source);
 
 }  // namespace gradc

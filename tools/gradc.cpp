@@ -398,18 +398,22 @@ int cmd_verify(const CommandLine& cl) {
 }
 
 const char* kCostHelp =
-    "usage: gradc cost FILE.dg [--ranks=N]\n"
-    "For every collective of the forward and of the derived backward graph: the bytes\n"
+    "usage: gradc cost FILE.dg [--ranks=N] [--format=text|json]\n"
+    "For every collective of the forward and of the derived backward graph, named by\n"
+    "its source value and line (a backward one by the forward op it differentiates): the bytes\n"
     "each rank sends and receives under ring algorithms (all_reduce 2(N-1)/N of its\n"
     "buffer; all_gather, reduce_scatter and all_to_all (N-1)/N of the whole buffer;\n"
     "the rooted ones averaged over ranks), with totals; flops per rank; and the memory per\n"
-    "rank of the buffer plan the backends use (workspace, inputs and constants).\n";
+    "rank of the buffer plan the backends use (workspace, inputs and constants).\n"
+    "text gives sizes in readable units (KiB, Mflop); json exact counts, for scripts.\n";
 
 int cmd_cost(const CommandLine& cl) {
+  const std::string format = cl.get("format", "text");
+  if (format != "text" && format != "json") throw UsageError(fmt::format("--format must be text or json, got '{}'", format));
   Graph g = autodiff(load_program(cl.one_file("FILE.dg"), ranks_flag(cl)));
   GraphCost c = graph_cost(g);
   c.peak_bytes = double(plan_bytes(lowered(g)));
-  std::cout << cost_report(g, c);
+  std::cout << (format == "json" ? cost_json(g, c, g_source.path) : cost_report(g, c, g_source.path));
   return 0;
 }
 
@@ -534,7 +538,7 @@ const std::vector<Command>& commands() {
       {"opt", cmd_opt, kOptHelp, {"pass", "format", "loc", "print-after-all", "time-passes"}},
       {"run", cmd_run, kRunHelp, {"ranks", "inputs", "outputs", "format", "backend", "iters", "quiet", "check-finite"}},
       {"verify", cmd_verify, kVerifyHelp, {"ranks", "rtol", "atol", "inputs", "samples", "format"}},
-      {"cost", cmd_cost, kCostHelp, {"ranks"}},
+      {"cost", cmd_cost, kCostHelp, {"ranks", "format"}},
       {"prove", cmd_prove, kProveHelp, {"op", "max-ranks"}},
       {"emit", cmd_emit, kEmitHelp, {"target", "o", "name", "ranks"}},
       {"build", cmd_build, kBuildHelp, {"target", "o", "ranks"}},
