@@ -1,5 +1,7 @@
 #include "ir/print.h"
 
+#include <map>
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -42,6 +44,16 @@ std::string quote(const std::string& s) {
     out += c;
   }
   return out + "\"";
+}
+
+// Text inside a dot label's quotes.
+std::string escape_dot(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
 }
 
 std::string meta_str(const Node& n, const std::vector<std::string>& names) {
@@ -95,6 +107,9 @@ std::string print_text(const Graph& g, const std::string& loc_file) {
 std::string print_dot(const Graph& g) {
   std::vector<std::string> names = value_names(g);
   std::string out = "digraph gradc {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\"];\n";
+  // The nodes of one source statement (its line; the backward ops of it apart) in one box.
+  std::vector<std::pair<int, bool>> groups;
+  std::map<std::pair<int, bool>, std::string> members;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     std::string style = "";
@@ -105,16 +120,39 @@ std::string print_dot(const Graph& g) {
       style = ", style=filled, fillcolor=\"#c5e0b4\"";
     else if (n.backward)
       style = ", style=\"filled,dashed\", fillcolor=\"#bdd7ee\"";
-    std::string label = fmt::format("%{} = {}\\n{}", names[i], op_name(n.op), type_str(n.type));
+    std::string label = fmt::format("%{} = {}", names[i], op_name(n.op));
+    if (is_collective(n.op))  // what the exchange does: op=prod, axis=1, root=2, ...
+      for (const auto& [k, v] : n.attrs.items) label += fmt::format("\\n{}={}", k, escape_dot(attr_str(v)));
+    label += fmt::format("\\n{}", type_str(n.type));
     if (n.rep != Rep::Unknown) label += fmt::format("\\n{}", rep_name(n.rep));
     if (n.grad_of >= 0) label += fmt::format("\\ngrad of %{}", names[size_t(n.grad_of)]);
-    out += fmt::format("  n{} [label=\"{}\"{}];\n", i, label, style);
-    for (ValueId a : n.args) out += fmt::format("  n{} -> n{};\n", a, i);
+    const std::string line = fmt::format("  n{} [label=\"{}\"{}];\n", i, label, style);
+    if (n.loc.line > 0) {
+      const std::pair<int, bool> key{n.loc.line, n.backward};
+      if (!members.count(key)) groups.push_back(key);
+      members[key] += "  " + line;
+    } else {
+      out += line;
+    }
   }
+  for (size_t k = 0; k < groups.size(); ++k) {
+    const auto& [line, bwd] = groups[k];
+    out += fmt::format("  subgraph cluster_{} {{\n    label=\"line {}{}\";\n    style=rounded;\n    color=gray;\n{}  }}\n", k,
+                       line, bwd ? " (backward)" : "", members[groups[k]]);
+  }
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (ValueId a : g.nodes[i].args) out += fmt::format("  n{} -> n{};\n", a, i);
   for (size_t k = 0; k < g.outputs.size(); ++k) {
     out += fmt::format("  out{} [label=\"output {}\", shape=ellipse];\n", k, g.outputs[k].first);
     out += fmt::format("  n{} -> out{};\n", g.outputs[k].second, k);
   }
+  out += "  subgraph cluster_legend {\n    label=\"legend\";\n    style=rounded;\n"
+         "    legend_input [label=\"input\", style=filled, fillcolor=\"#c5e0b4\"];\n"
+         "    legend_coll [label=\"collective\", style=filled, fillcolor=\"#f4b183\"];\n"
+         "    legend_op [label=\"local op\"];\n"
+         "    legend_bwd [label=\"backward op\", style=\"filled,dashed\", fillcolor=\"#bdd7ee\"];\n"
+         "    legend_bcoll [label=\"backward collective\", style=\"filled,dashed\", fillcolor=\"#f4b183\"];\n"
+         "    legend_input -> legend_coll -> legend_op -> legend_bwd -> legend_bcoll [style=invis];\n  }\n";
   return out + "}\n";
 }
 
