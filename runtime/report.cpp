@@ -21,20 +21,31 @@ std::string number_str(const Tensor& t, int64_t i) {
 namespace {
 constexpr int64_t kElide = 1000, kEdge = 3;
 
-void text_rec(const Tensor& t, int axis, int64_t offset, const Strides& st, bool elide, std::string& out) {
-  if (axis == t.type.rank()) {
+// NumPy's layout: the innermost axis on one line, each outer axis's items on lines
+// of their own (a blank line between blocks of 3-D and more), aligned under the first
+// '['; `pad` is the column of the outermost '['.
+void text_rec(const Tensor& t, int axis, int64_t offset, const Strides& st, bool elide, size_t pad, std::string& out) {
+  const int rank = t.type.rank();
+  if (axis == rank) {
     out += number_str(t, offset);
     return;
+  }
+  std::string sep = ",";
+  if (axis == rank - 1) {
+    sep += ' ';
+  } else {
+    sep.append(size_t(rank - axis - 1), '\n');
+    sep.append(pad + size_t(axis) + 1, ' ');
   }
   int64_t n = t.shape()[size_t(axis)];
   out += "[";
   for (int64_t i = 0; i < n; ++i) {
     if (elide && n > 2 * kEdge && i == kEdge) {
-      out += ", ...";
+      out += sep + "...";
       i = n - kEdge;
     }
-    if (i > 0) out += ", ";
-    text_rec(t, axis + 1, offset + i * st[size_t(axis)], st, elide, out);
+    if (i > 0) out += sep;
+    text_rec(t, axis + 1, offset + i * st[size_t(axis)], st, elide, pad, out);
   }
   out += "]";
 }
@@ -48,10 +59,10 @@ std::string json_number(const Tensor& t, int64_t i) {
 }
 }  // namespace
 
-std::string tensor_text(const Tensor& t) {
+std::string tensor_text(const Tensor& t, size_t pad) {
   if (t.size() == 0) return "[]";  // the type says the shape; f32[2^39, 0] must not print 2^39 brackets
   std::string out;
-  text_rec(t, 0, 0, row_major_strides(t.shape()), t.size() > kElide, out);
+  text_rec(t, 0, 0, row_major_strides(t.shape()), t.size() > kElide, pad, out);
   return out;
 }
 
@@ -59,7 +70,11 @@ std::string outputs_text(const RankOutputs& outs) {
   std::string s;
   for (size_t r = 0; r < outs.size(); ++r) {
     s += fmt::format("rank {}:\n", r);
-    for (const auto& [name, t] : outs[r]) s += fmt::format("  {}: {} = {}\n", name, type_str(t.type), tensor_text(t));
+    for (const auto& [name, t] : outs[r]) {
+      // a matrix or more starts on a line of its own, its rows aligned below
+      if (t.type.rank() >= 2 && t.size() > 0) s += fmt::format("  {}: {} =\n    {}\n", name, type_str(t.type), tensor_text(t, 4));
+      else s += fmt::format("  {}: {} = {}\n", name, type_str(t.type), tensor_text(t));
+    }
   }
   return s;
 }

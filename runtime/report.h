@@ -7,7 +7,9 @@
 namespace gradc {
 
 std::string number_str(const Tensor& t, int64_t i);  // shortest text that reads back exactly
-std::string tensor_text(const Tensor& t);           // nested lists, elided past 1000 elements
+// Nested lists, NumPy-style: rows on lines of their own (aligned for an outermost
+// '[' at column `pad`), elided to the first and last 3 per axis past 1000 elements.
+std::string tensor_text(const Tensor& t, size_t pad = 0);
 std::string outputs_text(const RankOutputs& outs);
 std::string outputs_json(const RankOutputs& outs);
 

@@ -105,21 +105,29 @@ inline std::string element(const Arg& a, const char* data, int64_t i, bool json)
   if (json && s == "-inf") return "-Infinity";
   return s;
 }
-inline void nested(const Arg& a, const char* data, int axis, int64_t off, bool elide, std::string& out) {
+// NumPy's layout, as gradc run prints it: rows on lines of their own, aligned.
+inline void nested(const Arg& a, const char* data, int axis, int64_t off, bool elide, size_t pad, std::string& out) {
   if (axis == a.rank) {
     out += element(a, data, off, false);
     return;
   }
   int64_t n = a.shape[axis], stride = 1;
   for (int d = axis + 1; d < a.rank; ++d) stride *= a.shape[d];
+  std::string sep = ",";
+  if (axis == a.rank - 1) {
+    sep += ' ';
+  } else {
+    sep.append(size_t(a.rank - axis - 1), '\n');
+    sep.append(pad + size_t(axis) + 1, ' ');
+  }
   out += "[";
   for (int64_t i = 0; i < n; ++i) {
     if (elide && n > 6 && i == 3) {
-      out += ", ...";
+      out += sep + "...";
       i = n - 3;
     }
-    if (i > 0) out += ", ";
-    nested(a, data, axis + 1, off + i * stride, elide, out);
+    if (i > 0) out += sep;
+    nested(a, data, axis + 1, off + i * stride, elide, pad, out);
   }
   out += "]";
 }
@@ -129,10 +137,11 @@ inline std::string text(const Program& p, const std::vector<RankData>& ranks) {
     s += "rank " + std::to_string(r) + ":\n";
     for (size_t k = 0; k < p.outputs.size(); ++k) {
       const Arg& a = p.outputs[k];
+      const bool block = a.rank >= 2 && a.size() > 0;  // a matrix or more starts on a line of its own
       std::string v;
       if (a.size() == 0) v = "[]";
-      else nested(a, ranks[r].outputs[k].data(), 0, 0, a.size() > 1000, v);
-      s += "  " + std::string(a.name) + ": " + type_str(a.dtype, a.shape, a.rank) + " = " + v + "\n";
+      else nested(a, ranks[r].outputs[k].data(), 0, 0, a.size() > 1000, block ? 4 : 0, v);
+      s += "  " + std::string(a.name) + ": " + type_str(a.dtype, a.shape, a.rank) + (block ? " =\n    " : " = ") + v + "\n";
     }
   }
   return s;
