@@ -30,6 +30,8 @@
 #include "runtime/npy.h"
 #include "runtime/report.h"
 
+#include <CLI/CLI.hpp>
+
 namespace fs = std::filesystem;
 using namespace gradc;
 
@@ -39,37 +41,12 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// --key=value flags and positional arguments; every flag must be one the command knows.
+// A command's parsed options (by long name, without the dashes) and its positional
+// arguments, as CLI11 parsed them (parse_command).
 struct CommandLine {
   std::vector<std::string> positional;
   std::map<std::string, std::string> flags;
 
-  CommandLine(int argc, char** argv, int first, const std::set<std::string>& known) {
-    for (int i = first; i < argc; ++i) {
-      std::string a = argv[i];
-      if (a == "-o" && known.count("o")) {  // the compilers' spelling of the output path
-        if (i + 1 >= argc) throw UsageError("-o needs a value");
-        flags["o"] = argv[++i];
-        continue;
-      }
-      if (a.rfind("--", 0) != 0 || a == "--") {
-        positional.push_back(a);
-        continue;
-      }
-      size_t eq = a.find('=');
-      std::string key = a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
-      std::string value;
-      if (eq != std::string::npos) {
-        value = a.substr(eq + 1);
-      } else if (key != "help" && known.count(key) && !is_switch(key)) {
-        if (i + 1 >= argc) throw UsageError(fmt::format("--{} needs a value", key));
-        value = argv[++i];
-      }
-      if (key != "help" && !known.count(key)) throw UsageError(fmt::format("unknown option --{}", key));
-      flags[key] = value;
-    }
-  }
-  static bool is_switch(const std::string& k) { return k == "print-after-all" || k == "time-passes" || k == "loc" || k == "quiet" || k == "check-finite"; }
   bool has(const std::string& k) const { return flags.count(k) > 0; }
   std::string get(const std::string& k, const std::string& dflt = "") const {
     auto it = flags.find(k);
@@ -118,13 +95,39 @@ std::string format_graph(const Graph& g, const std::string& format, const std::s
 // ---- commands ---------------------------------------------------------------
 
 const char* kCheckHelp =
-    "usage: gradc check FILE.dg [--ranks=N]\n"
+    "usage: gradc check FILE.dg [--ranks=N] [-v]\n"
     "Parse and type-check FILE.dg for N ranks (default: its `world`, else 1).\n"
-    "Prints diagnostics only; exit 1 if there are any.\n";
+    "Prints diagnostics only; exit 1 if there are any. -v also prints one line per\n"
+    "input, collective (those of the derived backward too) and output: types, where\n"
+    "each is, and whether the value is replicated or varying.\n";
 
 int cmd_check(const CommandLine& cl) {
   Graph g = autodiff(load_program(cl.one_file("FILE.dg"), ranks_flag(cl)));
   verify(g);
+  if (!cl.has("verbose")) return 0;
+  // One line per input, collective (forward, then the derived backward) and output.
+  auto at = [&](const Node& n) { return fmt::format("{}:{}:{}", g_source.path, n.loc.line, n.loc.col); };
+  auto rep = [](const Node& n) { return n.rep == Rep::Unknown ? "" : rep_name(n.rep); };
+  std::string s = fmt::format("{}: {} rank{}\n", g_source.path, g.world, g.world == 1 ? "" : "s");
+  for (const Node& n : g.nodes)
+    if (n.op == Op::Input)
+      s += fmt::format("input      {}: {} {}{}, at {}\n", n.attr_sym("name"), type_str(n.type),
+                       n.attrs.has("shared") ? "shared" : "per rank", n.args.empty() ? ", no default" : ", with a default",
+                       at(n));
+  std::vector<std::string> names = value_names(g);
+  for (int backward = 0; backward < 2; ++backward)
+    for (const Node& n : g.nodes) {
+      if (!is_collective(n.op) || n.backward != bool(backward)) continue;
+      std::vector<std::string> attrs;
+      for (const auto& [k, v] : n.attrs.items) attrs.push_back(k + "=" + attr_str(v));
+      s += fmt::format("collective {} = {}({}): {} -> {} {}, at {}{}\n",
+                       n.backward ? fmt::format("(gradient of {})", op_name(n.fwd_op)) : n.name.empty() ? "%" + names[size_t(&n - &g.nodes[0])] : n.name,
+                       op_name(n.op), fmt::join(attrs, ", "), type_str(g.type(n.args[0])), type_str(n.type), rep(n), at(n),
+                       n.backward ? " (backward)" : "");
+    }
+  for (const auto& [name, v] : g.outputs)
+    s += fmt::format("output     {}: {} {}\n", name, type_str(g.type(v)), rep(g[v]));
+  std::cout << s;
   return 0;
 }
 
@@ -524,26 +527,94 @@ int cmd_prove(const CommandLine& cl) {
   return 0;
 }
 
+// An option: its long name ("o" is -o), whether it is a switch (takes no value), and
+// the line --help shows for it.
+struct Flag {
+  const char* name;
+  const char* help;
+  bool is_switch = false;
+};
+
 struct Command {
   const char* name;
   int (*run)(const CommandLine&);
-  const char* help;
-  std::set<std::string> flags;
+  const char* help;  // the usage line and what the command does, before CLI11's option list
+  std::vector<Flag> flags;
 };
+
+const Flag kRanks{"ranks", "N: the number of ranks (default: the program's world, else 1)"};
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> cmds = {
-      {"check", cmd_check, kCheckHelp, {"ranks"}},
-      {"ir", cmd_ir, kIrHelp, {"stage", "format", "ranks", "loc", "print-after-all", "time-passes"}},
-      {"opt", cmd_opt, kOptHelp, {"pass", "format", "loc", "print-after-all", "time-passes"}},
-      {"run", cmd_run, kRunHelp, {"ranks", "inputs", "outputs", "format", "backend", "iters", "quiet", "check-finite"}},
-      {"verify", cmd_verify, kVerifyHelp, {"ranks", "rtol", "atol", "inputs", "samples", "format"}},
-      {"cost", cmd_cost, kCostHelp, {"ranks", "format"}},
-      {"prove", cmd_prove, kProveHelp, {"op", "max-ranks"}},
-      {"emit", cmd_emit, kEmitHelp, {"target", "o", "name", "ranks"}},
-      {"build", cmd_build, kBuildHelp, {"target", "o", "ranks"}},
+      {"check", cmd_check, kCheckHelp, {kRanks, {"verbose", "-v: one line per input, output and collective", true}}},
+      {"ir", cmd_ir, kIrHelp,
+       {{"stage", "parsed, grad, opt or lowered"}, {"format", "text, dot or json"}, kRanks,
+        {"loc", "end each text line with loc(\"FILE\":LINE:COL)", true},
+        {"print-after-all", "print the graph after every pass", true}, {"time-passes", "time each pass", true}}},
+      {"opt", cmd_opt, kOptHelp,
+       {{"pass", "P[,P...]: the passes to run, in order"}, {"format", "text, dot or json"},
+        {"loc", "print the source locations the IR holds", true},
+        {"print-after-all", "print the graph after every pass", true}, {"time-passes", "time each pass", true}}},
+      {"run", cmd_run, kRunHelp,
+       {kRanks, {"inputs", "DIR: .npy files for the inputs"}, {"outputs", "DIR: write the outputs as .npy files"},
+        {"format", "text or json"}, {"backend", "native or interp"}, {"iters", "K: time K more runs"},
+        {"quiet", "print no outputs", true}, {"check-finite", "stop at the first NaN or infinity", true}}},
+      {"verify", cmd_verify, kVerifyHelp,
+       {kRanks, {"rtol", "relative tolerance"}, {"atol", "absolute tolerance"}, {"inputs", "DIR: .npy inputs"},
+        {"samples", "K: finite differences per gradient"}, {"format", "text or json"}}},
+      {"cost", cmd_cost, kCostHelp, {kRanks, {"format", "text or json"}}},
+      {"prove", cmd_prove, kProveHelp, {{"op", "OP: one collective, with its derivation"}, {"max-ranks", "K: check 1..K ranks exactly"}}},
+      {"emit", cmd_emit, kEmitHelp,
+       {{"target", "cpu or cuda"}, {"o", "DIR: where the sources go"}, {"name", "the class name"}, kRanks}},
+      {"build", cmd_build, kBuildHelp, {{"target", "cpu or cuda"}, {"o", "EXE: the executable"}, kRanks}},
   };
   return cmds;
+}
+
+// Parses a command's arguments with CLI11: `--key=value`, `--key value`, switches,
+// -o, positional files. A mistake is a UsageError (exit 2) in gradc's words.
+CommandLine parse_command(const Command& c, int argc, char** argv, bool& help) {
+  CLI::App app{c.help, std::string("gradc ") + c.name};
+  app.set_help_flag("-h,--help", "print this help and exit");
+  app.allow_extras(true);  // reported below, in gradc's words
+  CommandLine cl;
+  std::map<std::string, std::string> values;
+  std::map<std::string, bool> switched;
+  for (const Flag& f : c.flags) {
+    const std::string spelling = std::string(f.name) == "o" ? "-o" : std::string(f.name) == "verbose" ? "-v,--verbose" : std::string("--") + f.name;
+    if (f.is_switch) app.add_flag(spelling, switched[f.name], f.help);
+    else app.add_option(spelling, values[f.name], f.help)->expected(1)->type_name("VALUE");
+  }
+  app.add_option("FILE", cl.positional, "the program (or IR) file")->expected(0, 1)->type_name("");
+  std::vector<std::string> args;
+  for (int i = argc - 1; i >= 2; --i) args.push_back(argv[i]);  // CLI11 takes them reversed
+  try {
+    app.parse(args);
+  } catch (const CLI::CallForHelp&) {
+    help = true;
+    std::cout << app.help();
+    return cl;
+  } catch (const CLI::ParseError& e) {
+    // "--ranks: 1 required TEXT missing" and the like
+    std::string what = e.what();
+    for (const Flag& f : c.flags)
+      if (what.find(std::string("--") + f.name) != std::string::npos || what.find(std::string("-") + f.name + ":") == 0)
+        throw UsageError(fmt::format("{}{} needs a value", std::string(f.name) == "o" ? "-" : "--", f.name));
+    throw UsageError(what);
+  }
+  for (const std::string& extra : app.remaining()) {
+    if (extra.rfind("-", 0) == 0 && extra != "-") {
+      std::string key = extra.substr(extra.rfind("--", 0) == 0 ? 2 : 1);
+      key = key.substr(0, key.find('='));
+      throw UsageError(fmt::format("unknown option {}{}", extra.rfind("--", 0) == 0 ? "--" : "-", key));
+    }
+    cl.positional.push_back(extra);
+  }
+  for (const Flag& f : c.flags) {
+    const CLI::Option* o = app.get_option(std::string(f.name) == "o" ? "-o" : std::string("--") + f.name);
+    if (o->count() > 0) cl.flags[f.name] = f.is_switch ? "" : values[f.name];
+  }
+  return cl;
 }
 
 const char* kUsage =
@@ -585,11 +656,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    CommandLine cl(argc, argv, 2, it->flags);
-    if (cl.has("help")) {
-      std::cout << it->help;
-      return 0;
-    }
+    bool help = false;
+    CommandLine cl = parse_command(*it, argc, argv, help);
+    if (help) return 0;
     return it->run(cl);
   } catch (const UsageError& e) {
     std::cerr << fmt::format("gradc {}: {}\n{}", name, e.what(), it->help);
