@@ -840,6 +840,7 @@ std::vector<GeneratedFile> generate(const Lowered& l, Target target, const std::
   files.push_back({"gradc_runtime.h", runtime_header()});
   files.push_back({"gradc_scalar.h", scalar_header()});
   files.push_back({"gradc_main.h", main_header()});
+  files.push_back({"gradc_npy.h", npy_header()});
   files.push_back({"CMakeLists.txt", cmake_file(name, target)});
   return files;
 }

@@ -6,12 +6,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
 #include <sys/stat.h>
 #include <thread>
 
+#include "gradc_npy.h"
 #include "gradc_runtime.h"
 
 namespace gradc::exe {
@@ -168,55 +170,59 @@ inline bool exists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
 }
-inline std::string header_value(const std::string& h, const std::string& key) {
-  size_t k = h.find("'" + key + "'");
-  if (k == std::string::npos) return "";
-  size_t c = h.find(':', k);
-  size_t start = h.find_first_not_of(' ', c + 1);
-  size_t end = h[start] == '(' ? h.find(')', start) + 1 : h.find_first_of(",}", start);
-  return h.substr(start, end - start);
-}
-// Rank r's value of input a from path, checked as gradc run checks it.
+// Rank r's value of input a from path, read and checked as gradc run does (gradc_npy.h).
 inline std::vector<char> read_npy(const std::string& path, const Arg& a) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error{"cannot read '" + path + "'"};
   std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (s.size() < 10 || s.compare(0, 6, "\x93NUMPY") != 0) throw Error{path + ": not a .npy file"};
-  size_t hlen = 0, hstart = 0;
-  if (s[6] == 1) {
-    hlen = size_t(uint8_t(s[8])) | size_t(uint8_t(s[9])) << 8;
-    hstart = 10;
-  } else if ((s[6] == 2 || s[6] == 3) && s.size() >= 12) {
-    hlen = size_t(uint8_t(s[8])) | size_t(uint8_t(s[9])) << 8 | size_t(uint8_t(s[10])) << 16 | size_t(uint8_t(s[11])) << 24;
-    hstart = 12;
-  } else {
-    throw Error{path + ": unsupported .npy version"};
+  npy::Array x;
+  try {
+    x = npy::parse(s, path);
+  } catch (const std::runtime_error& e) {
+    throw Error{e.what()};
   }
-  if (s.size() < hstart + hlen) throw Error{path + ": truncated header"};
-  std::string h = s.substr(hstart, hlen);
-  std::string descr = header_value(h, "descr");
-  DType t;
-  if (descr == "'<f4'") t = DType::F32;
-  else if (descr == "'<f8'") t = DType::F64;
-  else if (descr == "'<i4'") t = DType::I32;
-  else throw Error{path + ": unsupported dtype " + descr + " (reads <f4, <f8 and <i4)"};
-  if (header_value(h, "fortran_order") != "False") throw Error{path + ": Fortran-order arrays are not supported"};
-  std::string shape = header_value(h, "shape");
-  std::vector<int64_t> dims;
-  for (size_t i = 1; i + 1 < shape.size();) {
-    size_t j = shape.find_first_of(",)", i);
-    std::string d = shape.substr(i, j - i);
-    if (d.find_first_not_of(' ') != std::string::npos) dims.push_back(std::atoll(d.c_str()));
-    i = j + 1;
+  const DType t = x.kind == 'f' ? DType::F32 : x.kind == 'd' ? DType::F64 : DType::I32;
+  const std::string want = type_str(a.dtype, a.shape, a.rank);
+  if (t != a.dtype)  // float data must match exactly: say how to convert
+    throw Error{path + ": holds " + (t == DType::I32 ? "integer" : dtype_name(t)) + " data, but input '" + a.name +
+                "' is declared " + want + ": convert it with a.astype(np." +
+                (a.dtype == DType::F32 ? "float32" : a.dtype == DType::F64 ? "float64" : "int32") + ")"};
+  const std::string got = type_str(t, x.shape.data(), int(x.shape.size()));
+  if (got != want) throw Error{path + ": holds " + got + ", but input '" + a.name + "' is declared " + want};
+  return std::vector<char>(x.data.begin(), x.data.end());
+}
+// A .npy named after no input, or a rank<r> folder for a rank that does not run, is
+// an error, as in gradc run.
+inline void check_input_dir(const Program& p, const std::string& dir, int world) {
+  namespace fs = std::filesystem;
+  std::string names;
+  for (const Arg& a : p.inputs) names += (names.empty() ? "" : ", ") + std::string(a.name);
+  auto check_files = [&](const fs::path& d) {
+    std::error_code ec;
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(d, ec))
+      if (std::error_code e2; e.path().extension() == ".npy" && !e.is_directory(e2)) files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    for (const fs::path& f : files) {
+      bool known = false;
+      for (const Arg& a : p.inputs) known |= f.stem().string() == a.name;
+      if (!known)
+        throw Error{f.string() + ": no input of the program is named '" + f.stem().string() + "' (its inputs: " + names + ")"};
+    }
+  };
+  check_files(dir);
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string sub = e.path().filename().string();
+    std::error_code e2;
+    if (!e.is_directory(e2) || sub.rfind("rank", 0) != 0 || sub.size() == 4 ||
+        sub.find_first_not_of("0123456789", 4) != std::string::npos)
+      continue;  // not rank<r>: ignored
+    if (sub.size() > 12 || std::stoll(sub.substr(4)) >= world)
+      throw Error{e.path().string() + ": the program runs " + std::to_string(world) + " rank" + (world == 1 ? "" : "s") +
+                  ", so there is no " + sub};
+    check_files(e.path());
   }
-  std::string got = type_str(t, dims.data(), int(dims.size())), want = type_str(a.dtype, a.shape, a.rank);
-  if (got != want)
-    throw Error{path + ": holds " + got + ", but input '" + a.name + "' is declared " + want};
-  size_t need = size_t(a.bytes()), have = s.size() - hstart - hlen;
-  if (have != need)
-    throw Error{path + ": " + (have < need ? "truncated: " : "extra bytes: ") + want + " needs " + std::to_string(need) +
-                " bytes of data, the file has " + std::to_string(have)};
-  return std::vector<char>(s.begin() + long(hstart + hlen), s.end());
 }
 inline std::string npy_bytes(const Arg& a, const std::vector<char>& data) {
   std::string shape;
@@ -270,6 +276,7 @@ inline Options parse(const Program& p, int argc, char** argv) {
 
 inline RankData load_rank(const Program& p, const Options& o, int r) {
   RankData d;
+  if (!o.inputs.empty()) check_input_dir(p, o.inputs, p.world);
   {
     for (const Arg& a : p.inputs) {
       std::vector<char> data;
