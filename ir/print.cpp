@@ -37,14 +37,6 @@ std::string float_str(double v) {
   return s;
 }
 
-std::string quote(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
 
 // Text inside a dot label's quotes.
 std::string escape_dot(const std::string& s) {
@@ -64,6 +56,15 @@ std::string meta_str(const Node& n, const std::vector<std::string>& names) {
   return m;
 }
 }  // namespace
+
+std::string quote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
 
 std::string attr_str(const Attr& a) {
   switch (a.kind) {

@@ -13,6 +13,8 @@ namespace gradc {
 std::vector<std::string> value_names(const Graph& g);
 
 std::string attr_str(const Attr& a);
+// A string as a double-quoted literal (quotes and backslashes escaped), as the text and JSON forms write it.
+std::string quote(const std::string& s);
 // With `loc_file`, each value's line ends with its source location, as MLIR prints
 // it: loc("prog.dg":4:7) (the reader keeps it).
 std::string print_text(const Graph& g, const std::string& loc_file = "");

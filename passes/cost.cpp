@@ -108,14 +108,6 @@ std::string call_str(const Node& n) {
   for (const auto& [k, v] : n.attrs.items) attrs.push_back(k + "=" + attr_str(v));
   return fmt::format("{}({})", op_name(n.op), fmt::join(attrs, ", "));
 }
-std::string json_str(const std::string& s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    out += ch;
-  }
-  return out + "\"";
-}
 }  // namespace
 
 std::string cost_report(const Graph& g, const GraphCost& c, const std::string& source) {
@@ -154,8 +146,8 @@ std::string cost_json(const Graph& g, const GraphCost& c, const std::string& sou
     totals[cc.backward] += cc.sent;
     s += fmt::format("{}\n  {{\"phase\": \"{}\", \"file\": {}, \"line\": {}, \"col\": {}, \"value\": {}, "
                      "\"collective\": {}, \"call\": {}, \"operand\": \"{}\", \"sent_bytes\": {}, \"received_bytes\": {}}}",
-                     i ? "," : "", cc.backward ? "backward" : "forward", json_str(source), n.loc.line, n.loc.col,
-                     json_str(source_value(n)), json_str(std::string(op_name(n.op))), json_str(call_str(n)),
+                     i ? "," : "", cc.backward ? "backward" : "forward", quote(source), n.loc.line, n.loc.col,
+                     quote(source_value(n)), quote(std::string(op_name(n.op))), quote(call_str(n)),
                      type_str(g.type(n.args[0])), bytes_str(cc.sent), bytes_str(cc.received));
   }
   s += fmt::format("],\n \"sent_bytes\": {{\"forward\": {}, \"backward\": {}}},\n", bytes_str(totals[0]),

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -189,6 +190,39 @@ inline Array parse(const std::string& s, const std::string& path) {
     out.data = std::move(c);
   }
   return out;
+}
+
+// The files of an --inputs folder: a .npy named after no input (a misspelt wi.npy for
+// input Wi) and a rank<r> folder for a rank that does not run are errors, as silently
+// ignored files give silently wrong results; other files and folders are ignored.
+inline void check_input_dir(const std::string& dir, const std::vector<std::string>& inputs, int world) {
+  namespace fs = std::filesystem;
+  std::string names;
+  for (const std::string& n : inputs) names += (names.empty() ? "" : ", ") + n;
+  auto check_files = [&](const fs::path& d) {
+    std::error_code ec;
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(d, ec))
+      if (std::error_code e2; e.path().extension() == ".npy" && !e.is_directory(e2)) files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    for (const fs::path& f : files)
+      if (std::find(inputs.begin(), inputs.end(), f.stem().string()) == inputs.end())
+        throw std::runtime_error(f.string() + ": no input of the program is named '" + f.stem().string() +
+                                 "' (its inputs: " + names + ")");
+  };
+  check_files(dir);
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string sub = e.path().filename().string();
+    std::error_code e2;
+    if (!e.is_directory(e2) || sub.rfind("rank", 0) != 0 || sub.size() == 4 ||
+        sub.find_first_not_of("0123456789", 4) != std::string::npos)
+      continue;  // not rank<r>
+    if (sub.size() > 12 || std::stoll(sub.substr(4)) >= world)
+      throw std::runtime_error(e.path().string() + ": the program runs " + std::to_string(world) + " rank" +
+                               (world == 1 ? "" : "s") + ", so there is no " + sub);
+    check_files(e.path());
+  }
 }
 
 }  // namespace gradc::npy

@@ -28,6 +28,7 @@
 #include "runtime/memory.h"
 #include "check/prove.h"
 #include "runtime/npy.h"
+#include "runtime/npy_format.h"
 #include "runtime/report.h"
 
 #include <CLI/CLI.hpp>
@@ -232,32 +233,13 @@ RankInputs load_inputs(const Graph& g, const std::string& dir, bool widen = fals
   if (dir.empty()) return in;
   std::error_code dir_ec;
   if (!fs::is_directory(dir, dir_ec)) throw UserError({}, fmt::format("--inputs: '{}' is not a directory", dir));
-  // A file that is no input's (a misspelt wi.npy for input Wi) and a folder for a rank
-  // that does not exist are errors: silently ignored files give silently wrong results.
   std::vector<std::string> names;
   for (const Node& n : g.nodes)
     if (n.op == Op::Input) names.push_back(n.attr_sym("name"));
-  auto check_files = [&](const fs::path& d) {
-    std::vector<fs::path> files;
-    for (const auto& f : fs::directory_iterator(d, dir_ec))
-      if (std::error_code ec; f.path().extension() == ".npy" && !f.is_directory(ec)) files.push_back(f.path());
-    std::sort(files.begin(), files.end());
-    for (const fs::path& f : files)
-      if (std::find(names.begin(), names.end(), f.stem().string()) == names.end())
-        throw UserError({}, fmt::format("{}: no input of the program is named '{}' (its inputs: {})", f.string(),
-                                        f.stem().string(), fmt::join(names, ", ")));
-  };
-  check_files(dir);
-  for (const auto& f : fs::directory_iterator(dir, dir_ec)) {
-    const std::string sub = f.path().filename().string();
-    std::error_code ec;
-    if (!f.is_directory(ec) || sub.rfind("rank", 0) != 0 || sub.size() == 4 ||
-        sub.find_first_not_of("0123456789", 4) != std::string::npos)
-      continue;  // not rank<r>: ignored
-    if (sub.size() > 12 || std::stoll(sub.substr(4)) >= g.world)
-      throw UserError({}, fmt::format("{}: the program runs {} rank{}, so there is no {}", f.path().string(), g.world,
-                                      g.world == 1 ? "" : "s", sub));
-    check_files(f.path());
+  try {
+    npy::check_input_dir(dir, names, g.world);
+  } catch (const std::runtime_error& e) {
+    throw UserError({}, e.what());
   }
   for (const Node& n : g.nodes) {
     if (n.op != Op::Input) continue;

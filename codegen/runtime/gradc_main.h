@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -191,39 +190,6 @@ inline std::vector<char> read_npy(const std::string& path, const Arg& a) {
   if (got != want) throw Error{path + ": holds " + got + ", but input '" + a.name + "' is declared " + want};
   return std::vector<char>(x.data.begin(), x.data.end());
 }
-// A .npy named after no input, or a rank<r> folder for a rank that does not run, is
-// an error, as in gradc run.
-inline void check_input_dir(const Program& p, const std::string& dir, int world) {
-  namespace fs = std::filesystem;
-  std::string names;
-  for (const Arg& a : p.inputs) names += (names.empty() ? "" : ", ") + std::string(a.name);
-  auto check_files = [&](const fs::path& d) {
-    std::error_code ec;
-    std::vector<fs::path> files;
-    for (const auto& e : fs::directory_iterator(d, ec))
-      if (std::error_code e2; e.path().extension() == ".npy" && !e.is_directory(e2)) files.push_back(e.path());
-    std::sort(files.begin(), files.end());
-    for (const fs::path& f : files) {
-      bool known = false;
-      for (const Arg& a : p.inputs) known |= f.stem().string() == a.name;
-      if (!known)
-        throw Error{f.string() + ": no input of the program is named '" + f.stem().string() + "' (its inputs: " + names + ")"};
-    }
-  };
-  check_files(dir);
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string sub = e.path().filename().string();
-    std::error_code e2;
-    if (!e.is_directory(e2) || sub.rfind("rank", 0) != 0 || sub.size() == 4 ||
-        sub.find_first_not_of("0123456789", 4) != std::string::npos)
-      continue;  // not rank<r>: ignored
-    if (sub.size() > 12 || std::stoll(sub.substr(4)) >= world)
-      throw Error{e.path().string() + ": the program runs " + std::to_string(world) + " rank" + (world == 1 ? "" : "s") +
-                  ", so there is no " + sub};
-    check_files(e.path());
-  }
-}
 inline std::string npy_bytes(const Arg& a, const std::vector<char>& data) {
   std::string shape;
   for (int d = 0; d < a.rank; ++d) shape += (d ? ", " : "") + std::to_string(a.shape[d]);
@@ -276,7 +242,15 @@ inline Options parse(const Program& p, int argc, char** argv) {
 
 inline RankData load_rank(const Program& p, const Options& o, int r) {
   RankData d;
-  if (!o.inputs.empty()) check_input_dir(p, o.inputs, p.world);
+  if (!o.inputs.empty()) {
+    std::vector<std::string> names;
+    for (const Arg& a : p.inputs) names.push_back(a.name);
+    try {
+      npy::check_input_dir(o.inputs, names, p.world);
+    } catch (const std::runtime_error& e) {
+      throw Error{e.what()};
+    }
+  }
   {
     for (const Arg& a : p.inputs) {
       std::vector<char> data;
