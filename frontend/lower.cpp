@@ -146,10 +146,22 @@ class Lowerer {
                    type_str(was), carried->second.line, type_str(now));
       if (!v.is_lit() && g_[v.id].name.empty()) g_[v.id].name = n.text;
       carried->first = v;
+      if (statics_.count(n.text) && find_top(n.text) == carried) note_static(n.text, *carried);
       return;
     }
     scope().names[n.text] = {v, n.loc};
     if (!v.is_lit() && g_[v.id].name.empty()) g_[v.id].name = n.text;
+    if (&scope() == scopes_.front()) note_static(n.text, scope().names[n.text]);
+  }
+  // The program's static integers (top-level names bound to one), which defaults and
+  // functions see too.
+  std::pair<V, Loc>* find_top(const std::string& name) {
+    auto it = scopes_.front()->names.find(name);
+    return it == scopes_.front()->names.end() ? nullptr : &it->second;
+  }
+  void note_static(const std::string& name, const std::pair<V, Loc>& b) {
+    if (b.first.is_int_lit()) statics_[name] = b;
+    else statics_.erase(name);
   }
   V lookup(const std::string& name, Loc loc) {
     if (std::pair<V, Loc>* b = find(name)) return b->first;
@@ -241,9 +253,7 @@ class Lowerer {
     if (s.shared) n.attrs.set("shared", Attr::of_int(1));
     if (s.value) {
       Scope defaults;  // a default sees no other values, but static integers (H = 64 // world)
-      for (Scope* sc = &scope(); sc; sc = sc->parent)
-        for (const auto& [k, b] : sc->names)
-          if (b.first.is_int_lit()) defaults.names.emplace(k, b);
+      defaults.names = statics_;
       scopes_.push_back(&defaults);
       in_default_ = true;
       V v = expr(*s.value);
@@ -636,8 +646,7 @@ class Lowerer {
     Scope s;
     s.in_function = true;
     for (size_t i = 0; i < params.size(); ++i) s.names[params[i]] = {args[i], f.params[i].loc};
-    for (const auto& [k, b] : scopes_.front()->names)  // and the program's static integers (D = 64 // world)
-      if (b.first.is_int_lit()) s.names.emplace(k, b);
+    for (const auto& [k, b] : statics_) s.names.emplace(k, b);  // and the program's static integers (D = 64 // world)
     stack_.push_back(f.name.text);
     scopes_.push_back(&s);
     for (const ast::Stmt& st : f.body) statement(st);
@@ -681,6 +690,7 @@ class Lowerer {
   bool f64_;
   Graph g_;
   std::vector<Scope*> scopes_;
+  std::map<std::string, std::pair<V, Loc>> statics_;  // the program's static integers, kept by bind
   std::vector<std::string> stack_;
   bool in_default_ = false;
 };

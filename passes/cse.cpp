@@ -21,12 +21,11 @@ bool same(const Attrs& a, const Attrs& b) {
   return true;
 }
 
-// A node as CSE compares it: op, operands (after replacement), attributes, type.
+// A node as CSE compares it: op, operands (already replaced), attributes, type.
 struct Key {
   const Node* n;
-  std::vector<ValueId> args;
   bool operator==(const Key& o) const {
-    return n->op == o.n->op && args == o.args && n->type == o.n->type && same(n->attrs, o.n->attrs);
+    return n->op == o.n->op && n->args == o.n->args && n->type == o.n->type && same(n->attrs, o.n->attrs);
   }
 };
 struct KeyHash {
@@ -40,7 +39,7 @@ struct KeyHash {
       h *= 0x94d049bb133111ebull;
       h ^= h >> 31;
     };
-    for (ValueId a : k.args) mix(uint64_t(a));
+    for (ValueId a : k.n->args) mix(uint64_t(a));
     for (int64_t d : k.n->type.shape) mix(uint64_t(d));
     for (const auto& [key, a] : k.n->attrs.items) {
       mix(std::hash<std::string>()(key));
@@ -66,13 +65,11 @@ Graph cse(Graph g) {
   seen.reserve(g.nodes.size());
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     repl[i] = ValueId(i);
-    const Node& n = g.nodes[i];
+    Node& n = g.nodes[i];
+    for (ValueId& a : n.args) a = repl[size_t(a)];  // operands as merged so far (rebuild keeps them)
     // Collectives are exchanges, and inputs are distinct variables: never merged.
     if (is_collective(n.op) || n.op == Op::Input) continue;
-    Key key{&n, {}};
-    key.args.reserve(n.args.size());
-    for (ValueId a : n.args) key.args.push_back(repl[size_t(a)]);
-    auto [it, fresh] = seen.emplace(std::move(key), ValueId(i));
+    auto [it, fresh] = seen.emplace(Key{&n}, ValueId(i));
     if (!fresh) {
       repl[i] = it->second;
       keep[i] = false;

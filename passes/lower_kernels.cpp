@@ -46,8 +46,8 @@ std::string ident(const std::string& name) {
 
 class Lowerer {
  public:
-  Lowerer(const Graph& g, bool check_finite) {
-    l_.graph = g;
+  Lowerer(Graph g, bool check_finite) {
+    l_.graph = std::move(g);
     l_.check_finite = check_finite;
   }
 
@@ -491,6 +491,6 @@ class Lowerer {
 
 }  // namespace
 
-Lowered lower_kernels(const Graph& g, bool check_finite) { return Lowerer(g, check_finite).run(); }
+Lowered lower_kernels(Graph g, bool check_finite) { return Lowerer(std::move(g), check_finite).run(); }
 
 }  // namespace gradc

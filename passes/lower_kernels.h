@@ -9,6 +9,6 @@ namespace gradc {
 // With `check_finite` (gradc run --check-finite), every value but constants, views and
 // the cheapest leaves is its own kernel's buffer, checked for NaN and infinity after
 // the kernel, so a run stops at the first op, in program order, that makes one.
-Lowered lower_kernels(const Graph& g, bool check_finite = false);
+Lowered lower_kernels(Graph g, bool check_finite = false);
 
 }  // namespace gradc

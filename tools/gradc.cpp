@@ -166,7 +166,7 @@ int cmd_ir(const CommandLine& cl) {
     g = run_passes(std::move(g), optimisation_pipeline(), pipeline_options(cl), log);
   } else if (stage == "lowered") {
     g = run_passes(std::move(g), optimisation_pipeline(), pipeline_options(cl), log);
-    Lowered l = lower_kernels(g);
+    Lowered l = lower_kernels(std::move(g));
     std::cerr << log;
     std::cout << (format == "json" ? print_lowered_json(l) : format == "dot" ? print_lowered_dot(l) : print_lowered(l));
     return 0;
