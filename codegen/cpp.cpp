@@ -525,27 +525,21 @@ class Writer {
     return s + "}\n\n";
   }
 
-  // --check-finite: the kernel's float result checked for NaN and infinity (an error
-  // at its op, as the interpreter's).
-  std::string finite_check(const LKernel& k, const std::string& stream) {
-    const LBuffer& b = l_.buffers[size_t(k.out)];
+  // --check-finite: a buffer's float values checked for NaN and infinity (an error at
+  // the op that computed it, or the input, as the interpreter's).
+  std::string finite_check(int buffer, const std::string& stream) {
+    const LBuffer& b = l_.buffers[size_t(buffer)];
     if (!l_.check_finite || !is_float(b.type.dtype)) return "";
     const Node& n = g_[b.value];
     return fmt::format("  gradc::check_finite({}, {}, {}, rank_, \"{}:{}:{}\", \"{}\", \"{}\", \"{}\");\n", stream,
-                       ptr(k.out, true), b.type.size(), source_, n.loc.line, n.loc.col, checked_op_name(n),
+                       ptr(buffer, true), b.type.size(), source_, n.loc.line, n.loc.col, checked_op_name(n),
                        type_str(b.type), fmt::join(b.type.shape, ", "));
   }
 
   std::string run() {
     std::string s = fmt::format("void {}::run() {{\n", name_);
-    if (l_.check_finite)  // inputs included
-      for (const auto& [n, b] : l_.inputs) {
-        const LBuffer& x = l_.buffers[size_t(b)];
-        if (!is_float(x.type.dtype) || !g_[x.value].args.empty()) continue;  // a default is checked where computed
-        s += fmt::format("  gradc::check_finite(stream_, {}, {}, rank_, \"{}:{}:{}\", \"input\", \"{}\", \"{}\");\n",
-                         ptr(b, true), x.type.size(), source_, g_[x.value].loc.line, g_[x.value].loc.col,
-                         type_str(x.type), fmt::join(x.type.shape, ", "));
-      }
+    for (const auto& [n, b] : l_.inputs)  // given inputs; a default is checked where it is computed
+      if (g_[l_.buffers[size_t(b)].value].args.empty()) s += finite_check(b, "stream_");
     for (const auto& [n, b] : l_.inputs)
       if (g_[l_.buffers[size_t(b)].value].args.empty())
         s += fmt::format("  if (!{}_) gradc::missing_input(\"{}\", \"{}\");\n", n, name_, n);
@@ -560,7 +554,7 @@ class Writer {
       const int64_t n_out = out.type.size();
       if (k.group >= 0) {  // a row group: one kernel, launched at its first member
         if (k.group == int(i)) s += row_group(int(i), stream, where);
-        s += finite_check(k, stream);
+        s += finite_check(k.out, stream);
         if (target_ == Target::Cuda) s += fmt::format("  GRADC_CUDA(cudaEventRecord(events_[{}], {}), \"{}\");\n", i, stream, where);
         continue;
       }
@@ -597,7 +591,7 @@ class Writer {
         const std::string& n = g_[out.value].attr_sym("name");
         call = fmt::format("  if (!{}_) {{  // the default of {}\n{}  }}\n", n, n, indent(call));
       }
-      s += fmt::format("  // {} ({})\n", k.name, where) + call + finite_check(k, stream);
+      s += fmt::format("  // {} ({})\n", k.name, where) + call + finite_check(k.out, stream);
       if (target_ == Target::Cuda) s += fmt::format("  GRADC_CUDA(cudaEventRecord(events_[{}], {}), \"{}\");\n", i, stream, where);
     }
     if (target_ == Target::Cuda && !l_.kernels.empty())  // the step ends on the compute stream

@@ -146,7 +146,7 @@ class Lowerer {
                    type_str(was), carried->second.line, type_str(now));
       if (!v.is_lit() && g_[v.id].name.empty()) g_[v.id].name = n.text;
       carried->first = v;
-      if (statics_.count(n.text) && find_top(n.text) == carried) note_static(n.text, *carried);
+      if (find_top(n.text) == carried) note_static(n.text, *carried);
       return;
     }
     scope().names[n.text] = {v, n.loc};
