@@ -13,6 +13,7 @@ bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || 
 
 std::vector<Token> lex(const std::string& s, Syntax syntax) {
   std::vector<Token> out;
+  out.reserve(s.size() / 3 + 1);  // about one token per three characters of program text: one allocation
   size_t i = 0;
   int line = 1, col = 1, depth = 0;
   auto advance = [&](size_t n) {

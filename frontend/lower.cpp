@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "ir/rules.h"
 #include "ir/stack.h"
@@ -37,7 +38,7 @@ struct V {
 // scope sees the names of the scope around it (`parent`) and may rebind them:
 // they are loop-carried.
 struct Scope {
-  std::map<std::string, std::pair<V, Loc>> names;
+  std::unordered_map<std::string, std::pair<V, Loc>> names;
   bool in_function = false;
   Scope* parent = nullptr;  // a loop body's enclosing scope
 };
@@ -64,6 +65,8 @@ class Lowerer {
 
   Graph run() {
     Scope top;
+    top.names.reserve(prog_.stmts.size());  // about a name a statement
+    g_.nodes.reserve(prog_.stmts.size() * 4);
     scopes_.push_back(&top);
     for (const ast::Stmt& s : prog_.stmts) statement(s);
     return std::move(g_);
@@ -122,8 +125,8 @@ class Lowerer {
   // ---- names ----------------------------------------------------------------
   Scope& scope() { return *scopes_.back(); }
   // The binding of `name` visible here: this scope's, or an enclosing one's through loop bodies.
-  std::pair<V, Loc>* find(const std::string& name) {
-    for (Scope* s = &scope(); s; s = s->parent) {
+  std::pair<V, Loc>* find(const std::string& name, bool outside = false) {
+    for (Scope* s = outside ? scope().parent : &scope(); s; s = s->parent) {
       auto it = s->names.find(name);
       if (it != s->names.end()) return &it->second;
     }
@@ -132,11 +135,12 @@ class Lowerer {
   void bind(const ast::Name& n, V v) {
     if (n.text == "rank" || n.text == "world")
       user_error(n.loc, "'{}' is built in and cannot be rebound", n.text);
-    auto it = scope().names.find(n.text);
-    if (it != scope().names.end())
+    auto [it, fresh] = scope().names.try_emplace(n.text, v, n.loc);
+    if (!fresh)
       user_error(n.loc, "'{}' is already bound (at line {}); each name is bound once", n.text,
                  it->second.second.line);
-    if (std::pair<V, Loc>* carried = scope().parent ? find(n.text) : nullptr) {
+    if (std::pair<V, Loc>* carried = scope().parent ? find(n.text, true) : nullptr) {
+      scope().names.erase(it);
       // Loop-carried: a name bound before the loop takes the body's new value.
       const V& old = carried->first;
       const Type was = old.is_lit() ? Type{old.lit_dtype, {}} : g_.type(old.id);
@@ -149,9 +153,8 @@ class Lowerer {
       if (find_top(n.text) == carried) note_static(n.text, *carried);
       return;
     }
-    scope().names[n.text] = {v, n.loc};
     if (!v.is_lit() && g_[v.id].name.empty()) g_[v.id].name = n.text;
-    if (&scope() == scopes_.front()) note_static(n.text, scope().names[n.text]);
+    if (&scope() == scopes_.front()) note_static(n.text, it->second);
   }
   // The program's static integers (top-level names bound to one), which defaults and
   // functions see too.
@@ -161,7 +164,7 @@ class Lowerer {
   }
   void note_static(const std::string& name, const std::pair<V, Loc>& b) {
     if (b.first.is_int_lit()) statics_[name] = b;
-    else statics_.erase(name);
+    else if (!statics_.empty()) statics_.erase(name);
   }
   V lookup(const std::string& name, Loc loc) {
     if (std::pair<V, Loc>* b = find(name)) return b->first;
@@ -690,7 +693,7 @@ class Lowerer {
   bool f64_;
   Graph g_;
   std::vector<Scope*> scopes_;
-  std::map<std::string, std::pair<V, Loc>> statics_;  // the program's static integers, kept by bind
+  std::unordered_map<std::string, std::pair<V, Loc>> statics_;  // the program's static integers, kept by bind
   std::vector<std::string> stack_;
   bool in_default_ = false;
 };

@@ -25,50 +25,99 @@ const char* kind_name(const LKernel& k) {
   }
   return "?";
 }
+// Printing appends to one buffer, the frequent pieces without a format string
+// (a 100k-statement program prints 28 MB).
+using Out = fmt::memory_buffer;
+void put(Out& out, std::string_view s) { out.append(s.data(), s.data() + s.size()); }
+void put(Out& out, int64_t v) {
+  fmt::format_int f(v);
+  out.append(f.data(), f.data() + f.size());
+}
+template <class T>
+void put_list(Out& out, const std::vector<T>& items, std::string_view sep) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) put(out, sep);
+    put(out, items[i]);
+  }
+}
+
+void write_lines(Out& out, const std::vector<int>& lines) {
+  if (lines.empty()) return;
+  put(out, lines.size() == 1 ? "line " : "lines ");
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (i) out.push_back(',');
+    put(out, int64_t(lines[i]));
+  }
+}
 std::string lines_str(const std::vector<int>& lines) {
-  if (lines.empty()) return "";
-  return fmt::format("line{} {}", lines.size() == 1 ? "" : "s", fmt::join(lines, ","));
+  Out out;
+  write_lines(out, lines);
+  return fmt::to_string(out);
+}
+
+void write_fused_ops(Out& out, const Lowered& l, const LKernel& k) {
+  constexpr size_t kShown = 24;
+  for (size_t i = 0; i < k.fused.size() && i < kShown; ++i) {
+    if (i) out.push_back(' ');
+    const std::string_view name = op_name(l.graph[k.fused[i]].op);
+    out.append(name.data(), name.data() + name.size());
+  }
+  if (k.fused.size() > kShown) fmt::format_to(fmt::appender(out), " ... ({} ops)", k.fused.size());
 }
 
 // What the kernel does, in one line: "z = add, mul(x, y)", "c = gemm(a^T, b)".
-std::string body(const Lowered& l, const LKernel& k) {
+void write_body(Out& out, const Lowered& l, const LKernel& k) {
   const Graph& g = l.graph;
-  auto buf = [&](int b) { return l.buffers[size_t(b)].name; };
-  std::vector<std::string> reads;
-  for (int r : k.reads) reads.push_back(buf(r));
+  auto it = fmt::appender(out);
+  auto buf = [&](int b) -> const std::string& { return l.buffers[size_t(b)].name; };
+  auto reads = [&] {
+    for (size_t i = 0; i < k.reads.size(); ++i) {
+      if (i) put(out, ", ");
+      put(out, buf(k.reads[i]));
+    }
+  };
   switch (k.kind) {
     case LKernel::Gemm:
-      return fmt::format("{} = gemm({}{}, {}{}) m={} n={} k={} batch={}", buf(k.out), buf(k.a), k.trans_a ? "^T" : "",
-                         buf(k.b), k.trans_b ? "^T" : "", k.m, k.n, k.k, k.batch);
+      fmt::format_to(it, "{} = gemm({}{}, {}{}) m={} n={} k={} batch={}", buf(k.out), buf(k.a), k.trans_a ? "^T" : "",
+                     buf(k.b), k.trans_b ? "^T" : "", k.m, k.n, k.k, k.batch);
+      return;
     case LKernel::Comm: {
       const Node& n = g[k.root];
-      std::vector<std::string> attrs;
-      for (const auto& [key, v] : n.attrs.items) attrs.push_back(key + "=" + attr_str(v));
-      bool in_place = l.buffers[size_t(k.out)].kind == LBuffer::Alias;
-      return fmt::format("{} = {}({}) {{{}}}{}", buf(k.out), op_name(n.op), fmt::join(reads, ", "),
-                         fmt::join(attrs, ", "), in_place ? " in place" : "");
+      fmt::format_to(it, "{} = {}(", buf(k.out), op_name(n.op));
+      reads();
+      fmt::format_to(it, ") {{");
+      for (size_t i = 0; i < n.attrs.items.size(); ++i)
+        fmt::format_to(it, "{}{}={}", i ? ", " : "", n.attrs.items[i].first, attr_str(n.attrs.items[i].second));
+      fmt::format_to(it, "}}{}", l.buffers[size_t(k.out)].kind == LBuffer::Alias ? " in place" : "");
+      return;
     }
     default: {
-      const std::string ops = fused_ops(l, k);
+      put(out, buf(k.out));
       if (k.kind == LKernel::Reduce) {
         const Node& n = g[k.root];
-        return fmt::format("{} = {}[axes {}]({}) of ({})", buf(k.out), op_name(n.op), fmt::join(n.attr_ints("axes"), ","),
-                           ops, fmt::join(reads, ", "));
+        fmt::format_to(it, " = {}[axes {}](", op_name(n.op), fmt::join(n.attr_ints("axes"), ","));
+      } else {
+        put(out, " = map(");
       }
-      return fmt::format("{} = map({}) of ({}){}", buf(k.out), ops, fmt::join(reads, ", "),
-                         k.guard >= 0 ? " if not given" : "");
+      write_fused_ops(out, l, k);
+      put(out, ") of (");
+      reads();
+      put(out, k.kind == LKernel::Map && k.guard >= 0 ? ") if not given" : ")");
     }
   }
+}
+std::string body(const Lowered& l, const LKernel& k) {
+  Out out;
+  write_body(out, l, k);
+  return fmt::to_string(out);
 }
 
 }  // namespace
 
 std::string fused_ops(const Lowered& l, const LKernel& k) {
-  constexpr size_t kShown = 24;
-  std::vector<std::string> ops;
-  for (size_t i = 0; i < k.fused.size() && i < kShown; ++i) ops.push_back(std::string(op_name(l.graph[k.fused[i]].op)));
-  if (k.fused.size() > kShown) ops.push_back(fmt::format("... ({} ops)", k.fused.size()));
-  return fmt::format("{}", fmt::join(ops, " "));
+  Out out;
+  write_fused_ops(out, l, k);
+  return fmt::to_string(out);
 }
 
 int64_t plan_bytes(const Lowered& l) {
@@ -80,25 +129,51 @@ int64_t plan_bytes(const Lowered& l) {
 }
 
 std::string print_lowered(const Lowered& l) {
-  std::string s = fmt::format("world {}: {} kernels, {} buffers, workspace {} bytes\n", l.graph.world,
-                              l.kernels.size(), l.buffers.size(), l.workspace_bytes);
+  Out s;
+  auto it = fmt::appender(s);
+  fmt::format_to(it, "world {}: {} kernels, {} buffers, workspace {} bytes\n", l.graph.world, l.kernels.size(),
+                 l.buffers.size(), l.workspace_bytes);
   for (const LBuffer& b : l.buffers) {
-    s += fmt::format("buffer {} {} {}", b.name, kind_name(b), type_str(b.type));
-    if (b.kind == LBuffer::Work) s += fmt::format(" @{}", b.offset);
-    if (b.kind == LBuffer::Alias) s += fmt::format(" of {}", l.buffers[size_t(b.alias_of)].name);
-    s += b.output ? " output\n" : "\n";
+    put(s, "buffer ");
+    put(s, b.name);
+    s.push_back(' ');
+    put(s, kind_name(b));
+    s.push_back(' ');
+    put(s, dtype_name(b.type.dtype));
+    s.push_back('[');
+    put_list(s, b.type.shape, ", ");
+    s.push_back(']');
+    if (b.kind == LBuffer::Work) {
+      put(s, " @");
+      put(s, b.offset);
+    }
+    if (b.kind == LBuffer::Alias) {
+      put(s, " of ");
+      put(s, l.buffers[size_t(b.alias_of)].name);
+    }
+    put(s, b.output ? " output\n" : "\n");
   }
   for (size_t i = 0; i < l.kernels.size(); ++i) {
     const LKernel& k = l.kernels[i];
-    s += fmt::format("kernel {} {} {}: {}", i, k.stream == LKernel::Compute ? "compute" : "comm", kind_name(k),
-                     body(l, k));
-    if (k.group >= 0) s += fmt::format("; row group {}: {} rows x {}", k.group, k.rows, k.row_len);
-    if (!k.waits.empty()) s += fmt::format("; waits for kernel {}", fmt::join(k.waits, ", "));
-    if (!k.lines.empty()) s += "; " + lines_str(k.lines);
-    s += "\n";
+    put(s, "kernel ");
+    put(s, int64_t(i));
+    put(s, k.stream == LKernel::Compute ? " compute " : " comm ");
+    put(s, kind_name(k));
+    put(s, ": ");
+    write_body(s, l, k);
+    if (k.group >= 0) fmt::format_to(it, "; row group {}: {} rows x {}", k.group, k.rows, k.row_len);
+    if (!k.waits.empty()) {
+      put(s, "; waits for kernel ");
+      put_list(s, k.waits, ", ");
+    }
+    if (!k.lines.empty()) {
+      put(s, "; ");
+      write_lines(s, k.lines);
+    }
+    s.push_back('\n');
   }
-  for (const auto& [name, b] : l.outputs) s += fmt::format("output {} = {}\n", name, l.buffers[size_t(b)].name);
-  return s;
+  for (const auto& [name, b] : l.outputs) fmt::format_to(it, "output {} = {}\n", name, l.buffers[size_t(b)].name);
+  return fmt::to_string(s);
 }
 
 std::string print_lowered_dot(const Lowered& l) {

@@ -5,25 +5,34 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
 namespace gradc {
 
+// A value without a hint is named by its id; hints are never all digits (the IR
+// reader drops such names), so only hinted names can collide. The set holds views
+// of the graph's hints and of the generated names, which stay in place.
 std::vector<std::string> value_names(const Graph& g) {
   std::vector<std::string> names(g.nodes.size());
-  std::unordered_set<std::string> used;
-  std::unordered_map<std::string, int> next;  // per hint: the suffix to try first (linear, however often a name repeats)
+  std::unordered_set<std::string_view> used;
+  std::unordered_map<std::string_view, int> next;  // per hint: the suffix to try first (linear, however often a name repeats)
+  used.reserve(g.nodes.size());
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const std::string& hint = g.nodes[i].name;
-    std::string name = hint.empty() ? std::to_string(i) : hint;
-    if (!hint.empty() && used.count(name)) {
+    if (hint.empty()) {
+      names[i] = std::to_string(i);
+    } else if (used.insert(hint).second) {
+      names[i] = hint;
+    } else {
       int& k = next.try_emplace(hint, 1).first->second;
+      std::string name;
       do name = fmt::format("{}.{}", hint, k++);
       while (used.count(name));
+      names[i] = std::move(name);
+      used.insert(names[i]);
     }
-    used.insert(name);
-    names[i] = std::move(name);
   }
   return names;
 }

@@ -149,20 +149,16 @@ std::vector<ValueId> backward(Graph& g, ValueId loss, const std::vector<ValueId>
 
   Ad ad(g);
   ad.set_higher_order(higher_order);
-  std::unordered_map<ValueId, ValueId> ct;
-  auto accumulate = [&](ValueId v, ValueId c) {
-    auto it = ct.find(v);
-    ct[v] = it == ct.end() ? c : ad.add(it->second, c);
-  };
+  std::vector<ValueId> ct(size_t(loss) + 1, -1);  // per forward value: its cotangent so far, or -1
+  auto accumulate = [&](ValueId v, ValueId c) { ct[size_t(v)] = ct[size_t(v)] < 0 ? c : ad.add(ct[size_t(v)], c); };
   if (live[size_t(loss)]) {
     // The seed: d L / d loss_r, 1 for mode=sum; 1/N for mean, and for global
     // (there the loss is the same on every rank, so L = sum(loss) = (1/N) sum_r sum(loss_r)).
     ad.begin(loss, {});
-    ct[loss] = ad.constant(g.type(loss), mode == "sum" ? 1.0 : 1.0 / g.world);
+    ct[size_t(loss)] = ad.constant(g.type(loss), mode == "sum" ? 1.0 : 1.0 / g.world);
   }
   for (ValueId v = loss; v >= first; --v) {
-    auto it = ct.find(v);
-    if (it == ct.end() || !live[size_t(v)] || !is_differentiable(g[v].op)) continue;
+    if (ct[size_t(v)] < 0 || !live[size_t(v)] || !is_differentiable(g[v].op)) continue;
     const std::vector<ValueId> args = g[v].args;  // a copy: the rule appends nodes
     const Op op = g[v].op;
     std::vector<bool> need(args.size());
@@ -171,7 +167,7 @@ std::vector<ValueId> backward(Graph& g, ValueId loss, const std::vector<ValueId>
     if (!any) continue;
     std::vector<ValueId> cts(args.size(), -1);
     ad.begin(v, need);
-    rule(op).vjp(ad, v, it->second, cts);
+    rule(op).vjp(ad, v, ct[size_t(v)], cts);
     for (size_t i = 0; i < args.size(); ++i)
       if (need[i]) {
         GRADC_ASSERT(cts[i] >= 0, "{}: derivative rule gave no cotangent for operand {}", op_name(op), i);
@@ -184,8 +180,7 @@ std::vector<ValueId> backward(Graph& g, ValueId loss, const std::vector<ValueId>
   std::vector<ValueId> out;
   for (ValueId w : ws) {
     ad.begin(w, {});
-    auto it = ct.find(w);
-    ValueId r = it != ct.end() ? it->second : ad.zeros(g.type(w));
+    ValueId r = w <= loss && ct[size_t(w)] >= 0 ? ct[size_t(w)] : ad.zeros(g.type(w));
     if (g[w].rep == Rep::Replicated || (g[w].op == Op::Input && g[w].attrs.has("shared"))) {
       // A replicated value (a shared input, or an all_reduce's result) is one variable
       // that feeds every rank, as in JAX: its gradient is the total over ranks.
@@ -216,6 +211,7 @@ Graph autodiff(const Graph& g, std::vector<GradInfo>* info) {
 
   Graph out;
   out.world = g.world;
+  out.nodes.reserve(g.nodes.size() * 6);  // room for the backward graphs: no copy as it grows (unused pages cost nothing)
   std::vector<ValueId> remap(g.nodes.size(), -1);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];

@@ -1,5 +1,4 @@
 #include <cstring>
-#include <unordered_map>
 
 #include "passes/pass.h"
 
@@ -61,21 +60,32 @@ struct KeyHash {
 Graph cse(Graph g) {
   std::vector<ValueId> repl(g.nodes.size());
   std::vector<bool> keep(g.nodes.size(), true);
-  std::unordered_map<Key, ValueId, KeyHash> seen;
-  seen.reserve(g.nodes.size());
+  // An open-addressing table of the nodes seen so far (no allocation per node):
+  // slots hold a node index, or -1; the size is a power of two at least twice the nodes.
+  size_t cap = 16;
+  while (cap < 2 * g.nodes.size()) cap *= 2;
+  std::vector<ValueId> slot(cap, -1);
+  std::vector<size_t> hash(g.nodes.size());
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     repl[i] = ValueId(i);
     Node& n = g.nodes[i];
     for (ValueId& a : n.args) a = repl[size_t(a)];  // operands as merged so far (rebuild keeps them)
     // Collectives are exchanges, and inputs are distinct variables: never merged.
     if (is_collective(n.op) || n.op == Op::Input) continue;
-    auto [it, fresh] = seen.emplace(Key{&n}, ValueId(i));
-    if (!fresh) {
-      repl[i] = it->second;
-      keep[i] = false;
+    hash[i] = KeyHash()(Key{&n});
+    for (size_t s = hash[i] & (cap - 1);; s = (s + 1) & (cap - 1)) {
+      const ValueId o = slot[s];
+      if (o < 0) {
+        slot[s] = ValueId(i);
+        break;
+      }
+      if (hash[size_t(o)] == hash[i] && Key{&g.nodes[size_t(o)]} == Key{&n}) {
+        repl[i] = o;
+        keep[i] = false;
+        break;
+      }
     }
   }
-  seen.clear();  // its keys point into g
   return rebuild(std::move(g), keep, repl);
 }
 

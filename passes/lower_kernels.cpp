@@ -56,6 +56,10 @@ class Lowerer {
     names_ = value_names(g);
     mark_buffers();
     l_.buffer_of.assign(g.nodes.size(), -1);
+    seen_.assign(g.nodes.size(), 0);
+    const size_t buffers = size_t(std::count(buffered_.begin(), buffered_.end(), true));
+    l_.buffers.reserve(buffers);
+    l_.kernels.reserve(buffers);
     for (size_t i = 0; i < g.nodes.size(); ++i)
       if (buffered_[i]) make_buffer_and_kernel(ValueId(i));
     for (const auto& [name, v] : g.outputs) {
@@ -140,8 +144,8 @@ class Lowerer {
   // for a reduction, its operand) down to buffered values, in graph order.
   std::vector<ValueId> fuse(ValueId root, bool include_root) {
     const Graph& g = l_.graph;
-    std::set<ValueId> in;
-    std::vector<ValueId> stack;
+    ++epoch_;  // marks this walk's values in seen_ (no set per kernel)
+    std::vector<ValueId> in, stack;
     if (include_root)
       stack.push_back(root);
     else
@@ -149,34 +153,43 @@ class Lowerer {
     while (!stack.empty()) {
       ValueId v = stack.back();
       stack.pop_back();
-      if (in.count(v) || (buffered_[size_t(v)] && v != root)) continue;
-      in.insert(v);
+      if (seen_[size_t(v)] == epoch_ || (buffered_[size_t(v)] && v != root)) continue;
+      seen_[size_t(v)] = epoch_;
+      in.push_back(v);
       for (ValueId a : g[v].args) stack.push_back(a);
     }
-    return {in.begin(), in.end()};
+    std::sort(in.begin(), in.end());
+    return in;
+  }
+
+  template <class T>
+  static std::vector<T> sorted_unique(std::vector<T> v) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    return v;
   }
 
   void finish_kernel(LKernel k) {
     const Graph& g = l_.graph;
-    std::set<int> reads, lines;
+    std::vector<int> reads, lines;
+    auto fused = [&](ValueId v) { return std::binary_search(k.fused.begin(), k.fused.end(), v); };  // fuse() sorts
     auto note = [&](ValueId v) {
-      if (g[v].loc.known()) lines.insert(g[v].loc.line);
+      if (g[v].loc.known()) lines.push_back(g[v].loc.line);
       for (ValueId a : g[v].args)
-        if (buffered_[size_t(a)] && std::find(k.fused.begin(), k.fused.end(), a) == k.fused.end())
-          reads.insert(l_.buffer_of[size_t(a)]);
+        if (buffered_[size_t(a)] && !fused(a)) reads.push_back(l_.buffer_of[size_t(a)]);
     };
     for (ValueId v : k.fused) note(v);
-    if (k.kind == LKernel::Map && std::find(k.fused.begin(), k.fused.end(), k.root) == k.fused.end())
-      reads.insert(l_.buffer_of[size_t(k.root)]);  // a copy: an input's default that is a buffer already
+    if (k.kind == LKernel::Map && !fused(k.root))
+      reads.push_back(l_.buffer_of[size_t(k.root)]);  // a copy: an input's default that is a buffer already
     else
       note(k.root);
-    reads.erase(k.out);
+    std::erase(reads, k.out);
     if (k.kind == LKernel::Gemm) {
-      reads.insert(k.a);
-      reads.insert(k.b);
+      reads.push_back(k.a);
+      reads.push_back(k.b);
     }
-    k.reads.assign(reads.begin(), reads.end());
-    k.lines.assign(lines.begin(), lines.end());
+    k.reads = sorted_unique(std::move(reads));
+    k.lines = sorted_unique(std::move(lines));
     k.stream = k.kind == LKernel::Comm ? LKernel::Communication : LKernel::Compute;
     l_.kernels.push_back(std::move(k));
   }
@@ -485,6 +498,8 @@ class Lowerer {
   Lowered l_;
   std::vector<std::string> names_;
   std::vector<bool> buffered_;
+  std::vector<uint32_t> seen_;  // per value: the fuse() walk that last reached it
+  uint32_t epoch_ = 0;
   std::vector<bool> transposed_gemm_;  // per value: a transpose computed as the BLAS call of its matmul
   std::vector<int> uses_;  // readers of each value, an output counting twice
 };

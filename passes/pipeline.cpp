@@ -42,24 +42,25 @@ Graph run_passes(Graph g, const std::vector<const PassInfo*>& passes, const Pipe
 }
 
 Graph rebuild(Graph&& g, const std::vector<bool>& keep, const std::vector<ValueId>& repl) {
-  Graph out;
-  out.world = g.world;
-  out.nodes.reserve(g.nodes.size());
+  // In place: kept nodes move down over removed ones (no second node array).
   std::vector<ValueId> id(g.nodes.size(), -1);
   auto map = [&](ValueId v) {
     ValueId m = id[size_t(repl[size_t(v)])];
     GRADC_ASSERT(m >= 0, "value {} is used but was removed", v);
     return m;
   };
+  size_t kept = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     if (!keep[i]) continue;
-    Node n = std::move(g.nodes[i]);
+    Node& n = g.nodes[i];
     for (ValueId& a : n.args) a = map(a);
     if (n.grad_of >= 0) n.grad_of = id[size_t(repl[size_t(n.grad_of)])];
-    id[i] = out.append(std::move(n));
+    if (kept != i) g.nodes[kept] = std::move(n);
+    id[i] = ValueId(kept++);
   }
-  for (const auto& [name, v] : g.outputs) out.outputs.push_back({name, map(v)});
-  return out;
+  g.nodes.resize(kept);
+  for (auto& o : g.outputs) o.second = map(o.second);
+  return std::move(g);
 }
 
 }  // namespace gradc

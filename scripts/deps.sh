@@ -3,7 +3,7 @@
 set -euo pipefail
 # clang-19 with its sanitizer and libFuzzer runtimes: the sanitizer build and the fuzzers (scripts/sanitize.sh, scripts/fuzz.sh).
 # With arguments, those packages instead (bench/native.py: scripts/deps.sh python3-torch python3-numpy).
-pkgs=(cmake g++ ninja-build python3 libfmt-dev libcli11-dev doctest-dev libopenblas-dev llvm-19-dev llvm-19-tools
+pkgs=(cmake g++ ninja-build python3 libfmt-dev libcli11-dev libmimalloc-dev doctest-dev libopenblas-dev llvm-19-dev llvm-19-tools
       clang-19 libclang-rt-19-dev libfuzzer-19-dev openmpi-bin libopenmpi-dev)
 [ $# -gt 0 ] && pkgs=("$@")
 missing=()
