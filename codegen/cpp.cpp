@@ -579,9 +579,10 @@ class Writer {
           break;
         }
         case LKernel::Gemm:
-          call += fmt::format("  gradc::gemm(blas_, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});\n", stream,
+          call += fmt::format("  gradc::gemm(blas_, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}{});\n", stream,
                               k.trans_a, k.trans_b, k.m, k.n, k.k, ptr(k.a, true), k.stride_a, ptr(k.b, true),
-                              k.stride_b, ptr(k.out, false), k.batch);
+                              k.stride_b, ptr(k.out, false), k.batch,
+                              k.alpha == 1 ? "" : ", " + literal(k.alpha, l_.buffers[size_t(k.out)].type.dtype));
           break;
         case LKernel::Comm:
           call += collective(k, stream, where);

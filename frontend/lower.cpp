@@ -562,7 +562,10 @@ class Lowerer {
   }
   ValueId logsumexp(ValueId x, const std::vector<int>& axes, bool keep, Loc loc) {
     const Shape s = g_.type(x).shape;  // a copy: emitting nodes moves the graph
-    ValueId m = reduce(Op::ReduceMax, x, axes, loc);
+    // The shift by the maximum is for range only: its derivative cancels exactly, so it
+    // is a stop_gradient (as JAX's logsumexp): no gradient through the max, its ties and
+    // its mask in the backward graph.
+    ValueId m = op(Op::StopGradient, {reduce(Op::ReduceMax, x, axes, loc)}, loc).id;
     ValueId mk = reshape(m, keep_shape(s, axes), loc);
     ValueId e = op(Op::Exp, {op(Op::Sub, {x, mk}, loc).id}, loc).id;
     ValueId r = op(Op::Add, {op(Op::Log, {reduce(Op::ReduceSum, e, axes, loc)}, loc).id, m}, loc).id;
@@ -702,7 +705,8 @@ const std::map<std::string, Op> kUnary = {
     {"neg", Op::Neg},         {"exp", Op::Exp},       {"log", Op::Log},   {"sqrt", Op::Sqrt},
     {"rsqrt", Op::Rsqrt},     {"abs", Op::Abs},       {"relu", Op::Relu}, {"sigmoid", Op::Sigmoid},
     {"tanh", Op::Tanh},       {"sin", Op::Sin},       {"cos", Op::Cos},   {"square", Op::Square},
-    {"reciprocal", Op::Reciprocal}, {"sign", Op::Sign}, {"erf", Op::Erf}};
+    {"reciprocal", Op::Reciprocal}, {"sign", Op::Sign}, {"erf", Op::Erf},
+    {"stop_gradient", Op::StopGradient}};
 
 // Every builtin's name, for "did you mean" (the unary ops and collectives are in their tables).
 const char* const kBuiltins[] = {
@@ -718,7 +722,7 @@ const std::map<std::string, std::string> kAliases = {
     {"clamp", "maximum and minimum"}, {"clip", "maximum and minimum"}, {"swapaxes", "transpose"},
     {"sigmoid_", "sigmoid"}, {"average", "mean"}, {"expand", "broadcast_to"}, {"full_like", "full"},
     {"zeros_like", "zeros"}, {"ones_like", "ones"}, {"arange", "iota"}, {"normal", "randn"}, {"uniform", "rand"},
-    {"rsqrt_", "rsqrt"}, {"layernorm", "layer_norm"}, {"rmsnorm", "rms_norm"}};
+    {"rsqrt_", "rsqrt"}, {"detach", "stop_gradient"}, {"layernorm", "layer_norm"}, {"rmsnorm", "rms_norm"}};
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
@@ -748,7 +752,8 @@ V Lowerer::builtin(const Expr& e) {
     Call c = bind_args(e, {"x"}, 1);
     V x = arg(c, "x");
     bool keeps_int = u->second == Op::Neg || u->second == Op::Abs || u->second == Op::Relu ||
-                     u->second == Op::Square || u->second == Op::Sign;
+                     u->second == Op::Square || u->second == Op::Sign ||
+                     u->second == Op::StopGradient;
     ValueId t = keeps_int ? tensor(x, loc) : float_tensor(x, loc);
     return op(u->second, {t}, loc);
   }

@@ -80,6 +80,7 @@ void write_body(Out& out, const Lowered& l, const LKernel& k) {
     case LKernel::Gemm:
       fmt::format_to(it, "{} = gemm({}{}, {}{}) m={} n={} k={} batch={}", buf(k.out), buf(k.a), k.trans_a ? "^T" : "",
                      buf(k.b), k.trans_b ? "^T" : "", k.m, k.n, k.k, k.batch);
+      if (k.alpha != 1) fmt::format_to(it, " alpha={}", k.alpha);
       return;
     case LKernel::Comm: {
       const Node& n = g[k.root];

@@ -6,8 +6,8 @@
 //           pad, concat) as index arithmetic: one loop over the output
 //   reduce  a reduction over some axes of a fused expression (the expression is
 //           never materialised)
-//   gemm    matmul as one BLAS call, transposes folded into its flags, batched
-//           as a strided-batched call
+//   gemm    matmul as one BLAS call, transposes folded into its flags, a product
+//           with a scalar constant into its alpha, batched as a strided-batched call
 //   comm    a collective on buffers (in place where the semantics allow)
 // Consecutive map and reduce kernels that each work on whole rows of one [rows,
 // len] layout (a reduction over trailing axes, the elementwise ops around it)
@@ -51,6 +51,7 @@ struct LKernel {
   int a = -1, b = -1;
   bool trans_a = false, trans_b = false;
   int64_t m = 0, n = 0, k = 0, batch = 1, stride_a = 0, stride_b = 0;
+  double alpha = 1;             // C[b] = alpha op(A[b]) op(B[b]): a scalar multiple folded in (x / c: alpha = 1 / c)
   std::vector<int> waits;       // kernels on the other stream this one waits for
   // A row group's members: the index of its first kernel, and the layout. A map
   // member computes `row_len` elements a row (or one, for a per-row value), a

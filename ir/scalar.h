@@ -113,6 +113,7 @@ template <class T> GRADC_HD T cos(T x) { return T(cos_(x)); }
 template <class T> GRADC_HD T square(T x) { return T(x * x); }
 template <class T> GRADC_HD T reciprocal(T x) { return T(1 / x); }
 template <class T> GRADC_HD T sign(T x) { return T((x > 0) - (x < 0)); }
+template <class T> GRADC_HD T stop_gradient(T x) { return x; }
 template <class T> GRADC_HD T add(T a, T b) { return T(a + b); }
 template <class T> GRADC_HD T sub(T a, T b) { return T(a - b); }
 template <class T> GRADC_HD T mul(T a, T b) { return T(a * b); }
@@ -158,5 +159,12 @@ template <class R, class T> GRADC_HD R cast(T x) {
   else return R(x);
 }
 }  // namespace op
+
+// One step of a max or min over axes, as every backend takes it (from -inf or +inf,
+// the lowest or highest i32): a NaN element makes the result NaN, as in NumPy and
+// PyTorch; of equal values (0 and -0) the first stays. Exact in any order but for
+// which NaN, or which zero, is the result.
+template <class A> GRADC_HD A max_step(A acc, A x) { return (acc < x || x != x) ? x : acc; }
+template <class A> GRADC_HD A min_step(A acc, A x) { return (x < acc || x != x) ? x : acc; }
 
 }  // namespace gradc

@@ -15,6 +15,8 @@ namespace {
 KernelForm form(Op op) { return rule(op).lower; }
 // Leaves cheap enough to compute wherever they are used, however often.
 bool splat_const(const Node& n) { return n.op == Op::Const && n.attrs.find("value")->kind != Attr::List; }
+// A constant with one element, or a splat: what a BLAS call's alpha can be.
+bool scalar_const(const Node& n) { return splat_const(n) && n.type.size() >= 1; }
 bool is_cheap(const Node& n) { return n.op == Op::Rank || n.op == Op::Iota || splat_const(n); }
 
 // matmul's operand as BLAS sees it: a buffer value, transposed or not (a
@@ -82,14 +84,24 @@ class Lowerer {
       for (ValueId a : n.args) ++uses[size_t(a)];
     for (const auto& o : g.outputs) uses[size_t(o.second)] += 2;  // an output is always a buffer
     buffered_.assign(g.nodes.size(), false);
-    // A matmul read only by a transpose of its last two axes: the transpose is the
-    // BLAS call, computing C^T = op(B)^T op(A)^T (no copy of the result).
-    transposed_gemm_.assign(g.nodes.size(), false);
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
+    // A matmul read only by a transpose of its last two axes, or by a product or
+    // quotient with a scalar constant: that op is the BLAS call, computing
+    // C^T = op(B)^T op(A)^T, or alpha op(A) op(B) (no pass over the result).
+    folded_mm_.assign(g.nodes.size(), -1);
+    auto lone_matmul = [&](ValueId v) {
+      return form(g[v].op) == KernelForm::Gemm && uses[size_t(v)] == 1 && is_float(g.type(v).dtype);
+    };
+    for (size_t i = 0; i < g.nodes.size() && !l_.check_finite; ++i) {
       const Node& n = g.nodes[i];
-      if (swaps_last_two(n) && form(g[n.args[0]].op) == KernelForm::Gemm && uses[size_t(n.args[0])] == 1 &&
-          !l_.check_finite)
-        transposed_gemm_[i] = true;
+      if (swaps_last_two(n) && lone_matmul(n.args[0])) {
+        folded_mm_[i] = n.args[0];
+      } else if ((n.op == Op::Mul || n.op == Op::Div) && n.type == g.type(n.args[0]) &&
+                 lone_matmul(n.args[0]) && scalar_const(g[n.args[1]])) {
+        folded_mm_[i] = n.args[0];
+      } else if (n.op == Op::Mul && n.type == g.type(n.args[1]) && lone_matmul(n.args[1]) &&
+                 scalar_const(g[n.args[0]])) {
+        folded_mm_[i] = n.args[1];
+      }
     }
     // What BLAS calls and collectives read must be in buffers, as must outputs.
     for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -101,19 +113,34 @@ class Lowerer {
       if (f == KernelForm::Comm) buffered_[size_t(n.args[0])] = true;
     }
     for (const auto& o : g.outputs) buffered_[size_t(o.second)] = true;
+    // A value computed from rank, iota and constants alone by a few elementwise ops
+    // (labels, a one-hot mask) reads no memory: it is computed wherever it is used,
+    // however many use it, instead of being written out and read back.
+    std::vector<int> leaf_ops(g.nodes.size(), 0);  // such a value's op count, 0 for any other
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const Node& n = g.nodes[i];
+      if (is_cheap(n)) {
+        leaf_ops[i] = 1;
+      } else if (is_elementwise(n.op) || n.op == Op::Reshape || n.op == Op::BroadcastTo) {
+        int count = 1;
+        for (ValueId a : n.args) count = leaf_ops[size_t(a)] ? count + leaf_ops[size_t(a)] : kMaxLeafOps + 1;
+        leaf_ops[i] = count <= kMaxLeafOps ? count : 0;
+      }
+    }
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const Node& n = g.nodes[i];
       const KernelForm f = form(n.op);
       // A transpose of a buffer is index arithmetic wherever it is read (a flag in a
       // BLAS call): recomputed, never copied, however many read it.
       const bool view = n.op == Op::Transpose && buffered_[size_t(n.args[0])];
-      if (transposed_gemm_[i] || n.op == Op::Input || (n.op == Op::Const && !splat_const(n)) ||
+      if (folded_mm_[i] >= 0 || n.op == Op::Input || (n.op == Op::Const && !splat_const(n)) ||
           f == KernelForm::Reduce || f == KernelForm::Gemm || f == KernelForm::Comm ||
-          ((uses[i] > 1 || l_.check_finite) && !is_cheap(n) && !view && !(l_.check_finite && n.op == Op::Const)))
+          (l_.check_finite && !is_cheap(n) && !view && n.op != Op::Const) ||
+          (uses[i] > 1 && !leaf_ops[i] && !view))
         buffered_[i] = true;
     }
     for (size_t i = 0; i < g.nodes.size(); ++i)
-      if (transposed_gemm_[i]) buffered_[size_t(g.nodes[i].args[0])] = false;
+      if (folded_mm_[i] >= 0) buffered_[size_t(folded_mm_[i])] = false;
     // A kernel computes at most kMaxFused values: a longer chain (100k unary
     // minuses) is cut into kernels of that size, each compiled in good time.
     std::vector<int64_t> size(g.nodes.size(), 0);
@@ -128,6 +155,7 @@ class Lowerer {
     }
   }
   static constexpr int64_t kMaxFused = 256;
+  static constexpr int kMaxLeafOps = 16;
 
   int add_buffer(ValueId v, LBuffer::Kind kind) {
     LBuffer b;
@@ -215,12 +243,13 @@ class Lowerer {
       add_buffer(v, LBuffer::Const);
       return;
     }
-    if (n.op == Op::Reshape && buffered_[size_t(n.args[0])]) {  // a view of a buffer is that buffer
+    if ((n.op == Op::Reshape || n.op == Op::StopGradient) && buffered_[size_t(n.args[0])]) {  // a view of a buffer is that buffer
       int b = add_buffer(v, LBuffer::Alias);
       l_.buffers[size_t(b)].alias_of = l_.buffer_of[size_t(n.args[0])];
       return;
     }
-    const KernelForm f = transposed_gemm_[size_t(v)] ? KernelForm::Gemm : form(n.op);
+    const ValueId folded = folded_mm_[size_t(v)];  // the matmul this op's BLAS call computes
+    const KernelForm f = folded >= 0 ? KernelForm::Gemm : form(n.op);
     const int operand = f == KernelForm::Comm ? l_.buffer_of[size_t(n.args[0])] : -1;
     if (n.op == Op::AllReduce && l_.buffers[size_t(operand)].kind == LBuffer::Work && uses_[size_t(n.args[0])] == 1) {
       k.out = add_buffer(v, LBuffer::Alias);  // in place: the operand is used by nothing else
@@ -231,8 +260,12 @@ class Lowerer {
     k.name = l_.buffers[size_t(k.out)].name;
     if (f == KernelForm::Gemm) {
       k.kind = LKernel::Gemm;
-      const bool t = transposed_gemm_[size_t(v)];
-      const Node& mm = t ? g[n.args[0]] : n;  // the matmul
+      const bool t = folded >= 0 && n.op == Op::Transpose;
+      const Node& mm = folded >= 0 ? g[folded] : n;  // the matmul
+      if (folded >= 0 && n.op != Op::Transpose) {  // x * c, c * x, x / c
+        const double c = g[n.args[n.args[0] == folded ? 1 : 0]].attr_num("value");
+        k.alpha = n.op == Op::Div ? 1 / c : c;
+      }
       GemmOperand a = gemm_operand(g, mm.args[0]), b = gemm_operand(g, mm.args[1]);
       if (t) {  // C^T = op(B)^T op(A)^T
         std::swap(a, b);
@@ -500,7 +533,7 @@ class Lowerer {
   std::vector<bool> buffered_;
   std::vector<uint32_t> seen_;  // per value: the fuse() walk that last reached it
   uint32_t epoch_ = 0;
-  std::vector<bool> transposed_gemm_;  // per value: a transpose computed as the BLAS call of its matmul
+  std::vector<ValueId> folded_mm_;  // per value: the matmul whose BLAS call computes it (a transpose or scaling of it), or -1
   std::vector<int> uses_;  // readers of each value, an output counting twice
 };
 

@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+#include <type_traits>
 
 #include "gradc_scalar.h"
 
@@ -104,9 +105,21 @@ GRADC_HD inline T combine(ROp op, T a, T b) {
   }
 }
 
-// Reductions over axes accumulate in double (int64 for i32), as the interpreter does.
+// Reductions over axes accumulate in double (int64 for i32), as the interpreter does:
+// a sum from 0, a max or min from -inf or +inf (the i32 limits) by max_step and min_step
+// (gradc_scalar.h: a NaN element makes the result NaN).
 template <class T> struct Acc { using type = double; };
 template <> struct Acc<int32_t> { using type = int64_t; };
+template <class A>
+GRADC_HD inline A reduce_init(ROp op) {
+  if (op == ROp::Sum) return A(0);
+  if constexpr (std::is_integral<A>::value) return A(op == ROp::Max ? -2147483647 - 1 : 2147483647);
+  else return A(op == ROp::Max ? -INFINITY : INFINITY);
+}
+template <class A>
+GRADC_HD inline A reduce_step(ROp op, A acc, A x) {
+  return op == ROp::Max ? max_step(acc, x) : op == ROp::Min ? min_step(acc, x) : A(acc + x);
+}
 
 template <class F> struct MapRow;
 template <class T, class F> struct ReduceRow;
@@ -165,9 +178,9 @@ inline void map(cudaStream_t s, int64_t n, const F& f) {
 
 // out[o] = op over r of f(o, r): a block per output element, CUB's block reduction.
 template <class A>
-struct Combine {
+struct Step {
   ROp op;
-  __device__ A operator()(A a, A b) const { return combine<A>(op, a, b); }
+  __device__ A operator()(A a, A b) const { return reduce_step<A>(op, a, b); }
 };
 // One output element by the whole block (256 threads): out[o] = op over r of f(o, r).
 template <class T, class F>
@@ -175,10 +188,9 @@ __device__ void block_reduce(ROp op, int64_t n_red, const F& f, int64_t o, T* ou
   using A = typename Acc<T>::type;
   using BlockReduce = cub::BlockReduce<A, 256>;
   __shared__ typename BlockReduce::TempStorage tmp;
-  int valid = int(n_red < 256 ? n_red : 256);
-  A acc = n_red ? A(f(o, threadIdx.x < n_red ? threadIdx.x : 0)) : A(0);
-  for (int64_t r = threadIdx.x + 256; r < n_red; r += 256) acc = combine<A>(op, acc, A(f(o, r)));
-  A total = BlockReduce(tmp).Reduce(acc, Combine<A>{op}, valid);
+  A acc = reduce_init<A>(op);
+  for (int64_t r = threadIdx.x; r < n_red; r += 256) acc = reduce_step<A>(op, acc, A(f(o, r)));
+  A total = BlockReduce(tmp).Reduce(acc, Step<A>{op});
   if (threadIdx.x == 0) out[o] = T(total);
   __syncthreads();  // the block's threads see out[o], and tmp may be used again
 }
@@ -227,7 +239,7 @@ inline void rows(cudaStream_t s, int64_t n_rows, const S&... steps) {
   GRADC_CUDA(cudaGetLastError(), "a row kernel launch");
 }
 
-// C[b] = op(A[b]) op(B[b]), row-major: cuBLAS is column-major, so it computes
+// C[b] = alpha op(A[b]) op(B[b]), row-major: cuBLAS is column-major, so it computes
 // C^T = op(B)^T op(A)^T, which is the same memory.
 template <class T>
 __global__ void gemm_i32(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t sa, const T* b,
@@ -242,17 +254,17 @@ __global__ void gemm_i32(bool ta, bool tb, int64_t m, int64_t n, int64_t k, cons
 }
 template <class T>
 inline void gemm(cublasHandle_t h, cudaStream_t s, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a,
-                 int64_t sa, const T* b, int64_t sb, T* c, int64_t batch) {
+                 int64_t sa, const T* b, int64_t sb, T* c, int64_t batch, T alpha = T(1)) {
   GRADC_CUBLAS(cublasSetStream(h, s), "matmul");
   const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int lda = int(ta ? m : k), ldb = int(tb ? k : n);
   if constexpr (sizeof(T) == 4 && T(0.5) != T(0)) {
-    const float one = 1, zero = 0;
-    GRADC_CUBLAS(cublasSgemmStridedBatched(h, opb, opa, int(n), int(m), int(k), &one, b, ldb, sb, a, lda, sa, &zero, c,
+    const float zero = 0;
+    GRADC_CUBLAS(cublasSgemmStridedBatched(h, opb, opa, int(n), int(m), int(k), &alpha, b, ldb, sb, a, lda, sa, &zero, c,
                                            int(n), m * n, int(batch)), "matmul");
   } else if constexpr (sizeof(T) == 8) {
-    const double one = 1, zero = 0;
-    GRADC_CUBLAS(cublasDgemmStridedBatched(h, opb, opa, int(n), int(m), int(k), &one, b, ldb, sb, a, lda, sa, &zero, c,
+    const double zero = 0;
+    GRADC_CUBLAS(cublasDgemmStridedBatched(h, opb, opa, int(n), int(m), int(k), &alpha, b, ldb, sb, a, lda, sa, &zero, c,
                                            int(n), m * n, int(batch)), "matmul");
   } else {
     gemm_i32<<<grid(batch * m * n), 256, 0, s>>>(ta, tb, m, n, k, a, sa, b, sb, c, batch);
@@ -421,26 +433,39 @@ inline void map(Stream, int64_t n, const F& f) {
   for (int64_t i = 0; i < n; ++i) f(i);
 }
 
-// out[o] = op over r of f(o, r), accumulated in Acc (f64; i64 for i32). A sum is
-// vectorised: the compiler splits it into L lanes (L = vector width x
-// interleave, at most 64 here), each summing every L-th element in order, then
-// adds the lanes; the error of a sum of n terms stays within
-// (n / L + log2 L + 1) u sum |x_r|, u the accumulator's unit roundoff (2^-53),
-// before the one rounding to T. max and min take the elements in order (with a
-// NaN, which one wins depends on the order).
+// out[o] = op over r of f(o, r). A sum accumulates in Acc (f64; i64 for i32) and is
+// vectorised: the compiler splits it into L lanes (L = vector width x interleave, at
+// most 64 here), each summing every L-th element in order, then adds the lanes; the
+// error of a sum of n terms stays within (n / L + log2 L + 1) u sum |x_r|, u the
+// accumulator's unit roundoff (2^-53), before the one rounding to T. A max or min is
+// exact in any order (max_step, min_step): 16 vector lanes in T, each taking every
+// 16th element, then the lanes in order; only which NaN or which zero is the result
+// can differ from one pass in order.
 template <class T, class F>
 inline void reduce_one(ROp op, int64_t n_red, const F& f, int64_t o, T* out) {
   using A = typename Acc<T>::type;
-  if (op != ROp::Sum) {
-    A acc = A(f(o, 0));
-    for (int64_t r = 1; r < n_red; ++r) acc = combine<A>(op, acc, A(f(o, r)));
+  if (op == ROp::Sum) {
+    A acc = 0;
+    GRADC_VECTORIZE_SUM
+    for (int64_t r = 0; r < n_red; ++r) acc += A(f(o, r));
     out[o] = T(acc);
     return;
   }
-  A acc = 0;
-  GRADC_VECTORIZE_SUM
-  for (int64_t r = 0; r < n_red; ++r) acc += A(f(o, r));
-  out[o] = T(acc);
+  constexpr int64_t L = 16;
+  const T init = T(reduce_init<A>(op));
+  T lane[L];
+  for (int64_t j = 0; j < L; ++j) lane[j] = init;
+  int64_t r = 0;
+  for (; r + L <= n_red; r += L) {
+    if (op == ROp::Max)
+      for (int64_t j = 0; j < L; ++j) lane[j] = max_step(lane[j], T(f(o, r + j)));
+    else
+      for (int64_t j = 0; j < L; ++j) lane[j] = min_step(lane[j], T(f(o, r + j)));
+  }
+  T acc = init;
+  for (int64_t j = 0; j < L; ++j) acc = reduce_step<T>(op, acc, lane[j]);
+  for (; r < n_red; ++r) acc = reduce_step<T>(op, acc, T(f(o, r)));
+  out[o] = acc;
 }
 template <class T, class F>
 inline void reduce(Stream, ROp op, int64_t n_out, int64_t n_red, const F& f, T* out) {
@@ -456,10 +481,10 @@ inline void reduce_leading(Stream, ROp op, int64_t n_out, int64_t n_red, const F
   A acc[kBlock];
   for (int64_t o0 = 0; o0 < n_out; o0 += kBlock) {
     const int64_t nb = n_out - o0 < kBlock ? n_out - o0 : kBlock;
-    for (int64_t j = 0; j < nb; ++j) acc[j] = op == ROp::Sum ? A(0) : A(f(o0 + j, 0));
-    for (int64_t r = op == ROp::Sum ? 0 : 1; r < n_red; ++r) {
+    for (int64_t j = 0; j < nb; ++j) acc[j] = reduce_init<A>(op);
+    for (int64_t r = 0; r < n_red; ++r) {
       GRADC_VECTORIZE
-      for (int64_t j = 0; j < nb; ++j) acc[j] = combine<A>(op, acc[j], A(f(o0 + j, r)));
+      for (int64_t j = 0; j < nb; ++j) acc[j] = reduce_step<A>(op, acc[j], A(f(o0 + j, r)));
     }
     for (int64_t j = 0; j < nb; ++j) out[o0 + j] = T(acc[j]);
   }
@@ -488,21 +513,21 @@ inline void rows(Stream, int64_t n_rows, const S&... steps) {
   for (int64_t r = 0; r < n_rows; ++r) (steps.row(r), ...);
 }
 
-// C[b] = op(A[b]) op(B[b]), row-major, for b < batch.
+// C[b] = alpha op(A[b]) op(B[b]), row-major, for b < batch.
 struct Blas {};
 template <class T>
 inline void gemm(Blas, Stream, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t sa,
-                 const T* b, int64_t sb, T* c, int64_t batch) {
+                 const T* b, int64_t sb, T* c, int64_t batch, T alpha = T(1)) {
   for (int64_t p = 0; p < batch; ++p) {
     const T* A = a + p * sa;
     const T* B = b + p * sb;
     T* C = c + p * m * n;
     if constexpr (sizeof(T) == 4 && T(0.5) != T(0)) {
       cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n),
-                  int(k), 1.0f, A, int(ta ? m : k), B, int(tb ? k : n), 0.0f, C, int(n));
+                  int(k), alpha, A, int(ta ? m : k), B, int(tb ? k : n), 0.0f, C, int(n));
     } else if constexpr (sizeof(T) == 8) {
       cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n),
-                  int(k), 1.0, A, int(ta ? m : k), B, int(tb ? k : n), 0.0, C, int(n));
+                  int(k), alpha, A, int(ta ? m : k), B, int(tb ? k : n), 0.0, C, int(n));
     } else {  // i32: no BLAS routine
       for (int64_t i = 0; i < m; ++i)
         for (int64_t j = 0; j < n; ++j) {

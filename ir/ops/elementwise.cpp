@@ -86,7 +86,7 @@ void with_unary(Op op, Body&& body) {
   case Op::E: return body([](T x) { return op::f(x); });
     UNARY(Neg, neg) UNARY(Exp, exp) UNARY(Log, log) UNARY(Sqrt, sqrt) UNARY(Rsqrt, rsqrt) UNARY(Abs, abs)
     UNARY(Relu, relu) UNARY(Sigmoid, sigmoid) UNARY(Tanh, tanh) UNARY(Sin, sin) UNARY(Cos, cos)
-    UNARY(Square, square) UNARY(Reciprocal, reciprocal) UNARY(Sign, sign) UNARY(Erf, erf)
+    UNARY(Square, square) UNARY(Reciprocal, reciprocal) UNARY(Sign, sign) UNARY(Erf, erf) UNARY(StopGradient, stop_gradient)
 #undef UNARY
     default: break;
   }
@@ -305,7 +305,7 @@ void vjp_where(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
 
 void register_elementwise_ops(RuleTable& t) {
   for (Op op : {Op::Neg, Op::Exp, Op::Log, Op::Sqrt, Op::Rsqrt, Op::Abs, Op::Relu, Op::Sigmoid,
-                Op::Tanh, Op::Sin, Op::Cos, Op::Square, Op::Reciprocal, Op::Sign, Op::Erf})
+                Op::Tanh, Op::Sin, Op::Cos, Op::Square, Op::Reciprocal, Op::Sign, Op::Erf, Op::StopGradient})
     t[op] = {infer_unary, eval_unary, nullptr};
   t[Op::Cast] = {infer_cast, eval_cast, nullptr};
   for (Op op : {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Pow, Op::Maximum, Op::Minimum, Op::Eq,

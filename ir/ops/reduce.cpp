@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "ir/rules.h"
+#include "ir/scalar.h"
 #include "passes/ad.h"
 
 namespace gradc {
@@ -56,15 +57,10 @@ Tensor eval_reduce(const Node& n, const Args& a, const EvalCtx&) {
     Strides st = broadcast_strides(keep, x.shape());
     if (op == Op::ReduceSum)
       strided_loop<1>(x.shape(), {st}, {0}, [&](int64_t i, auto o) { acc[size_t(o[0])] += px[i]; });
-    else if (op == Op::ReduceMax)
+    else  // max and min: a NaN element makes the result NaN (as NumPy and PyTorch); equal values: the first stays
       strided_loop<1>(x.shape(), {st}, {0}, [&](int64_t i, auto o) {
         Acc& r = acc[size_t(o[0])];
-        r = std::max(r, Acc(px[i]));
-      });
-    else
-      strided_loop<1>(x.shape(), {st}, {0}, [&](int64_t i, auto o) {
-        Acc& r = acc[size_t(o[0])];
-        r = std::min(r, Acc(px[i]));
+        r = op == Op::ReduceMax ? max_step(r, Acc(px[i])) : min_step(r, Acc(px[i]));
       });
     T* out = y.data<T>();
     for (size_t i = 0; i < acc.size(); ++i) out[i] = T(acc[i]);

@@ -178,6 +178,22 @@ TEST_CASE("every collective and reduction op, all three modes: zeros and ties, a
   check_collectives("cast(cast(rand([R, C], seed=rank) * 4, i32), f32) - 1", false);
 }
 
+TEST_CASE("stop_gradient: the identity with derivative zero; logsumexp's gradient is the softmax, ties included") {
+  auto grads = [](const std::string& src) {
+    Graph g = autodiff(lower_program(parse_program(src), 1));
+    return interpret(g, RankInputs(1));
+  };
+  // d/dx sum(stop_gradient(x) * x) = stop_gradient(x): x, not 2x.
+  auto r = grads("input x : f32[3] = iota(3) + 1.0\ny = stop_gradient(x) * x\nd = grad(sum(y), x)\noutput y, d\n");
+  check_values(out(r, 0, "y"), {1, 4, 9});
+  check_values(out(r, 0, "d"), {1, 2, 3});
+  // logsumexp shifts by the max under stop_gradient: two elements tie for the max and
+  // the gradient is still exactly softmax(x).
+  auto s = grads("input x : f32[4] = [1.0, 3.0, 3.0, 0.0]\nd = grad(logsumexp(x), x)\noutput d\n");
+  const double z = std::exp(1.0) + 2 * std::exp(3.0) + 1;
+  check_values(out(s, 0, "d"), {std::exp(1.0) / z, std::exp(3.0) / z, std::exp(3.0) / z, 1 / z}, 1e-7);
+}
+
 TEST_CASE("exact values: prod with zeros, max and min with ties") {
   auto grads = [](const std::string& src) {
     Graph g = autodiff(lower_program(parse_program(src), 3));

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 
 #include "passes/autodiff.h"
 #include "util.h"
@@ -89,6 +90,16 @@ TEST_CASE("reductions over axes, keepdims, mean, logsumexp") {
   check_values(run1("y = logsumexp([1.0, 2.0, 3.0])\noutput y\n"), {std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0))}, 1e-6);
   check_values(run1("y = mean(iota(4))\noutput y\n"), {1.5});
   check_values(run1("y = sum(iota(4))\noutput y\n"), {6});
+  // max and min: a NaN makes the result NaN wherever it is (NumPy's and PyTorch's max);
+  // infinities are values; an empty axis gives -inf and +inf.
+  Tensor m = run1("nan = 0.0 / 0.0\nx = [[1.0, nan, 3.0], [nan, -1.0, 2.0], [1.0, 2.0, nan], [-1.0 / 0.0, 0.0, 1.0 / 0.0]]\n"
+                  "y = concat([max(x, axis=1), min(x, axis=1)], axis=0)\noutput y\n");
+  const double inf = std::numeric_limits<double>::infinity();
+  for (int i : {0, 1, 2, 4, 5, 6}) CHECK(std::isnan(m.get(i)));
+  CHECK(m.get(3) == inf);
+  CHECK(m.get(7) == -inf);
+  check_values(run1("y = concat([max(zeros([2, 0]), axis=1), min(zeros([2, 0]), axis=1)], axis=0)\noutput y\n"),
+               {-inf, -inf, inf, inf});
 }
 
 TEST_CASE("shape ops and indexing") {
@@ -190,6 +201,7 @@ TEST_CASE("ops keep i32 and f64: dtypes and values") {
       {"abs(iota(3) - 1)", DType::I32, {1, 0, 1}},
       {"relu(iota(3) - 1)", DType::I32, {0, 0, 1}},
       {"sign(iota(3) - 1)", DType::I32, {-1, 0, 1}},
+      {"stop_gradient(iota(3) - 1)", DType::I32, {-1, 0, 1}},
       {"square(iota(3))", DType::I32, {0, 1, 4}},
       {"maximum(iota(3), 1)", DType::I32, {1, 1, 2}},
       {"max(reshape(iota(6), [2, 3]), axis=0)", DType::I32, {3, 4, 5}},
