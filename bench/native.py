@@ -1,6 +1,6 @@
 """gradc run's two backends against PyTorch's CPU eager mode, side by side.
 
-usage: python3 bench/native.py [GRADC] [--steps=K]   (default: build/gradc, K = 7)
+usage: python3 bench/native.py [GRADC] [--steps=K]   (default: build/gradc, K = 15)
 
 For each program in bench/programs (2 ranks, every gradient an output): the median
 step of `gradc run --backend=interp` and `--backend=native` (gradc's own --iters:
@@ -24,7 +24,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
 GRADC = ARGS[0] if ARGS else os.path.join(HERE, "..", "build", "gradc")
-STEPS = next((int(a.split("=")[1]) for a in sys.argv[1:] if a.startswith("--steps=")), 7)
+STEPS = next((int(a.split("=")[1]) for a in sys.argv[1:] if a.startswith("--steps=")), 15)
 TORCH_PYTHON = "/usr/bin/python3"
 PROGRAMS = ["elementwise", "contrastive", "syncbn", "tp_mlp"]
 

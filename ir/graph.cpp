@@ -22,7 +22,7 @@ void Attrs::set(const std::string& key, Attr v) {
     items.insert(it, {key, std::move(v)});
 }
 
-const Attr* Attrs::find(const std::string& key) const {
+const Attr* Attrs::find(std::string_view key) const {
   for (const auto& [k, v] : items)
     if (k == key) return &v;
   return nullptr;
@@ -31,32 +31,32 @@ const Attr* Attrs::find(const std::string& key) const {
 // A missing or ill-typed attribute can only come from textual IR (the frontend
 // and the passes always set them), so it is reported as the user's error there.
 namespace {
-const Attr& get(const Node& n, const std::string& key) {
+const Attr& get(const Node& n, std::string_view key) {
   const Attr* a = n.attrs.find(key);
   if (!a) user_error(n.loc, "{}: needs the attribute '{}'", op_name(n.op), key);
   return *a;
 }
-[[noreturn]] void ill_typed(const Node& n, const std::string& key, const char* what) {
+[[noreturn]] void ill_typed(const Node& n, std::string_view key, const char* what) {
   user_error(n.loc, "{}: attribute '{}' must be {}", op_name(n.op), key, what);
 }
 }  // namespace
 
-int64_t Node::attr_int(const std::string& key) const {
+int64_t Node::attr_int(std::string_view key) const {
   const Attr& a = get(*this, key);
   if (a.kind != Attr::Int) ill_typed(*this, key, "an integer");
   return a.i;
 }
-double Node::attr_num(const std::string& key) const {
+double Node::attr_num(std::string_view key) const {
   const Attr& a = get(*this, key);
   if (a.kind != Attr::Int && a.kind != Attr::Float) ill_typed(*this, key, "a number");
   return a.number();
 }
-const std::string& Node::attr_sym(const std::string& key) const {
+const std::string& Node::attr_sym(std::string_view key) const {
   const Attr& a = get(*this, key);
   if (a.kind != Attr::Sym && a.kind != Attr::Str) ill_typed(*this, key, "a name");
   return a.s;
 }
-std::vector<int64_t> Node::attr_ints(const std::string& key) const {
+std::vector<int64_t> Node::attr_ints(std::string_view key) const {
   const Attr& a = get(*this, key);
   if (a.kind != Attr::List) ill_typed(*this, key, "a list of integers");
   std::vector<int64_t> out;
@@ -66,7 +66,7 @@ std::vector<int64_t> Node::attr_ints(const std::string& key) const {
   }
   return out;
 }
-std::vector<std::vector<int64_t>> Node::attr_int_lists(const std::string& key) const {
+std::vector<std::vector<int64_t>> Node::attr_int_lists(std::string_view key) const {
   const Attr& a = get(*this, key);
   if (a.kind != Attr::List) ill_typed(*this, key, "a list of integer lists");
   std::vector<std::vector<int64_t>> out;

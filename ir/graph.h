@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -38,8 +39,8 @@ struct Attr {
 struct Attrs {
   std::vector<std::pair<std::string, Attr>> items;
   void set(const std::string& key, Attr v);
-  const Attr* find(const std::string& key) const;
-  bool has(const std::string& key) const { return find(key) != nullptr; }
+  const Attr* find(std::string_view key) const;
+  bool has(std::string_view key) const { return find(key) != nullptr; }
   bool operator==(const Attrs&) const = default;
 };
 
@@ -57,11 +58,11 @@ struct Node {
 
   // Typed attribute access; a missing or ill-typed attribute (possible only in
   // textual IR) is a UserError at the node's location.
-  int64_t attr_int(const std::string& key) const;
-  double attr_num(const std::string& key) const;
-  const std::string& attr_sym(const std::string& key) const;
-  std::vector<int64_t> attr_ints(const std::string& key) const;
-  std::vector<std::vector<int64_t>> attr_int_lists(const std::string& key) const;
+  int64_t attr_int(std::string_view key) const;
+  double attr_num(std::string_view key) const;
+  const std::string& attr_sym(std::string_view key) const;
+  std::vector<int64_t> attr_ints(std::string_view key) const;
+  std::vector<std::vector<int64_t>> attr_int_lists(std::string_view key) const;
 };
 
 struct Graph {
