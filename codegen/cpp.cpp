@@ -455,8 +455,8 @@ class Writer {
       std::vector<std::string> idx = body.unflatten("i", out.shape, "i");
       body.set_element(idx, out.shape, "i");
       result = body.value(k.root, idx);
-      body.line(fmt::format("{}[i] = {};", l_.buffers[size_t(k.out)].name, result));
-      signature = "GRADC_HD void operator()(int64_t i) const";
+      body.line(fmt::format("return {};", result));
+      signature = fmt::format("GRADC_HD {} operator()(int64_t i) const", ctype(out.dtype));
     } else {
       const Node& r = g_[k.root];
       const Shape& in = g_.type(r.args[0]).shape;
@@ -477,7 +477,6 @@ class Writer {
     s += fmt::format("struct {} {{\n", kernel_name(i));
     for (int b : body.reads)
       s += fmt::format("  const {}* {};\n", ctype(l_.buffers[size_t(b)].type.dtype), l_.buffers[size_t(b)].name);
-    if (k.kind == LKernel::Map) s += fmt::format("  {}* {};\n", ctype(out.dtype), l_.buffers[size_t(k.out)].name);
     s += "  int32_t rank;\n";
     s += fmt::format("  {} {{\n{}  }}\n}};\n\n", signature, body.text());
     reads_[i] = std::vector<int>(body.reads.begin(), body.reads.end());
@@ -562,9 +561,9 @@ class Writer {
         case LKernel::Map: {
           std::vector<std::string> fields;
           for (int b : reads_[int(i)]) fields.push_back(ptr(b, true));
-          fields.push_back(k.guard >= 0 ? fmt::format("{}_default_", g_[out.value].attr_sym("name")) : ptr(k.out, false));
           fields.push_back("rank_");
-          call += fmt::format("  gradc::map({}, {}, {}{{{}}});\n", stream, n_out, kernel_name(int(i)), fmt::join(fields, ", "));
+          call += fmt::format("  gradc::map({}, {}, {}{{{}}}, {});\n", stream, n_out, kernel_name(int(i)), fmt::join(fields, ", "),
+                              k.guard >= 0 ? fmt::format("{}_default_", g_[out.value].attr_sym("name")) : ptr(k.out, false));
           break;
         }
         case LKernel::Reduce: {
@@ -629,11 +628,10 @@ class Writer {
         for (int w : k.waits) waits += fmt::format("  gradc::wait({}, events_[{}]);\n", stream, w);
       std::vector<std::string> fields;
       for (int b : reads_[int(j)]) fields.push_back(ptr(b, true));
-      if (k.kind == LKernel::Map) fields.push_back(ptr(k.out, false));
       fields.push_back("rank_");
       std::string f = fmt::format("{}{{{}}}", kernel_name(int(j)), fmt::join(fields, ", "));
       steps += k.kind == LKernel::Map
-                   ? fmt::format(",\n              gradc::map_row({}, {})", k.row_len, f)
+                   ? fmt::format(",\n              gradc::map_row({}, {}, {})", k.row_len, f, ptr(k.out, false))
                    : fmt::format(",\n              gradc::reduce_row({}, {}, {}, {})", reduce_op(g_[k.root].op), k.row_len,
                                  f, ptr(k.out, false));
       names += (names.empty() ? "" : ", ") + k.name;

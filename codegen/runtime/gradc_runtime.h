@@ -121,10 +121,12 @@ GRADC_HD inline A reduce_step(ROp op, A acc, A x) {
   return op == ROp::Max ? max_step(acc, x) : op == ROp::Min ? min_step(acc, x) : A(acc + x);
 }
 
-template <class F> struct MapRow;
+// A map kernel's functor gives the value of element i, f(i); a reduction's, the
+// element r of output o, f(o, r). The runtime stores the results.
+template <class T, class F> struct MapRow;
 template <class T, class F> struct ReduceRow;
-template <class F>
-MapRow<F> map_row(int64_t len, const F& f) { return MapRow<F>{len, f}; }
+template <class T, class F>
+MapRow<T, F> map_row(int64_t len, const F& f, T* out) { return MapRow<T, F>{len, f, out}; }
 template <class T, class F>
 ReduceRow<T, F> reduce_row(ROp op, int64_t len, const F& f, T* out) { return ReduceRow<T, F>{op, len, f, out}; }
 
@@ -164,15 +166,15 @@ const T* symbol(const T (&sym)[N]) {
 }
 
 // A kernel body over n elements: a grid-stride loop.
-template <class F>
-__global__ void map_kernel(int64_t n, F f) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(blockDim.x) * gridDim.x) f(i);
+template <class T, class F>
+__global__ void map_kernel(int64_t n, F f, T* out) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(blockDim.x) * gridDim.x) out[i] = f(i);
 }
 inline unsigned grid(int64_t n) { return unsigned(n / 256 + 1 < 65535 ? n / 256 + 1 : 65535); }
-template <class F>
-inline void map(cudaStream_t s, int64_t n, const F& f) {
+template <class T, class F>
+inline void map(cudaStream_t s, int64_t n, const F& f, T* out) {
   if (n == 0) return;
-  map_kernel<<<grid(n), 256, 0, s>>>(n, f);
+  map_kernel<<<grid(n), 256, 0, s>>>(n, f, out);
   GRADC_CUDA(cudaGetLastError(), "a kernel launch");
 }
 
@@ -211,12 +213,13 @@ inline void reduce_leading(cudaStream_t s, ROp op, int64_t n_out, int64_t n_red,
 }
 
 // A row group: a block per row runs every member on that row in turn.
-template <class F>
+template <class T, class F>
 struct MapRow {
   int64_t len;
   F f;
+  T* out;
   __device__ void row(int64_t r) const {
-    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) f(r * len + j);
+    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) out[r * len + j] = f(r * len + j);
     __syncthreads();
   }
 };
@@ -410,6 +413,9 @@ inline void permute(Comm& c, const void* in, void* out, int64_t count, DType t, 
 
 #else
 // =============================== CPU =========================================
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
 struct Stream {};  // the CPU runs a rank's kernels in order on its thread
 
 // A kernel's loop iterations are independent: a kernel never writes memory it
@@ -427,10 +433,33 @@ struct Stream {};  // the CPU runs a rank's kernels in order on its thread
 #define GRADC_VECTORIZE_SUM
 #endif
 
-template <class F>
-inline void map(Stream, int64_t n, const F& f) {
+// An output of kStreamBytes or more (far past a core's caches) is computed 1 KiB at a
+// time into a block that stays in L1, which streaming stores then write out: whole
+// 32-byte vectors that go to memory without the cache lines being read first (a
+// plain store reads each line before writing it), as memcpy does for large copies.
+// The values are the same.
+inline constexpr int64_t kStreamBytes = int64_t(16) << 20;
+template <class T, class F>
+inline void map(Stream, int64_t n, const F& f, T* out) {
+#if defined(__AVX__)
+  if (n * int64_t(sizeof(T)) >= kStreamBytes) {
+    constexpr int64_t B = 1024 / int64_t(sizeof(T));
+    int64_t i = 0;
+    for (; i < n && reinterpret_cast<uintptr_t>(out + i) % 32 != 0; ++i) out[i] = f(i);
+    alignas(32) T block[B];
+    for (; i + B <= n; i += B) {
+      GRADC_VECTORIZE
+      for (int64_t j = 0; j < B; ++j) block[j] = f(i + j);
+      for (int64_t j = 0; j < B; j += 32 / int64_t(sizeof(T)))
+        _mm256_stream_si256(reinterpret_cast<__m256i*>(out + i + j), _mm256_load_si256(reinterpret_cast<const __m256i*>(block + j)));
+    }
+    for (; i < n; ++i) out[i] = f(i);
+    _mm_sfence();
+    return;
+  }
+#endif
   GRADC_VECTORIZE
-  for (int64_t i = 0; i < n; ++i) f(i);
+  for (int64_t i = 0; i < n; ++i) out[i] = f(i);
 }
 
 // out[o] = op over r of f(o, r). A sum accumulates in Acc (f64; i64 for i32) and is
@@ -491,13 +520,14 @@ inline void reduce_leading(Stream, ROp op, int64_t n_out, int64_t n_red, const F
 }
 
 // A row group: per row, every member on that row in turn (the row stays in cache).
-template <class F>
+template <class T, class F>
 struct MapRow {
   int64_t len;
   F f;
+  T* out;
   void row(int64_t r) const {
     GRADC_VECTORIZE
-    for (int64_t j = 0; j < len; ++j) f(r * len + j);
+    for (int64_t j = 0; j < len; ++j) out[r * len + j] = f(r * len + j);
   }
 };
 template <class T, class F>
