@@ -160,10 +160,19 @@ template <class R, class T> GRADC_HD R cast(T x) {
 }
 }  // namespace op
 
-// One step of a max or min over axes, as every backend takes it (from -inf or +inf,
-// the lowest or highest i32): a NaN element makes the result NaN, as in NumPy and
-// PyTorch; of equal values (0 and -0) the first stays. Exact in any order but for
-// which NaN, or which zero, is the result.
+// A max or min over axes, as every backend takes it: from max_start or min_start (-inf
+// or +inf; the lowest or highest i32 for an integer accumulator), then a step per
+// element: a NaN element makes the result NaN, as in NumPy and PyTorch; of equal values
+// (0 and -0) the first stays. Exact in any order but for which NaN, or which zero, is
+// the result.
+template <class A> GRADC_HD A max_start() {
+  if constexpr (A(0.5) == A(0)) return A(-2147483647 - 1);
+  else return A(-INFINITY);
+}
+template <class A> GRADC_HD A min_start() {
+  if constexpr (A(0.5) == A(0)) return A(2147483647);
+  else return A(INFINITY);
+}
 template <class A> GRADC_HD A max_step(A acc, A x) { return (acc < x || x != x) ? x : acc; }
 template <class A> GRADC_HD A min_step(A acc, A x) { return (x < acc || x != x) ? x : acc; }
 

@@ -4,7 +4,6 @@
 // the values of all ranks together; their rules emit the transposed collective,
 // so the backward graph is itself an SPMD program that every rank runs.
 #include <algorithm>
-#include <unordered_map>
 
 #include "passes/ad.h"
 #include "passes/autodiff.h"

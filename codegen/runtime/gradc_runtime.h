@@ -17,7 +17,6 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
-#include <type_traits>
 
 #include "gradc_scalar.h"
 
@@ -112,9 +111,7 @@ template <class T> struct Acc { using type = double; };
 template <> struct Acc<int32_t> { using type = int64_t; };
 template <class A>
 GRADC_HD inline A reduce_init(ROp op) {
-  if (op == ROp::Sum) return A(0);
-  if constexpr (std::is_integral<A>::value) return A(op == ROp::Max ? -2147483647 - 1 : 2147483647);
-  else return A(op == ROp::Max ? -INFINITY : INFINITY);
+  return op == ROp::Sum ? A(0) : op == ROp::Max ? max_start<A>() : min_start<A>();
 }
 template <class A>
 GRADC_HD inline A reduce_step(ROp op, A acc, A x) {

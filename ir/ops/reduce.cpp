@@ -1,7 +1,6 @@
 // Reductions over a set of axes, which are dropped from the result
 // (the language's keepdims=true adds a reshape after).
 #include <algorithm>
-#include <limits>
 
 #include "ir/rules.h"
 #include "ir/scalar.h"
@@ -43,16 +42,8 @@ Tensor eval_reduce(const Node& n, const Args& a, const EvalCtx&) {
     // Accumulate sums in double (int64 for i32), so f32 sums lose little.
     using Acc = std::conditional_t<std::is_integral_v<T>, int64_t, double>;
     std::vector<Acc> acc(size_t(y.size()));
-    if (op == Op::ReduceSum)
-      std::fill(acc.begin(), acc.end(), Acc(0));
-    else if (op == Op::ReduceMax)
-      std::fill(acc.begin(), acc.end(), std::numeric_limits<T>::has_infinity
-                                            ? Acc(-std::numeric_limits<T>::infinity())
-                                            : Acc(std::numeric_limits<T>::lowest()));
-    else
-      std::fill(acc.begin(), acc.end(), std::numeric_limits<T>::has_infinity
-                                            ? Acc(std::numeric_limits<T>::infinity())
-                                            : Acc(std::numeric_limits<T>::max()));
+    std::fill(acc.begin(), acc.end(),
+              op == Op::ReduceSum ? Acc(0) : op == Op::ReduceMax ? max_start<Acc>() : min_start<Acc>());
     const T* px = x.data<T>();
     Strides st = broadcast_strides(keep, x.shape());
     if (op == Op::ReduceSum)
