@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <string_view>
 
 namespace gradc {
 
@@ -11,21 +12,24 @@ bool ident_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) ||
 bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 }  // namespace
 
-std::vector<Token> lex(const std::string& s, Syntax syntax) {
-  std::vector<Token> out;
-  out.reserve(s.size() / 3 + 1);  // about one token per three characters of program text: one allocation
-  size_t i = 0;
-  int line = 1, col = 1, depth = 0;
-  auto advance = [&](size_t n) {
-    for (size_t k = 0; k < n && i < s.size(); ++k, ++i) {
-      if (s[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
+void Lexer::advance(size_t n) {
+  for (size_t k = 0; k < n && i < s.size(); ++k, ++i) {
+    if (s[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
     }
-  };
+  }
+}
+
+Token Lexer::next() {
+  Token t = scan();
+  last_ = t.kind;
+  return t;
+}
+
+Token Lexer::scan() {
   while (i < s.size()) {
     char c = s[i];
     Loc loc{line, col};
@@ -34,15 +38,15 @@ std::vector<Token> lex(const std::string& s, Syntax syntax) {
     } else if (c == '#') {
       while (i < s.size() && s[i] != '\n') advance(1);
     } else if (c == '\n') {
-      if (depth == 0 && (out.empty() || out.back().kind != Tok::Newline))
-        out.push_back({Tok::Newline, "\\n", loc});
       advance(1);
+      if (depth == 0 && last_ != Tok::Newline) return {Tok::Newline, "\\n", loc};
     } else if (ident_start(c)) {
       size_t j = i;
       while (j < s.size() && ident_char(s[j])) ++j;
-      out.push_back({Tok::Ident, s.substr(i, j - i), loc});
+      Token t{Tok::Ident, s.substr(i, j - i), loc};
       advance(j - i);
-    } else if (c == '.' && syntax == Syntax::Dg && i + 1 < s.size() && ident_start(s[i + 1])) {
+      return t;
+    } else if (c == '.' && syntax_ == Syntax::Dg && i + 1 < s.size() && ident_start(s[i + 1])) {
       // NumPy's and PyTorch's attributes and methods: x.T, x.sum(), x.shape
       size_t j = i + 1;
       while (j < s.size() && ident_char(s[j])) ++j;
@@ -50,12 +54,13 @@ std::vector<Token> lex(const std::string& s, Syntax syntax) {
       if (attr == "T") user_error(loc, "'.T' is not gradc: write transpose(x) (it reverses the axes, as x.T does)");
       user_error(loc, "'.{}': gradc values have no attributes or methods; call a function instead, such as {}(x)",
                  attr, attr);
-    } else if (c == '%' && syntax == Syntax::Ir) {
+    } else if (c == '%' && syntax_ == Syntax::Ir) {
       size_t j = i + 1;
       while (j < s.size() && (ident_char(s[j]) || s[j] == '.')) ++j;
       if (j == i + 1) user_error(loc, "expected a value name after '%'");
-      out.push_back({Tok::ValueRef, s.substr(i + 1, j - i - 1), loc});
+      Token t{Tok::ValueRef, s.substr(i + 1, j - i - 1), loc};
       advance(j - i);
+      return t;
     } else if (std::isdigit(static_cast<unsigned char>(c)) ||
                (c == '.' && i + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1])))) {
       size_t j = i;
@@ -89,8 +94,8 @@ std::vector<Token> lex(const std::string& s, Syntax syntax) {
         if (errno == ERANGE) user_error(loc, "integer literal {} is too large", t.text);
         t.fval = double(t.ival);
       }
-      out.push_back(t);
       advance(j - i);
+      return t;
     } else if (c == '"') {
       std::string str;
       size_t j = i + 1;
@@ -99,22 +104,30 @@ std::vector<Token> lex(const std::string& s, Syntax syntax) {
         str += s[j++];
       }
       if (j >= s.size() || s[j] != '"') user_error(loc, "unterminated string");
-      out.push_back({Tok::String, str, loc});
       advance(j + 1 - i);
+      return {Tok::String, std::move(str), loc};
     } else {
-      static const char* two[] = {"**", "==", "!=", "<=", ">=", "//"};
-      std::string p(1, c);
-      for (const char* t : two)
+      static constexpr std::string_view two[] = {"**", "==", "!=", "<=", ">=", "//"};
+      std::string_view p(&s[i], 1);
+      for (std::string_view t : two)
         if (s.compare(i, 2, t) == 0) p = t;
-      if (p.size() == 1 && std::string(syntax == Syntax::Dg ? "()[]{},:;=+-*/<>%@" : "()[]{},:;=+-*/<>").find(c) == std::string::npos)
+      if (p.size() == 1 && std::string_view(syntax_ == Syntax::Dg ? "()[]{},:;=+-*/<>%@" : "()[]{},:;=+-*/<>").find(c) == std::string_view::npos)
         user_error(loc, "unexpected character '{}'", c);
-      if (p == "(" || p == "[") ++depth;
-      if ((p == ")" || p == "]") && depth > 0) --depth;
-      out.push_back({Tok::Punct, p, loc});
+      if (c == '(' || c == '[') ++depth;
+      if ((c == ')' || c == ']') && depth > 0) --depth;
+      Token t{Tok::Punct, std::string(p), loc};
       advance(p.size());
+      return t;
     }
   }
-  out.push_back({Tok::End, "end of file", Loc{line, col}});
+  return {Tok::End, "end of file", Loc{line, col}};
+}
+
+std::vector<Token> lex(const std::string& s, Syntax syntax) {
+  std::vector<Token> out;
+  Lexer lexer(s, syntax);
+  do out.push_back(lexer.next());
+  while (out.back().kind != Tok::End);
   return out;
 }
 

@@ -23,7 +23,25 @@ struct Token {
 // Newlines inside (...) and [...] do not end a statement, so they produce no token.
 // In the IR's text `%name` is a value reference; in a .dg program `%` is modulo.
 enum class Syntax { Dg, Ir };
-std::vector<Token> lex(const std::string& text, Syntax syntax);
+
+// Produces tokens one at a time, as the parser asks for them: a program's text
+// is never held as a token list (a 100k-statement program has a million tokens).
+class Lexer {
+ public:
+  Lexer(const std::string& text, Syntax syntax) : s(text), syntax_(syntax) {}
+  Token next();  // after the last token, End again and again
+
+ private:
+  Token scan();
+  void advance(size_t n);
+  const std::string& s;
+  Syntax syntax_;
+  size_t i = 0;
+  int line = 1, col = 1, depth = 0;
+  Tok last_ = Tok::End;  // the kind of the token returned last (none yet: End)
+};
+
+std::vector<Token> lex(const std::string& text, Syntax syntax);  // every token, End last
 std::string describe(const Token& t);  // for "expected X, got Y" messages
 
 }  // namespace gradc

@@ -10,7 +10,7 @@ using namespace ast;
 
 class Parser {
  public:
-  explicit Parser(const std::string& text) : toks_(lex(text, Syntax::Dg)) {}
+  explicit Parser(const std::string& text) : lexer_(text, Syntax::Dg) {}
 
   Program program() {
     try {
@@ -41,10 +41,17 @@ class Parser {
     return p;
   }
 
-  const Token& peek(size_t k = 0) const { return toks_[std::min(pos_ + k, toks_.size() - 1)]; }
+  // The parser looks at most kAhead tokens ahead; the lexer makes them as they are needed.
+  const Token& peek(size_t k = 0) {
+    GRADC_ASSERT(k < kAhead, "the parser looks at most {} tokens ahead", kAhead);
+    for (; ahead_count_ <= k; ++ahead_count_) ahead_[(ahead_first_ + ahead_count_) % kAhead] = lexer_.next();
+    return ahead_[(ahead_first_ + k) % kAhead];
+  }
   Token next() {
-    Token t = toks_[pos_];
-    if (pos_ + 1 < toks_.size()) ++pos_;
+    peek();
+    Token t = std::move(ahead_[ahead_first_]);
+    ahead_first_ = (ahead_first_ + 1) % kAhead;
+    --ahead_count_;
     return t;
   }
   bool accept(const char* p) {
@@ -371,9 +378,11 @@ class Parser {
   }
 
   static constexpr int kMaxDepth = 500;
-  std::vector<Token> toks_;
+  static constexpr size_t kAhead = 3;
+  Lexer lexer_;
+  Token ahead_[kAhead];  // the tokens peeked at and not yet taken: a ring
+  size_t ahead_first_ = 0, ahead_count_ = 0;
   std::vector<Token> open_;  // the brackets open at this point, innermost last
-  size_t pos_ = 0;
   int depth_ = 0;
 };
 

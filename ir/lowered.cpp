@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <iterator>
+#include <string>
+
 #include "ir/print.h"
 
 namespace gradc {
@@ -25,9 +28,9 @@ const char* kind_name(const LKernel& k) {
   }
   return "?";
 }
-// Printing appends to one buffer, the frequent pieces without a format string
-// (a 100k-statement program prints 28 MB).
-using Out = fmt::memory_buffer;
+// Printing appends to one string, reserved once, the frequent pieces without a
+// format string (a 100k-statement program prints 28 MB).
+using Out = std::string;
 void put(Out& out, std::string_view s) { out.append(s.data(), s.data() + s.size()); }
 void put(Out& out, int64_t v) {
   fmt::format_int f(v);
@@ -52,7 +55,7 @@ void write_lines(Out& out, const std::vector<int>& lines) {
 std::string lines_str(const std::vector<int>& lines) {
   Out out;
   write_lines(out, lines);
-  return fmt::to_string(out);
+  return out;
 }
 
 void write_fused_ops(Out& out, const Lowered& l, const LKernel& k) {
@@ -62,13 +65,13 @@ void write_fused_ops(Out& out, const Lowered& l, const LKernel& k) {
     const std::string_view name = op_name(l.graph[k.fused[i]].op);
     out.append(name.data(), name.data() + name.size());
   }
-  if (k.fused.size() > kShown) fmt::format_to(fmt::appender(out), " ... ({} ops)", k.fused.size());
+  if (k.fused.size() > kShown) fmt::format_to(std::back_inserter(out), " ... ({} ops)", k.fused.size());
 }
 
 // What the kernel does, in one line: "z = add, mul(x, y)", "c = gemm(a^T, b)".
 void write_body(Out& out, const Lowered& l, const LKernel& k) {
   const Graph& g = l.graph;
-  auto it = fmt::appender(out);
+  auto it = std::back_inserter(out);
   auto buf = [&](int b) -> const std::string& { return l.buffers[size_t(b)].name; };
   auto reads = [&] {
     for (size_t i = 0; i < k.reads.size(); ++i) {
@@ -110,7 +113,7 @@ void write_body(Out& out, const Lowered& l, const LKernel& k) {
 std::string body(const Lowered& l, const LKernel& k) {
   Out out;
   write_body(out, l, k);
-  return fmt::to_string(out);
+  return out;
 }
 
 }  // namespace
@@ -118,7 +121,7 @@ std::string body(const Lowered& l, const LKernel& k) {
 std::string fused_ops(const Lowered& l, const LKernel& k) {
   Out out;
   write_fused_ops(out, l, k);
-  return fmt::to_string(out);
+  return out;
 }
 
 int64_t plan_bytes(const Lowered& l) {
@@ -131,7 +134,8 @@ int64_t plan_bytes(const Lowered& l) {
 
 std::string print_lowered(const Lowered& l) {
   Out s;
-  auto it = fmt::appender(s);
+  s.reserve(80 * (l.buffers.size() + l.kernels.size()));  // about a line's length each: the buffer grows once
+  auto it = std::back_inserter(s);
   fmt::format_to(it, "world {}: {} kernels, {} buffers, workspace {} bytes\n", l.graph.world, l.kernels.size(),
                  l.buffers.size(), l.workspace_bytes);
   for (const LBuffer& b : l.buffers) {
@@ -174,7 +178,7 @@ std::string print_lowered(const Lowered& l) {
     s.push_back('\n');
   }
   for (const auto& [name, b] : l.outputs) fmt::format_to(it, "output {} = {}\n", name, l.buffers[size_t(b)].name);
-  return fmt::to_string(s);
+  return s;
 }
 
 std::string print_lowered_dot(const Lowered& l) {
