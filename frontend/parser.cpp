@@ -41,7 +41,8 @@ class Parser {
     return p;
   }
 
-  // The parser looks at most kAhead tokens ahead; the lexer makes them as they are needed.
+  // The parser looks at most kAhead tokens ahead; the lexer makes them as they are
+  // needed. What peek() returns is good until the next next().
   const Token& peek(size_t k = 0) {
     GRADC_ASSERT(k < kAhead, "the parser looks at most {} tokens ahead", kAhead);
     for (; ahead_count_ <= k; ++ahead_count_) ahead_[(ahead_first_ + ahead_count_) % kAhead] = lexer_.next();
