@@ -378,7 +378,7 @@ class Writer {
     if (!consts.empty()) s += fmt::format("namespace {{\n\n{}}}  // namespace\n\n", consts);
     // The kernels' functors have external linkage, in a namespace of the program's
     // own: in an anonymous one, clang 19 leaves scalar a loop that reads a value per
-    // row (x[i] - m[i / n], as softmax and normalize do), five times slower.
+    // row (x[i] - m[i / n], as softmax and normalize do; tests/lit/vectorized.dg).
     s += fmt::format("namespace {}_kernels {{\n\n", name_);
     for (size_t i = 0; i < l_.kernels.size(); ++i)
       if (l_.kernels[i].kind == LKernel::Map || l_.kernels[i].kind == LKernel::Reduce) s += functor(int(i));
