@@ -456,12 +456,31 @@ class Writer {
     Body body(l_, k, source_, buffer_names_);
     std::string result;
     std::string signature;
-    if (k.kind == LKernel::Map) {
+    if (k.kind == LKernel::Map && k.group >= 0) {
+      // Element j of row r: the row's axes from r, the others from j, so what
+      // depends on the row alone is seen to (and computed once a row).
+      body.line(fmt::format("const int64_t i = r * {} + j;", k.row_len));
+      std::vector<std::string> idx;
+      size_t split = 0;
+      while (split < out.shape.size() && num_elements(Shape(out.shape.begin(), out.shape.begin() + long(split))) < k.rows)
+        ++split;
+      const Shape rows(out.shape.begin(), out.shape.begin() + long(split)), row(out.shape.begin() + long(split), out.shape.end());
+      if (num_elements(rows) == k.rows) {
+        idx = body.unflatten("r", rows, "a");
+        for (const std::string& x : body.unflatten("j", row, "b")) idx.push_back(x);
+      } else {  // the rows do not end at an axis
+        idx = body.unflatten("i", out.shape, "i");
+      }
+      body.set_element(idx, out.shape, "i");
+      result = body.value(k.root, idx);
+      body.line(fmt::format("return {};", result));
+      signature = fmt::format("GRADC_FUNCTOR {} operator()(int64_t r, int64_t j) const", ctype(out.dtype));
+    } else if (k.kind == LKernel::Map) {
       std::vector<std::string> idx = body.unflatten("i", out.shape, "i");
       body.set_element(idx, out.shape, "i");
       result = body.value(k.root, idx);
       body.line(fmt::format("return {};", result));
-      signature = fmt::format("GRADC_HD {} operator()(int64_t i) const", ctype(out.dtype));
+      signature = fmt::format("GRADC_FUNCTOR {} operator()(int64_t i) const", ctype(out.dtype));
     } else {
       const Node& r = g_[k.root];
       const Shape& in = g_.type(r.args[0]).shape;
@@ -476,7 +495,7 @@ class Writer {
       for (size_t d = 0; d < in.size(); ++d) idx.push_back(std::count(axes.begin(), axes.end(), int64_t(d)) ? q[kr++] : o[ko++]);
       result = body.value(r.args[0], idx);
       body.line(fmt::format("return {};", result));
-      signature = fmt::format("GRADC_HD {} operator()(int64_t o, int64_t r) const", ctype(out.dtype));
+      signature = fmt::format("GRADC_FUNCTOR {} operator()(int64_t o, int64_t r) const", ctype(out.dtype));
     }
     std::string s = comment(k);
     s += fmt::format("struct {} {{\n", kernel_name(i));
@@ -567,7 +586,9 @@ class Writer {
           std::vector<std::string> fields;
           for (int b : reads_[int(i)]) fields.push_back(ptr(b, true));
           fields.push_back("rank_");
-          call += fmt::format("  gradc::map({}, {}, {}{{{}}}, {});\n", stream, n_out, kernel_name(int(i)), fmt::join(fields, ", "),
+          const std::string n_arg = n_out == 1 ? "" : fmt::format("{}, ", n_out);
+          call += fmt::format("  gradc::map{}({}, {}{}{{{}}}, {});\n", n_out == 1 ? "_one" : "", stream, n_arg,
+                              kernel_name(int(i)), fmt::join(fields, ", "),
                               k.guard >= 0 ? fmt::format("{}_default_", g_[out.value].attr_sym("name")) : ptr(k.out, false));
           break;
         }

@@ -33,6 +33,15 @@
 #include <mpi.h>
 #endif
 
+// A kernel's functor is inlined wherever the runtime's loops call it. A large one
+// (randn's 10 rounds of Philox, a chain of 256 ops) clang 19 otherwise leaves a
+// call inside the loop, which then stays scalar.
+#if defined(__CUDACC__)
+#define GRADC_FUNCTOR __host__ __device__ __forceinline__
+#else
+#define GRADC_FUNCTOR __attribute__((always_inline)) inline
+#endif
+
 namespace gradc {
 
 enum class DType { F32, F64, I32 };
@@ -118,8 +127,9 @@ GRADC_HD inline A reduce_step(ROp op, A acc, A x) {
   return op == ROp::Max ? max_step(acc, x) : op == ROp::Min ? min_step(acc, x) : A(acc + x);
 }
 
-// A map kernel's functor gives the value of element i, f(i); a reduction's, the
-// element r of output o, f(o, r). The runtime stores the results.
+// A map kernel's functor gives the value of element i, f(i) (in a row group, of
+// element j of row r, f(r, j)); a reduction's, the element r of output o, f(o, r).
+// The runtime stores the results.
 template <class T, class F> struct MapRow;
 template <class T, class F> struct ReduceRow;
 template <class T, class F>
@@ -174,6 +184,9 @@ inline void map(cudaStream_t s, int64_t n, const F& f, T* out) {
   map_kernel<<<grid(n), 256, 0, s>>>(n, f, out);
   GRADC_CUDA(cudaGetLastError(), "a kernel launch");
 }
+// A map of one element (a scalar).
+template <class T, class F>
+inline void map_one(cudaStream_t s, const F& f, T* out) { map(s, 1, f, out); }
 
 // out[o] = op over r of f(o, r): a block per output element, CUB's block reduction.
 template <class A>
@@ -216,7 +229,7 @@ struct MapRow {
   F f;
   T* out;
   __device__ void row(int64_t r) const {
-    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) out[r * len + j] = f(r * len + j);
+    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) out[r * len + j] = f(r, j);
     __syncthreads();
   }
 };
@@ -434,23 +447,31 @@ struct Stream {};  // the CPU runs a rank's kernels in order on its thread
 // time into a block that stays in L1, which streaming stores then write out: whole
 // 32-byte vectors that go to memory without the cache lines being read first (a
 // plain store reads each line before writing it), as memcpy does for large copies.
-// The values are the same.
+// The values are the same. The functor is called in two places only (it is
+// inlined in each): the first block ends where `out` is 32-byte aligned, so the
+// others are whole aligned vectors, and the last may be short.
 inline constexpr int64_t kStreamBytes = int64_t(16) << 20;
+// A map of one element (a scalar): no loop, so a long chain of scalar ops is not
+// compiled again as vector code that would never run.
+template <class T, class F>
+inline void map_one(Stream, const F& f, T* out) { out[0] = f(0); }
 template <class T, class F>
 inline void map(Stream, int64_t n, const F& f, T* out) {
 #if defined(__AVX__)
   if (n * int64_t(sizeof(T)) >= kStreamBytes) {
     constexpr int64_t B = 1024 / int64_t(sizeof(T));
-    int64_t i = 0;
-    for (; i < n && reinterpret_cast<uintptr_t>(out + i) % 32 != 0; ++i) out[i] = f(i);
     alignas(32) T block[B];
-    for (; i + B <= n; i += B) {
+    const int64_t head = int64_t((32 - reinterpret_cast<uintptr_t>(out) % 32) % 32) / int64_t(sizeof(T));
+    for (int64_t i = 0, nb = 0; i < n; i += nb) {
+      nb = i == 0 && head > 0 ? head : n - i < B ? n - i : B;
       GRADC_VECTORIZE
-      for (int64_t j = 0; j < B; ++j) block[j] = f(i + j);
-      for (int64_t j = 0; j < B; j += 32 / int64_t(sizeof(T)))
-        _mm256_stream_si256(reinterpret_cast<__m256i*>(out + i + j), _mm256_load_si256(reinterpret_cast<const __m256i*>(block + j)));
+      for (int64_t j = 0; j < nb; ++j) block[j] = f(i + j);
+      if (nb == B)
+        for (int64_t j = 0; j < B; j += 32 / int64_t(sizeof(T)))
+          _mm256_stream_si256(reinterpret_cast<__m256i*>(out + i + j), _mm256_load_si256(reinterpret_cast<const __m256i*>(block + j)));
+      else
+        memcpy(out + i, block, size_t(nb) * sizeof(T));
     }
-    for (; i < n; ++i) out[i] = f(i);
     _mm_sfence();
     return;
   }
@@ -482,12 +503,11 @@ inline void reduce_one(ROp op, int64_t n_red, const F& f, int64_t o, T* out) {
   T lane[L];
   for (int64_t j = 0; j < L; ++j) lane[j] = init;
   int64_t r = 0;
-  for (; r + L <= n_red; r += L) {
-    if (op == ROp::Max)
-      for (int64_t j = 0; j < L; ++j) lane[j] = max_step(lane[j], T(f(o, r + j)));
-    else
-      for (int64_t j = 0; j < L; ++j) lane[j] = min_step(lane[j], T(f(o, r + j)));
-  }
+  for (; r + L <= n_red; r += L)
+    for (int64_t j = 0; j < L; ++j) {
+      const T x = T(f(o, r + j));
+      lane[j] = op == ROp::Max ? max_step(lane[j], x) : min_step(lane[j], x);
+    }
   T acc = init;
   for (int64_t j = 0; j < L; ++j) acc = reduce_step<T>(op, acc, lane[j]);
   for (; r < n_red; ++r) acc = reduce_step<T>(op, acc, T(f(o, r)));
@@ -522,9 +542,13 @@ struct MapRow {
   int64_t len;
   F f;
   T* out;
-  void row(int64_t r) const {
+  void row(int64_t r) const { fill(out + r * len, r); }
+  // The row's elements are written through a pointer nothing else reads: what
+  // depends on the row alone (a row's sum, and what is computed from it) is
+  // computed once per row, outside the loop.
+  void fill(T* __restrict o, int64_t r) const {
     GRADC_VECTORIZE
-    for (int64_t j = 0; j < len; ++j) out[r * len + j] = f(r * len + j);
+    for (int64_t j = 0; j < len; ++j) o[j] = f(r, j);
   }
 };
 template <class T, class F>
