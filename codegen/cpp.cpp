@@ -106,6 +106,13 @@ class Body {
     elem_shape_ = shape;
     elem_flat_ = flat;
   }
+  // A row group member on the CPU, whose row is `row_var` (its element in the row
+  // `in_row`, for a map): row-local buffers are read at the element's place in the row.
+  void set_row(const std::string& row_var, int64_t len, const std::string& in_row) {
+    row_var_ = row_var;
+    row_len_ = len;
+    in_row_ = in_row;
+  }
   std::set<int> reads;  // buffers read
 
  private:
@@ -130,8 +137,14 @@ class Body {
   std::string load(int b, const std::vector<std::string>& idx) {
     reads.insert(b);
     const LBuffer& x = l_.buffers[size_t(b)];
-    if (!elem_flat_.empty() && idx == elem_idx_ && x.type.shape == elem_shape_)
-      return fmt::format("{}[{}]", x.name, elem_flat_);
+    const bool elem = !elem_flat_.empty() && idx == elem_idx_ && x.type.shape == elem_shape_;
+    int xb = b;
+    while (l_.buffers[size_t(xb)].kind == LBuffer::Alias) xb = l_.buffers[size_t(xb)].alias_of;
+    if (row_len_ > 0 && l_.buffers[size_t(xb)].row_local) {  // it holds the current row only
+      if (elem && !in_row_.empty()) return fmt::format("{}[{}]", x.name, in_row_);
+      return fmt::format("{}[{} - {} * {}]", x.name, elem ? elem_flat_ : flat_index(idx, x.type.shape), row_var_, row_len_);
+    }
+    if (elem) return fmt::format("{}[{}]", x.name, elem_flat_);
     return fmt::format("{}[{}]", x.name, flat_index(idx, x.type.shape));
   }
   static bool mentions(const std::string& line, const std::string& var) {
@@ -290,6 +303,8 @@ class Body {
   std::vector<std::string> elem_idx_;
   Shape elem_shape_;
   std::string elem_flat_;
+  std::string row_var_, in_row_;
+  int64_t row_len_ = 0;
   std::string lines_;
   int indent_ = 4;
   int counter_ = 0;
@@ -472,6 +487,7 @@ class Writer {
         idx = body.unflatten("i", out.shape, "i");
       }
       body.set_element(idx, out.shape, "i");
+      if (target_ == Target::Cpu) body.set_row("r", k.row_len, k.row_len == 1 ? "0" : "j");
       result = body.value(k.root, idx);
       body.line(fmt::format("return {};", result));
       signature = fmt::format("GRADC_FUNCTOR {} operator()(int64_t r, int64_t j) const", ctype(out.dtype));
@@ -493,6 +509,7 @@ class Writer {
       std::vector<std::string> o = body.unflatten("o", kept, "o"), q = body.unflatten("r", red, "q"), idx;
       size_t ko = 0, kr = 0;
       for (size_t d = 0; d < in.size(); ++d) idx.push_back(std::count(axes.begin(), axes.end(), int64_t(d)) ? q[kr++] : o[ko++]);
+      if (k.group >= 0 && target_ == Target::Cpu) body.set_row("o", k.row_len, "");
       result = body.value(r.args[0], idx);
       body.line(fmt::format("return {};", result));
       signature = fmt::format("GRADC_FUNCTOR {} operator()(int64_t o, int64_t r) const", ctype(out.dtype));
@@ -656,8 +673,10 @@ class Writer {
       for (int b : reads_[int(j)]) fields.push_back(ptr(b, true));
       fields.push_back("rank_");
       std::string f = fmt::format("{}{{{}}}", kernel_name(int(j)), fmt::join(fields, ", "));
+      const bool local = target_ == Target::Cpu && l_.buffers[size_t(k.out)].row_local;  // written at row 0
       steps += k.kind == LKernel::Map
-                   ? fmt::format(",\n              gradc::map_row({}, {}, {})", k.row_len, f, ptr(k.out, false))
+                   ? fmt::format(",\n              gradc::{}({}, {}, {})", local ? "local_row" : "map_row", k.row_len, f,
+                                 ptr(k.out, false))
                    : fmt::format(",\n              gradc::reduce_row({}, {}, {}, {})", reduce_op(g_[k.root].op), k.row_len,
                                  f, ptr(k.out, false));
       names += (names.empty() ? "" : ", ") + k.name;

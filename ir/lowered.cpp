@@ -152,6 +152,7 @@ std::string print_lowered(const Lowered& l) {
       put(s, " @");
       put(s, b.offset);
     }
+    if (b.row_local) put(s, " row-local");
     if (b.kind == LBuffer::Alias) {
       put(s, " of ");
       put(s, l.buffers[size_t(b.alias_of)].name);
@@ -205,8 +206,9 @@ std::string print_lowered_json(const Lowered& l) {
                               l.workspace_bytes);
   for (size_t b = 0; b < l.buffers.size(); ++b) {
     const LBuffer& x = l.buffers[b];
-    s += fmt::format("{}\n  {{\"name\": \"{}\", \"kind\": \"{}\", \"type\": \"{}\", \"offset\": {}, \"output\": {}}}",
-                     b ? "," : "", x.name, kind_name(x), type_str(x.type), x.offset, x.output ? "true" : "false");
+    s += fmt::format("{}\n  {{\"name\": \"{}\", \"kind\": \"{}\", \"type\": \"{}\", \"offset\": {}, \"output\": {}, \"row_local\": {}}}",
+                     b ? "," : "", x.name, kind_name(x), type_str(x.type), x.offset, x.output ? "true" : "false",
+                     x.row_local ? "true" : "false");
   }
   s += "],\n \"kernels\": [";
   for (size_t i = 0; i < l.kernels.size(); ++i) {

@@ -13,7 +13,9 @@
 // len] layout (a reduction over trailing axes, the elementwise ops around it)
 // form a row group, run as one kernel: per row, each member in turn (softmax,
 // log_softmax, logsumexp, normalize, cross_entropy and their gradients). Every
-// member reads what earlier members wrote only in its own row.
+// member reads what earlier members wrote only in its own row. A member may write
+// in place of a buffer only the group's earlier members read, each in its own row
+// (the backward of cross_entropy over its logits).
 // Values that are kernel results, inputs, outputs, array constants or used by
 // several kernels live in buffers; every other value is computed where it is
 // used. A buffer plan places the work buffers in one workspace, reusing memory
@@ -35,6 +37,10 @@ struct LBuffer {
   int alias_of = -1;   // Alias: the buffer whose memory it is (a reshape of it)
   int64_t offset = 0;  // Work: bytes into the workspace
   bool output = false;
+  // A row group's result read only by the group's later members: the CPU keeps one
+  // row of it, the row being computed, in the first row of its place (a GPU
+  // computes rows at once, and uses all of it).
+  bool row_local = false;
   int64_t bytes() const { return type.size() * dtype_size(type.dtype); }
 };
 

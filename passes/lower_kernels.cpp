@@ -69,6 +69,7 @@ class Lowerer {
       l_.outputs.push_back({name, l_.buffer_of[size_t(v)]});
     }
     group_rows();
+    if (!l_.check_finite) fit_rows();
     plan_memory();
     schedule();
     return std::move(l_);
@@ -394,7 +395,11 @@ class Lowerer {
 
   // Greedily, from each reduction over trailing axes: the kernels after it that
   // run row by row in its layout. Rows of one element or longer than kMaxRowLen
-  // (a row is one GPU block's work) stay separate kernels.
+  // (a row is one GPU block's work) stay separate kernels. A compute kernel that
+  // does not join (cross_entropy's sum over the rows, between its forward and
+  // backward rows) may be passed over, up to kMaxPassed of them: the members after
+  // it that do not read what it (or another passed one) writes join, and the
+  // passed kernels run after the group, in their order. No collective is passed.
   void group_rows() {
     std::vector<LKernel>& ks = l_.kernels;
     for (size_t s = 0; s < ks.size();) {
@@ -404,21 +409,98 @@ class Lowerer {
         ++s;
         continue;
       }
-      size_t e = s, end = s + 1;  // members s..e-1; those after end-1 are maps that read nothing of the group
-      for (bool outside = false; e < ks.size() && joins(ks[e], lay, outside); ++e) {
-        lay.written.insert(base(ks[e].out));
-        if (!outside) end = e + 1;
-      }
-      e = end;
-      if (e - s >= 2)
-        for (size_t i = s; i < e; ++i) {
-          ks[i].group = int(s);
-          ks[i].rows = lay.rows;
+      std::vector<size_t> members, passed;  // members[0, useful) end with one reading the group
+      std::set<int> passed_out;
+      size_t useful = 1;
+      for (size_t e = s; e < ks.size(); ++e) {
+        bool reads_passed = false;
+        for (int r : ks[e].reads) reads_passed |= passed_out.count(base(r)) > 0;
+        bool outside = false;
+        if (!reads_passed && joins(ks[e], lay, outside)) {
+          members.push_back(e);
+          lay.written.insert(base(ks[e].out));
+          if (!outside) useful = members.size();
+        } else if (ks[e].stream == LKernel::Compute && ks[e].guard < 0 && passed.size() < kMaxPassed) {
+          passed.push_back(e);
+          passed_out.insert(base(ks[e].out));
+        } else {
+          break;
         }
-      s = std::max(e, s + 1);
+      }
+      members.resize(std::min(useful, members.size()));
+      if (members.size() < 2 || members[0] != s) {
+        ++s;
+        continue;
+      }
+      // The members first, then the kernels passed over before the last member.
+      std::vector<LKernel> order;
+      for (size_t m : members) order.push_back(std::move(ks[m]));
+      for (size_t p : passed)
+        if (p < members.back()) order.push_back(std::move(ks[p]));
+      for (size_t i = 0; i < order.size(); ++i) {
+        ks[s + i] = std::move(order[i]);
+        ks[s + i].group = i < members.size() ? int(s) : -1;
+        ks[s + i].rows = i < members.size() ? lay.rows : 0;
+      }
+      s += members.size();
     }
   }
+  static constexpr size_t kMaxPassed = 4;
   static constexpr int64_t kMaxRowLen = 1 << 16;
+
+  // Within each row group: a map member's full-size result that only later members
+  // read is row-local (LBuffer::row_local); a map member's result takes the place
+  // of a buffer that only earlier members read, each element i in row i / len (an
+  // alias of it: the member writes row r after every reader is done with row r).
+  void fit_rows() {
+    const std::vector<LKernel>& ks = l_.kernels;
+    readers_.assign(l_.buffers.size(), {});
+    for (size_t i = 0; i < ks.size(); ++i)
+      for (int r : ks[i].reads) readers_[size_t(base(r))].push_back(int(i));
+    std::vector<bool> out_view(l_.buffers.size(), false);  // the base of an output
+    for (const auto& o : l_.outputs) out_view[size_t(base(o.second))] = true;
+    std::vector<bool> taken(l_.buffers.size(), false);  // a place already written in place
+    for (size_t s = 0; s < ks.size(); ++s) {
+      if (ks[s].group != int(s)) continue;
+      size_t e = s;
+      while (e < ks.size() && ks[e].group == int(s)) ++e;
+      for (size_t m = s; m < e; ++m) {
+        const LKernel& k = ks[m];
+        LBuffer& out = l_.buffers[size_t(k.out)];
+        if (k.kind != LKernel::Map || k.row_len < 2 || out.kind != LBuffer::Work || out_view[size_t(k.out)]) continue;
+        if (!readers_[size_t(k.out)].empty() && read_only_in(k.out, m + 1, e)) {
+          out.row_local = true;
+          continue;
+        }
+        for (size_t r = s; r < m && out.kind == LBuffer::Work; ++r)
+          for (int x : ks[r].reads) {
+            const int xb = base(x);
+            const LBuffer& place = l_.buffers[size_t(xb)];
+            if (taken[size_t(xb)] || place.kind != LBuffer::Work || place.row_local || out_view[size_t(xb)] ||
+                place.type.dtype != out.type.dtype || place.type.size() != out.type.size() ||
+                !read_only_in(xb, s, m) || !read_in_rows(xb, Layout{ks[s].rows, k.row_len, {xb}}))
+              continue;
+            out.kind = LBuffer::Alias;
+            out.alias_of = xb;
+            taken[size_t(xb)] = true;
+            break;
+          }
+      }
+      s = e - 1;
+    }
+  }
+  // Whether every kernel reading buffer b lies in [from, to).
+  bool read_only_in(int b, size_t from, size_t to) const {
+    return std::all_of(readers_[size_t(b)].begin(), readers_[size_t(b)].end(),
+                       [&](int k) { return size_t(k) >= from && size_t(k) < to; });
+  }
+  // Whether every kernel reading buffer b (lay.written) reads element i of it in row i / len only.
+  bool read_in_rows(int b, const Layout& lay) const {
+    return std::all_of(readers_[size_t(b)].begin(), readers_[size_t(b)].end(), [&](int i) {
+      const LKernel& k = l_.kernels[size_t(i)];
+      return form_in(k, k.kind == LKernel::Reduce ? l_.graph[k.root].args[0] : k.root, lay) != Row::Bad;
+    });
+  }
 
   // ---- the buffer plan ---------------------------------------------------------
   int base(int b) const {
@@ -535,6 +617,7 @@ class Lowerer {
   uint32_t epoch_ = 0;
   std::vector<ValueId> folded_mm_;  // per value: the matmul whose BLAS call computes it (a transpose or scaling of it), or -1
   std::vector<int> uses_;  // readers of each value, an output counting twice
+  std::vector<std::vector<int>> readers_;  // per base buffer: the kernels reading it (fit_rows)
 };
 
 }  // namespace

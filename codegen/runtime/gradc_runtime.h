@@ -542,7 +542,8 @@ struct MapRow {
   int64_t len;
   F f;
   T* out;
-  void row(int64_t r) const { fill(out + r * len, r); }
+  int64_t stride = len;  // where row r is written: at out + r * stride (a row-local buffer's: 0)
+  void row(int64_t r) const { fill(out + r * stride, r); }
   // The row's elements are written through a pointer nothing else reads: what
   // depends on the row alone (a row's sum, and what is computed from it) is
   // computed once per row, outside the loop.
@@ -559,6 +560,9 @@ struct ReduceRow {
   T* out;
   void row(int64_t r) const { reduce_one(op, len, f, r, out); }
 };
+// A row-local buffer (LBuffer::row_local): each row written where the last was.
+template <class T, class F>
+MapRow<T, F> local_row(int64_t len, const F& f, T* out) { return MapRow<T, F>{len, f, out, 0}; }
 template <class... S>
 inline void rows(Stream, int64_t n_rows, const S&... steps) {
   for (int64_t r = 0; r < n_rows; ++r) (steps.row(r), ...);
