@@ -138,9 +138,7 @@ class Body {
     reads.insert(b);
     const LBuffer& x = l_.buffers[size_t(b)];
     const bool elem = !elem_flat_.empty() && idx == elem_idx_ && x.type.shape == elem_shape_;
-    int xb = b;
-    while (l_.buffers[size_t(xb)].kind == LBuffer::Alias) xb = l_.buffers[size_t(xb)].alias_of;
-    if (row_len_ > 0 && l_.buffers[size_t(xb)].row_local) {  // it holds the current row only
+    if (row_len_ > 0 && l_.buffers[size_t(base_buffer(l_, b))].row_local) {  // it holds the current row only
       if (elem && !in_row_.empty()) return fmt::format("{}[{}]", x.name, in_row_);
       return fmt::format("{}[{} - {} * {}]", x.name, elem ? elem_flat_ : flat_index(idx, x.type.shape), row_var_, row_len_);
     }
@@ -476,11 +474,11 @@ class Writer {
       // depends on the row alone is seen to (and computed once a row).
       body.line(fmt::format("const int64_t i = r * {} + j;", k.row_len));
       std::vector<std::string> idx;
-      size_t split = 0;
-      while (split < out.shape.size() && num_elements(Shape(out.shape.begin(), out.shape.begin() + long(split))) < k.rows)
-        ++split;
+      size_t split = 0;  // the rows are the axes before it
+      int64_t rows_size = 1;
+      while (split < out.shape.size() && rows_size < k.rows) rows_size *= out.shape[split++];
       const Shape rows(out.shape.begin(), out.shape.begin() + long(split)), row(out.shape.begin() + long(split), out.shape.end());
-      if (num_elements(rows) == k.rows) {
+      if (rows_size == k.rows) {
         idx = body.unflatten("r", rows, "a");
         for (const std::string& x : body.unflatten("j", row, "b")) idx.push_back(x);
       } else {  // the rows do not end at an axis

@@ -124,6 +124,11 @@ std::string fused_ops(const Lowered& l, const LKernel& k) {
   return out;
 }
 
+int base_buffer(const Lowered& l, int b) {
+  while (l.buffers[size_t(b)].kind == LBuffer::Alias) b = l.buffers[size_t(b)].alias_of;
+  return b;
+}
+
 int64_t plan_bytes(const Lowered& l) {
   int64_t total = l.workspace_bytes;
   for (const LBuffer& b : l.buffers)

@@ -77,6 +77,9 @@ struct Lowered {
   bool check_finite = false;    // each float kernel result checked for NaN and infinity (unfused)
 };
 
+// The buffer whose memory buffer b is: b itself, or the end of its aliases' chain.
+int base_buffer(const Lowered& l, int b);
+
 // Bytes a rank holds for the program: the workspace, the inputs (and where their
 // defaults are computed) and the constants. `gradc cost` reports it.
 int64_t plan_bytes(const Lowered& l);

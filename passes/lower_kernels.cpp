@@ -503,10 +503,7 @@ class Lowerer {
   }
 
   // ---- the buffer plan ---------------------------------------------------------
-  int base(int b) const {
-    while (l_.buffers[size_t(b)].kind == LBuffer::Alias) b = l_.buffers[size_t(b)].alias_of;
-    return b;
-  }
+  int base(int b) const { return base_buffer(l_, b); }
   void plan_memory() {
     const int K = int(l_.kernels.size());
     // A row group's members run interleaved, row by row: for liveness they are one
