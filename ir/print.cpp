@@ -4,37 +4,63 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <deque>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 
 namespace gradc {
 
 // A value without a hint is named by its id; hints are never all digits (the IR
-// reader drops such names), so only hinted names can collide. The set holds views
-// of the graph's hints and of the generated names, which stay in place.
-std::vector<std::string> value_names(const Graph& g) {
-  std::vector<std::string> names(g.nodes.size());
-  std::unordered_set<std::string_view> used;
-  std::unordered_map<std::string_view, int> next;  // per hint: the suffix to try first (linear, however often a name repeats)
-  used.reserve(g.nodes.size());
+// reader drops such names), so only hinted names can collide. The set of names
+// taken is an open-addressing table of views of the graph's hints and of the
+// generated names (names_, a deque: they stay in place), with their hashes.
+ValueNames::ValueNames(const Graph& g) : g_(g) {
+  size_t hinted = 0;
+  for (const Node& n : g.nodes) hinted += !n.name.empty();
+  size_t cap = 16;
+  while (cap < 4 * hinted) cap *= 2;  // hints and generated names, at most half full
+  struct Slot {
+    size_t hash = 0;
+    std::string_view name;
+  };
+  std::vector<Slot> slots(cap);
+  // Takes `name`; false if it was taken already.
+  auto take = [&](std::string_view name) {
+    const size_t h = std::hash<std::string_view>()(name);
+    for (size_t s = h & (cap - 1);; s = (s + 1) & (cap - 1)) {
+      if (slots[s].name.data() == nullptr) {
+        slots[s] = {h, name};
+        return true;
+      }
+      if (slots[s].hash == h && slots[s].name == name) return false;
+    }
+  };
+  std::unordered_map<std::string_view, int> next;  // per repeated hint: the suffix to try first
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const std::string& hint = g.nodes[i].name;
-    if (hint.empty()) {
-      names[i] = std::to_string(i);
-    } else if (used.insert(hint).second) {
-      names[i] = hint;
-    } else {
-      int& k = next.try_emplace(hint, 1).first->second;
-      std::string name;
-      do name = fmt::format("{}.{}", hint, k++);
-      while (used.count(name));
-      names[i] = std::move(name);
-      used.insert(names[i]);
-    }
+    if (hint.empty() || take(hint)) continue;
+    int& k = next.try_emplace(hint, 1).first->second;
+    std::string& name = names_.emplace_back();
+    do name = fmt::format("{}.{}", hint, k++);
+    while (!take(name));
+    renamed_.push_back(ValueId(i));
   }
-  return names;
+}
+
+std::string ValueNames::operator[](ValueId v) const {
+  const std::string& hint = g_[v].name;
+  if (hint.empty()) return std::to_string(v);
+  auto it = std::lower_bound(renamed_.begin(), renamed_.end(), v);
+  return it != renamed_.end() && *it == v ? names_[size_t(it - renamed_.begin())] : hint;
+}
+
+std::vector<std::string> value_names(const Graph& g) {
+  ValueNames names(g);
+  std::vector<std::string> out(g.nodes.size());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = names[ValueId(i)];
+  return out;
 }
 
 namespace {

@@ -1,6 +1,7 @@
 // Printing and reading the IR: the textual form (which `gradc opt` reads back
 // and which round-trips exactly), Graphviz dot, and JSON.
 #pragma once
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -8,8 +9,20 @@
 
 namespace gradc {
 
-// Unique printable names for every value: the name hint where it is free,
-// `hint.N` where it is taken, and the node's index where there is no hint.
+// Unique printable names for the values: the name hint where it is free, `hint.N`
+// where it is taken, and the node's index where there is no hint. Linear however
+// often a hint repeats; a name is made when it is asked for.
+class ValueNames {
+ public:
+  explicit ValueNames(const Graph& g);
+  std::string operator[](ValueId v) const;
+
+ private:
+  const Graph& g_;
+  std::vector<ValueId> renamed_;    // the values whose hint was taken, ascending
+  std::deque<std::string> names_;   // their names
+};
+// Every value's name.
 std::vector<std::string> value_names(const Graph& g);
 
 std::string attr_str(const Attr& a);

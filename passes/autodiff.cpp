@@ -198,7 +198,7 @@ std::vector<ValueId> backward(Graph& g, ValueId loss, const std::vector<ValueId>
 
 }  // namespace
 
-Graph autodiff(const Graph& g, std::vector<GradInfo>* info) {
+Graph autodiff(Graph g, std::vector<GradInfo>* info) {
   // again[v]: v feeds the loss of some grad, so a gradient that v depends on is
   // differentiated again.
   std::vector<bool> again(g.nodes.size(), false);
@@ -214,8 +214,8 @@ Graph autodiff(const Graph& g, std::vector<GradInfo>* info) {
   std::vector<ValueId> remap(g.nodes.size(), -1);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
-    if (n.op != Op::Grad) {
-      Node c = n;
+    if (n.op != Op::Grad) {  // moved: g's forward nodes are read later through out and remap
+      Node c = std::move(g.nodes[i]);
       for (ValueId& a : c.args) a = remap[size_t(a)];
       if (c.grad_of >= 0) c.grad_of = remap[size_t(c.grad_of)];
       c.rep = infer_rep(out, c);
@@ -234,7 +234,8 @@ Graph autodiff(const Graph& g, std::vector<GradInfo>* info) {
     ValueId loss = remap[size_t(n.args[0])];
     if (mode == "global" && out[loss].rep != Rep::Replicated) {
       const Node& origin = out[variation_origin(out, loss)];
-      std::string lname = g[n.args[0]].name.empty() ? "the loss" : "'" + g[n.args[0]].name + "'";
+      const std::string& given = g[n.args[0]].op == Op::Grad ? g[n.args[0]].name : out[loss].name;
+      std::string lname = given.empty() ? "the loss" : "'" + given + "'";
       throw UserError(origin.loc,
                       fmt::format("grad: mode=global needs a loss that is identical on every rank, but {} differs "
                                   "per rank: the ranks' values start to differ at {}",
@@ -259,7 +260,7 @@ Graph autodiff(const Graph& g, std::vector<GradInfo>* info) {
   return out;
 }
 
-Graph autodiff(const Graph& g) { return autodiff(g, nullptr); }
+Graph autodiff(Graph g) { return autodiff(std::move(g), nullptr); }
 
 Graph replication(Graph g) {
   for (Node& n : g.nodes) n.rep = infer_rep(g, n);

@@ -18,8 +18,9 @@ struct GradInfo {
 // Replaces every grad node by its backward graph; `info` (if given) gets one
 // entry per grad node, in program order. mode=global with a loss that is not
 // replicated is a UserError at the op where the ranks' values start to differ.
-Graph autodiff(const Graph& g, std::vector<GradInfo>* info);
-Graph autodiff(const Graph& g);
+// The forward nodes are moved into the new graph, not copied.
+Graph autodiff(Graph g, std::vector<GradInfo>* info);
+Graph autodiff(Graph g);
 // Marks every value replicated (identical on all ranks) or varying.
 Graph replication(Graph g);
 

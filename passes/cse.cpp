@@ -28,8 +28,11 @@ struct Key {
   }
 };
 struct KeyHash {
-  size_t operator()(const Key& k) const {
-    uint64_t h = uint64_t(k.n->op);
+  size_t operator()(const Key& k) const { return hash(*k.n, [](ValueId a) { return a; }); }
+  // The hash of `n` with each operand a read as arg(a).
+  template <class Arg>
+  static size_t hash(const Node& n, Arg arg) {
+    uint64_t h = uint64_t(n.op);
     auto mix = [&](uint64_t v) {  // splitmix64's finaliser over the running hash and v
       h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
       h ^= h >> 30;
@@ -38,9 +41,9 @@ struct KeyHash {
       h *= 0x94d049bb133111ebull;
       h ^= h >> 31;
     };
-    for (ValueId a : k.n->args) mix(uint64_t(a));
-    for (int64_t d : k.n->type.shape) mix(uint64_t(d));
-    for (const auto& [key, a] : k.n->attrs.items) {
+    for (ValueId a : n.args) mix(uint64_t(arg(a)));
+    for (int64_t d : n.type.shape) mix(uint64_t(d));
+    for (const auto& [key, a] : n.attrs.items) {
       mix(std::hash<std::string>()(key));
       mix(attr_hash(a));
     }
@@ -55,24 +58,42 @@ struct KeyHash {
   }
 };
 
+bool mergeable(const Node& n) { return !is_collective(n.op) && n.op != Op::Input; }
+
 }  // namespace
 
 Graph cse(Graph g) {
-  std::vector<ValueId> repl(g.nodes.size());
-  std::vector<bool> keep(g.nodes.size(), true);
+  const size_t count = g.nodes.size();
+  std::vector<ValueId> repl(count);
+  for (size_t i = 0; i < count; ++i) repl[i] = ValueId(i);
+  std::vector<bool> keep(count, true);
   // An open-addressing table of the nodes seen so far (no allocation per node):
   // slots hold a node index, or -1; the size is a power of two at least twice the nodes.
   size_t cap = 16;
-  while (cap < 2 * g.nodes.size()) cap *= 2;
+  while (cap < 2 * count) cap *= 2;
   std::vector<ValueId> slot(cap, -1);
-  std::vector<size_t> hash(g.nodes.size());
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    repl[i] = ValueId(i);
+  std::vector<size_t> hash(count);
+  // A large table is read from memory: node i + kAhead's slot is fetched while node i
+  // is looked up. Its hash is taken with the operands merged so far, and taken again
+  // at its turn if one of the kAhead nodes before it was merged since.
+  constexpr size_t kAhead = 16;
+  auto hash_ahead = [&](size_t j) {
+    if (j >= count || !mergeable(g.nodes[j])) return;
+    hash[j] = KeyHash::hash(g.nodes[j], [&](ValueId a) { return repl[size_t(a)]; });
+    __builtin_prefetch(&slot[hash[j] & (cap - 1)]);
+  };
+  for (size_t j = 0; j < kAhead; ++j) hash_ahead(j);
+  for (size_t i = 0; i < count; ++i) {
+    hash_ahead(i + kAhead);
     Node& n = g.nodes[i];
-    for (ValueId& a : n.args) a = repl[size_t(a)];  // operands as merged so far (rebuild keeps them)
+    bool again = false;
+    for (ValueId& a : n.args) {  // operands as merged so far (rebuild keeps them)
+      again |= size_t(a) + kAhead >= i && repl[size_t(a)] != a;
+      a = repl[size_t(a)];
+    }
     // Collectives are exchanges, and inputs are distinct variables: never merged.
-    if (is_collective(n.op) || n.op == Op::Input) continue;
-    hash[i] = KeyHash()(Key{&n});
+    if (!mergeable(n)) continue;
+    if (again) hash[i] = KeyHash()(Key{&n});
     for (size_t s = hash[i] & (cap - 1);; s = (s + 1) & (cap - 1)) {
       const ValueId o = slot[s];
       if (o < 0) {

@@ -48,14 +48,17 @@ std::string ident(const std::string& name) {
 
 class Lowerer {
  public:
-  Lowerer(Graph g, bool check_finite) {
-    l_.graph = std::move(g);
-    l_.check_finite = check_finite;
+  Lowerer(Graph g, bool check_finite) : l_(start(std::move(g), check_finite)) {}
+
+  static Lowered start(Graph g, bool check_finite) {
+    Lowered l;
+    l.graph = std::move(g);
+    l.check_finite = check_finite;
+    return l;
   }
 
   Lowered run() {
     const Graph& g = l_.graph;
-    names_ = value_names(g);
     mark_buffers();
     l_.buffer_of.assign(g.nodes.size(), -1);
     seen_.assign(g.nodes.size(), 0);
@@ -78,58 +81,62 @@ class Lowerer {
  private:
   // ---- which values live in buffers ----------------------------------------
   void mark_buffers() {
+    // Two passes over the nodes (at 100k statements each pass streams the node
+    // array from memory): what the whole graph decides (uses, what BLAS calls and
+    // collectives read, leaf values), then each value in order, as its operands'
+    // decisions are final.
     const Graph& g = l_.graph;
+    const size_t count = g.nodes.size();
     std::vector<int>& uses = uses_;
-    uses.assign(g.nodes.size(), 0);
-    for (const Node& n : g.nodes)
+    uses.assign(count, 0);
+    buffered_.assign(count, false);
+    // A value computed from rank, iota and constants alone by a few elementwise ops
+    // (labels, a one-hot mask) reads no memory: it is computed wherever it is used,
+    // however many use it, instead of being written out and read back.
+    std::vector<int> leaf_ops(count, 0);  // such a value's op count, 0 for any other
+    for (size_t i = 0; i < count; ++i) {
+      const Node& n = g.nodes[i];
       for (ValueId a : n.args) ++uses[size_t(a)];
-    for (const auto& o : g.outputs) uses[size_t(o.second)] += 2;  // an output is always a buffer
-    buffered_.assign(g.nodes.size(), false);
-    // A matmul read only by a transpose of its last two axes, or by a product or
-    // quotient with a scalar constant: that op is the BLAS call, computing
-    // C^T = op(B)^T op(A)^T, or alpha op(A) op(B) (no pass over the result).
-    folded_mm_.assign(g.nodes.size(), -1);
-    auto lone_matmul = [&](ValueId v) {
-      return form(g[v].op) == KernelForm::Gemm && uses[size_t(v)] == 1 && is_float(g.type(v).dtype);
-    };
-    for (size_t i = 0; i < g.nodes.size() && !l_.check_finite; ++i) {
-      const Node& n = g.nodes[i];
-      if (swaps_last_two(n) && lone_matmul(n.args[0])) {
-        folded_mm_[i] = n.args[0];
-      } else if ((n.op == Op::Mul || n.op == Op::Div) && n.type == g.type(n.args[0]) &&
-                 lone_matmul(n.args[0]) && scalar_const(g[n.args[1]])) {
-        folded_mm_[i] = n.args[0];
-      } else if (n.op == Op::Mul && n.type == g.type(n.args[1]) && lone_matmul(n.args[1]) &&
-                 scalar_const(g[n.args[0]])) {
-        folded_mm_[i] = n.args[1];
-      }
-    }
-    // What BLAS calls and collectives read must be in buffers, as must outputs.
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-      const Node& n = g.nodes[i];
+      // What BLAS calls and collectives read must be in buffers, as must outputs.
       const KernelForm f = form(n.op);
       GRADC_ASSERT(f != KernelForm::Removed, "lowering needs {} replaced first (the autodiff pass)", op_name(n.op));
       if (f == KernelForm::Gemm)
         for (ValueId a : n.args) buffered_[size_t(gemm_operand(g, a).v)] = true;
       if (f == KernelForm::Comm) buffered_[size_t(n.args[0])] = true;
-    }
-    for (const auto& o : g.outputs) buffered_[size_t(o.second)] = true;
-    // A value computed from rank, iota and constants alone by a few elementwise ops
-    // (labels, a one-hot mask) reads no memory: it is computed wherever it is used,
-    // however many use it, instead of being written out and read back.
-    std::vector<int> leaf_ops(g.nodes.size(), 0);  // such a value's op count, 0 for any other
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-      const Node& n = g.nodes[i];
       if (is_cheap(n)) {
         leaf_ops[i] = 1;
       } else if (is_elementwise(n.op) || n.op == Op::Reshape || n.op == Op::BroadcastTo) {
-        int count = 1;
-        for (ValueId a : n.args) count = leaf_ops[size_t(a)] ? count + leaf_ops[size_t(a)] : kMaxLeafOps + 1;
-        leaf_ops[i] = count <= kMaxLeafOps ? count : 0;
+        int ops = 1;
+        for (ValueId a : n.args) ops = leaf_ops[size_t(a)] ? ops + leaf_ops[size_t(a)] : kMaxLeafOps + 1;
+        leaf_ops[i] = ops <= kMaxLeafOps ? ops : 0;
       }
     }
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
+    for (const auto& o : g.outputs) {
+      uses[size_t(o.second)] += 2;  // an output is always a buffer
+      buffered_[size_t(o.second)] = true;
+    }
+    // A matmul read only by a transpose of its last two axes, or by a product or
+    // quotient with a scalar constant: that op is the BLAS call, computing
+    // C^T = op(B)^T op(A)^T, or alpha op(A) op(B) (no pass over the result).
+    folded_mm_.assign(count, -1);
+    auto lone_matmul = [&](ValueId v) {
+      return form(g[v].op) == KernelForm::Gemm && uses[size_t(v)] == 1 && is_float(g.type(v).dtype);
+    };
+    auto folded_matmul = [&](const Node& n) -> ValueId {
+      if (swaps_last_two(n) && lone_matmul(n.args[0])) return n.args[0];
+      if ((n.op == Op::Mul || n.op == Op::Div) && n.type == g.type(n.args[0]) && lone_matmul(n.args[0]) &&
+          scalar_const(g[n.args[1]]))
+        return n.args[0];
+      if (n.op == Op::Mul && n.type == g.type(n.args[1]) && lone_matmul(n.args[1]) && scalar_const(g[n.args[0]]))
+        return n.args[1];
+      return -1;
+    };
+    // A kernel computes at most kMaxFused values: a longer chain (100k unary
+    // minuses) is cut into kernels of that size, each compiled in good time.
+    std::vector<int64_t> size(count, 0);
+    for (size_t i = 0; i < count; ++i) {
       const Node& n = g.nodes[i];
+      if (!l_.check_finite) folded_mm_[i] = folded_matmul(n);
       const KernelForm f = form(n.op);
       // A transpose of a buffer is index arithmetic wherever it is read (a flag in a
       // BLAS call): recomputed, never copied, however many read it.
@@ -139,16 +146,11 @@ class Lowerer {
           (l_.check_finite && !is_cheap(n) && !view && n.op != Op::Const) ||
           (uses[i] > 1 && !leaf_ops[i] && !view))
         buffered_[i] = true;
-    }
-    for (size_t i = 0; i < g.nodes.size(); ++i)
+      // The folded matmul is read by this op alone: it is no buffer (and no kernel).
       if (folded_mm_[i] >= 0) buffered_[size_t(folded_mm_[i])] = false;
-    // A kernel computes at most kMaxFused values: a longer chain (100k unary
-    // minuses) is cut into kernels of that size, each compiled in good time.
-    std::vector<int64_t> size(g.nodes.size(), 0);
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
       if (buffered_[i]) continue;
       size[i] = 1;
-      for (ValueId a : g.nodes[i].args) size[i] += buffered_[size_t(a)] ? 0 : size[size_t(a)];
+      for (ValueId a : n.args) size[i] += buffered_[size_t(a)] ? 0 : size[size_t(a)];
       if (size[i] >= kMaxFused) {
         buffered_[i] = true;
         size[i] = 0;
@@ -161,10 +163,10 @@ class Lowerer {
   int add_buffer(ValueId v, LBuffer::Kind kind) {
     LBuffer b;
     b.kind = kind;
-    b.name = ident(names_[size_t(v)]);
+    b.name = ident(names_[v]);
     b.type = l_.graph.type(v);
     b.value = v;
-    l_.buffers.push_back(b);
+    l_.buffers.push_back(std::move(b));
     l_.buffer_of[size_t(v)] = int(l_.buffers.size() - 1);
     return int(l_.buffers.size() - 1);
   }
@@ -174,7 +176,8 @@ class Lowerer {
   std::vector<ValueId> fuse(ValueId root, bool include_root) {
     const Graph& g = l_.graph;
     ++epoch_;  // marks this walk's values in seen_ (no set per kernel)
-    std::vector<ValueId> in, stack;
+    std::vector<ValueId> in;
+    std::vector<ValueId>& stack = stack_;  // empty between walks
     if (include_root)
       stack.push_back(root);
     else
@@ -454,6 +457,7 @@ class Lowerer {
   // alias of it: the member writes row r after every reader is done with row r).
   void fit_rows() {
     const std::vector<LKernel>& ks = l_.kernels;
+    if (std::none_of(ks.begin(), ks.end(), [](const LKernel& k) { return k.group >= 0; })) return;
     readers_.assign(l_.buffers.size(), {});
     for (size_t i = 0; i < ks.size(); ++i)
       for (int r : ks[i].reads) readers_[size_t(base(r))].push_back(int(i));
@@ -608,13 +612,14 @@ class Lowerer {
   }
 
   Lowered l_;
-  std::vector<std::string> names_;
+  ValueNames names_{l_.graph};  // after l_: of its graph
   std::vector<bool> buffered_;
   std::vector<uint32_t> seen_;  // per value: the fuse() walk that last reached it
   uint32_t epoch_ = 0;
   std::vector<ValueId> folded_mm_;  // per value: the matmul whose BLAS call computes it (a transpose or scaling of it), or -1
   std::vector<int> uses_;  // readers of each value, an output counting twice
   std::vector<std::vector<int>> readers_;  // per base buffer: the kernels reading it (fit_rows)
+  std::vector<ValueId> stack_;             // fuse's walk
 };
 
 }  // namespace

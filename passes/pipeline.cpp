@@ -9,7 +9,7 @@ namespace gradc {
 const std::vector<PassInfo>& all_passes() {
   static const std::vector<PassInfo> passes = {
       {"infer-shapes", infer_shapes, "re-derive every type from the op's shape rule"},
-      {"autodiff", [](Graph g) { return autodiff(g); }, "replace every grad by its derived backward graph"},
+      {"autodiff", [](Graph g) { return autodiff(std::move(g)); }, "replace every grad by its derived backward graph"},
       {"replication", replication, "mark every value replicated or varying"},
       {"fold", fold, "evaluate local ops whose operands are constants"},
       {"cse", cse, "merge identical local ops (never collectives)"},
