@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <iterator>
 #include <string>
 
@@ -28,9 +29,23 @@ const char* kind_name(const LKernel& k) {
   }
   return "?";
 }
-// Printing appends to one string, reserved once, the frequent pieces without a
-// format string (a 100k-statement program prints 28 MB).
-using Out = std::string;
+// Printing appends to a buffer, the frequent pieces without a format string. Printed
+// to a file, the buffer is written out line by line once it holds 64 KiB (a
+// 100k-statement program prints 28 MB: written from a buffer that stays in the cache).
+struct Out {
+  using value_type = char;  // for std::back_inserter
+  std::string s;
+  std::FILE* file = nullptr;
+  void append(const char* b, const char* e) { s.append(b, e); }
+  void push_back(char c) { s.push_back(c); }
+  void line_done() {
+    if (file && s.size() >= (size_t(1) << 16)) flush();
+  }
+  void flush() {
+    if (file) std::fwrite(s.data(), 1, s.size(), file);
+    s.clear();
+  }
+};
 void put(Out& out, std::string_view s) { out.append(s.data(), s.data() + s.size()); }
 void put(Out& out, int64_t v) {
   fmt::format_int f(v);
@@ -55,7 +70,7 @@ void write_lines(Out& out, const std::vector<int>& lines) {
 std::string lines_str(const std::vector<int>& lines) {
   Out out;
   write_lines(out, lines);
-  return out;
+  return out.s;
 }
 
 void write_fused_ops(Out& out, const Lowered& l, const LKernel& k) {
@@ -113,7 +128,7 @@ void write_body(Out& out, const Lowered& l, const LKernel& k) {
 std::string body(const Lowered& l, const LKernel& k) {
   Out out;
   write_body(out, l, k);
-  return out;
+  return out.s;
 }
 
 }  // namespace
@@ -121,7 +136,7 @@ std::string body(const Lowered& l, const LKernel& k) {
 std::string fused_ops(const Lowered& l, const LKernel& k) {
   Out out;
   write_fused_ops(out, l, k);
-  return out;
+  return out.s;
 }
 
 int base_buffer(const Lowered& l, int b) {
@@ -137,9 +152,8 @@ int64_t plan_bytes(const Lowered& l) {
   return total;
 }
 
-std::string print_lowered(const Lowered& l) {
-  Out s;
-  s.reserve(80 * (l.buffers.size() + l.kernels.size()));  // about a line's length each: the buffer grows once
+namespace {
+void write_lowered(Out& s, const Lowered& l) {
   auto it = std::back_inserter(s);
   fmt::format_to(it, "world {}: {} kernels, {} buffers, workspace {} bytes\n", l.graph.world, l.kernels.size(),
                  l.buffers.size(), l.workspace_bytes);
@@ -163,6 +177,7 @@ std::string print_lowered(const Lowered& l) {
       put(s, l.buffers[size_t(b.alias_of)].name);
     }
     put(s, b.output ? " output\n" : "\n");
+    s.line_done();
   }
   for (size_t i = 0; i < l.kernels.size(); ++i) {
     const LKernel& k = l.kernels[i];
@@ -182,9 +197,25 @@ std::string print_lowered(const Lowered& l) {
       write_lines(s, k.lines);
     }
     s.push_back('\n');
+    s.line_done();
   }
   for (const auto& [name, b] : l.outputs) fmt::format_to(it, "output {} = {}\n", name, l.buffers[size_t(b)].name);
-  return s;
+}
+}  // namespace
+
+std::string print_lowered(const Lowered& l) {
+  Out out;
+  out.s.reserve(80 * (l.buffers.size() + l.kernels.size()));  // about a line's length each: the buffer grows once
+  write_lowered(out, l);
+  return std::move(out.s);
+}
+
+void print_lowered(const Lowered& l, std::FILE* to) {
+  Out out;
+  out.file = to;
+  out.s.reserve((size_t(1) << 16) + 4096);
+  write_lowered(out, l);
+  out.flush();
 }
 
 std::string print_lowered_dot(const Lowered& l) {

@@ -22,6 +22,7 @@
 // after a buffer's last use. Kernels run on two streams, compute and comm, in
 // this order; `waits` lists the kernels of the other stream each must wait for.
 #pragma once
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -88,6 +89,7 @@ int64_t plan_bytes(const Lowered& l);
 std::string fused_ops(const Lowered& l, const LKernel& k);
 
 std::string print_lowered(const Lowered& l);       // text
+void print_lowered(const Lowered& l, std::FILE* to);  // the same text, written as it is made
 std::string print_lowered_dot(const Lowered& l);
 std::string print_lowered_json(const Lowered& l);
 

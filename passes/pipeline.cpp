@@ -49,8 +49,14 @@ Graph rebuild(Graph&& g, const std::vector<bool>& keep, const std::vector<ValueI
     GRADC_ASSERT(m >= 0, "value {} is used but was removed", v);
     return m;
   };
+  // The nodes before the first removed or replaced one keep their places, and their
+  // operands (defined before them) too: they are not touched.
   size_t kept = 0;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
+  while (kept < g.nodes.size() && keep[kept] && repl[kept] == ValueId(kept)) {
+    id[kept] = ValueId(kept);
+    ++kept;
+  }
+  for (size_t i = kept; i < g.nodes.size(); ++i) {
     if (!keep[i]) continue;
     Node& n = g.nodes[i];
     for (ValueId& a : n.args) a = map(a);

@@ -32,6 +32,9 @@
 #include "runtime/report.h"
 
 #include <CLI/CLI.hpp>
+#ifdef GRADC_MIMALLOC
+#include <mimalloc.h>
+#endif
 
 namespace fs = std::filesystem;
 using namespace gradc;
@@ -191,7 +194,12 @@ int cmd_ir(const CommandLine& cl) {
   if (stage == "lowered") {
     Lowered l = lower_kernels(std::move(g));
     lap("lower to kernels");
-    out = format == "json" ? print_lowered_json(l) : format == "dot" ? print_lowered_dot(l) : print_lowered(l);
+    if (format == "text") {
+      std::cout.flush();
+      print_lowered(l, stdout);  // 28 MB for a 100k-statement program: written as it is made
+    } else {
+      out = format == "json" ? print_lowered_json(l) : print_lowered_dot(l);
+    }
     bury(std::move(l));
   } else {
     out = format_graph(g, format, cl.has("loc") ? g_source.path : "");
@@ -643,6 +651,12 @@ const char* kUsage =
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef GRADC_MIMALLOC
+  // A gradc process is short: what one stage frees stays with the allocator for the
+  // next, instead of going back to the OS and being faulted in again (a 100k-statement
+  // program: 92k page faults instead of 99k).
+  mi_option_set(mi_option_decommit_delay, 1000 * 1000);  // ms
+#endif
   std::vector<std::string> missing = missing_rules();
   if (!missing.empty()) {
     for (const auto& m : missing) std::cerr << "gradc: internal error: " << m << "\n";
