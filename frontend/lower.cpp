@@ -66,7 +66,9 @@ class Lowerer {
   Graph run() {
     Scope top;
     top.names.reserve(prog_.stmts.size());  // about a name a statement
-    g_.nodes.reserve(prog_.stmts.size() * 4);
+    // About 4 nodes a statement, and room for the backward graphs the autodiff pass
+    // adds in place: a 100k-statement program's array is not copied (unused pages cost nothing).
+    g_.nodes.reserve(prog_.stmts.size() * 24);
     scopes_.push_back(&top);
     for (const ast::Stmt& s : prog_.stmts) statement(s);
     return std::move(g_);

@@ -48,8 +48,7 @@ struct LBuffer {
 struct LKernel {
   enum Kind : uint8_t { Map, Reduce, Gemm, Comm } kind = Map;
   enum Stream : uint8_t { Compute, Communication } stream = Compute;
-  std::string name;             // the buffer it writes
-  int out = -1;                 // that buffer
+  int out = -1;                 // the buffer it writes (the kernel is named by it)
   ValueId root = -1;            // the value it computes (the reduce, matmul or collective node for those)
   std::vector<ValueId> fused;   // map, reduce: the values computed inside it, in order, root last
   std::vector<int> reads;       // buffers it reads

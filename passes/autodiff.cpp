@@ -208,34 +208,45 @@ Graph autodiff(Graph g, std::vector<GradInfo>* info) {
     if (again[v])
       for (ValueId a : g.nodes[v].args) again[size_t(a)] = true;
 
-  Graph out;
-  out.world = g.world;
-  out.nodes.reserve(g.nodes.size() * 6);  // room for the backward graphs: no copy as it grows (unused pages cost nothing)
-  std::vector<ValueId> remap(g.nodes.size(), -1);
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const Node& n = g.nodes[i];
-    if (n.op != Op::Grad) {  // moved: g's forward nodes are read later through out and remap
-      Node c = std::move(g.nodes[i]);
+  // In place: the nodes before the first grad keep their places, and the others
+  // (`in`) are appended again after them, each grad replaced by its backward graph.
+  // The node array has room for the backward graphs (the frontend reserves it), so
+  // it is not copied.
+  const size_t count = g.nodes.size();
+  std::vector<ValueId> remap(count, -1);
+  size_t first = 0;
+  for (; first < count && g.nodes[first].op != Op::Grad; ++first) {
+    g.nodes[first].rep = infer_rep(g, g.nodes[first]);
+    remap[first] = ValueId(first);
+  }
+  std::vector<Node> in(std::make_move_iterator(g.nodes.begin() + long(first)), std::make_move_iterator(g.nodes.end()));
+  g.nodes.resize(first);
+  if (g.nodes.capacity() < count * 6) g.nodes.reserve(count * 6);  // unused pages cost nothing
+  // Node i as given (a moved node keeps its op; grads are never moved).
+  auto given = [&](size_t i) -> const Node& { return i < first ? g.nodes[i] : in[i - first]; };
+  for (size_t i = first; i < count; ++i) {
+    Node& n = in[i - first];
+    if (n.op != Op::Grad) {
+      Node c = std::move(n);
       for (ValueId& a : c.args) a = remap[size_t(a)];
       if (c.grad_of >= 0) c.grad_of = remap[size_t(c.grad_of)];
-      c.rep = infer_rep(out, c);
-      remap[i] = out.append(std::move(c));
+      c.rep = infer_rep(g, c);
+      remap[i] = g.append(std::move(c));
       continue;
     }
     // grad(loss, a, b) lowers to consecutive grad nodes: one sweep serves them all.
     size_t j = i;
     std::vector<ValueId> ws;
     const std::string mode = n.attr_sym("mode");
-    while (j < g.nodes.size() && g.nodes[j].op == Op::Grad && g.nodes[j].args[0] == n.args[0] &&
-           g.nodes[j].attr_sym("mode") == mode) {
-      ws.push_back(remap[size_t(g.nodes[j].args[1])]);
+    while (j < count && given(j).op == Op::Grad && given(j).args[0] == n.args[0] && given(j).attr_sym("mode") == mode) {
+      ws.push_back(remap[size_t(given(j).args[1])]);
       ++j;
     }
     ValueId loss = remap[size_t(n.args[0])];
-    if (mode == "global" && out[loss].rep != Rep::Replicated) {
-      const Node& origin = out[variation_origin(out, loss)];
-      const std::string& given = g[n.args[0]].op == Op::Grad ? g[n.args[0]].name : out[loss].name;
-      std::string lname = given.empty() ? "the loss" : "'" + given + "'";
+    if (mode == "global" && g[loss].rep != Rep::Replicated) {
+      const Node& origin = g[variation_origin(g, loss)];
+      const std::string& named = given(size_t(n.args[0])).op == Op::Grad ? given(size_t(n.args[0])).name : g[loss].name;
+      std::string lname = named.empty() ? "the loss" : "'" + named + "'";
       throw UserError(origin.loc,
                       fmt::format("grad: mode=global needs a loss that is identical on every rank, but {} differs "
                                   "per rank: the ranks' values start to differ at {}",
@@ -243,21 +254,21 @@ Graph autodiff(Graph g, std::vector<GradInfo>* info) {
     }
     bool higher_order = false;
     for (size_t k = i; k < j; ++k) higher_order |= again[k];
-    std::vector<ValueId> results = backward(out, loss, ws, mode, higher_order);
+    std::vector<ValueId> results = backward(g, loss, ws, mode, higher_order);
     for (size_t k = i; k < j; ++k) {
       ValueId r = results[k - i];
       // Two gradients can be one value (grad(loss, y, x) with y = x + 2): it keeps the first's name.
-      if (out[r].grad_of < 0 && out[r].backward) {
-        if (out[r].name.empty()) out[r].name = g.nodes[k].name;
-        out[r].grad_of = ws[k - i];
+      if (g[r].grad_of < 0 && g[r].backward) {
+        if (g[r].name.empty()) g[r].name = given(k).name;
+        g[r].grad_of = ws[k - i];
       }
       remap[k] = r;
-      if (info) info->push_back({loss, ws[k - i], r, mode, g.nodes[k].name, g.nodes[k].loc});
+      if (info) info->push_back({loss, ws[k - i], r, mode, given(k).name, given(k).loc});
     }
     i = j - 1;
   }
-  for (const auto& [name, v] : g.outputs) out.outputs.push_back({name, remap[size_t(v)]});
-  return out;
+  for (auto& o : g.outputs) o.second = remap[size_t(o.second)];
+  return g;
 }
 
 Graph autodiff(Graph g) { return autodiff(std::move(g), nullptr); }

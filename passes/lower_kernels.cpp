@@ -240,7 +240,6 @@ class Lowerer {
       if (!buffered_[size_t(k.root)]) k.fused = fuse(k.root, true);
       k.out = b;
       k.guard = b;
-      k.name = l_.buffers[size_t(k.out)].name;
       return finish_kernel(std::move(k));
     }
     if (n.op == Op::Const && !splat_const(n)) {  // a splat that is an output is a map kernel
@@ -261,7 +260,6 @@ class Lowerer {
     } else {
       k.out = add_buffer(v, LBuffer::Work);
     }
-    k.name = l_.buffers[size_t(k.out)].name;
     if (f == KernelForm::Gemm) {
       k.kind = LKernel::Gemm;
       const bool t = folded >= 0 && n.op == Op::Transpose;
