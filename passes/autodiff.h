@@ -18,7 +18,7 @@ struct GradInfo {
 // Replaces every grad node by its backward graph; `info` (if given) gets one
 // entry per grad node, in program order. mode=global with a loss that is not
 // replicated is a UserError at the op where the ranks' values start to differ.
-// The forward nodes are moved into the new graph, not copied.
+// It works in place: the forward nodes keep their order and are not copied.
 Graph autodiff(Graph g, std::vector<GradInfo>* info);
 Graph autodiff(Graph g);
 // Marks every value replicated (identical on all ranks) or varying.
