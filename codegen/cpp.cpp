@@ -427,7 +427,7 @@ class Writer {
     if (k.kind == LKernel::Reduce) ops += fmt::format("{}{}", ops.empty() ? "" : " ", op_name(g_[k.root].op));
     std::string lines = k.lines.empty() ? "" : fmt::format(", {} line{} {}", source_, k.lines.size() == 1 ? "" : "s",
                                                             fmt::join(k.lines, ", "));
-    return fmt::format("// {}: {}{}\n", l_.buffers[size_t(k.out)].name, ops, lines);
+    return fmt::format("// {}: {}{}\n", out_name(k), ops, lines);
   }
   // Where buffer b's data is: an input's pointer (or its default), a constant, the
   // workspace, or (for an alias) its base's place; an output the caller placed wins.
@@ -530,7 +530,9 @@ class Writer {
                                                                          dtype_size(g_.type(g_[k.root].args[0]).dtype)});
     return most;
   }
-  std::string kernel_name(int i) { return fmt::format("k{}_{}", i, l_.buffers[size_t(l_.kernels[size_t(i)].out)].name); }
+  // A kernel is named by the buffer it writes.
+  const std::string& out_name(const LKernel& k) const { return l_.buffers[size_t(k.out)].name; }
+  std::string kernel_name(int i) { return fmt::format("k{}_{}", i, out_name(l_.kernels[size_t(i)])); }
 
   std::string constructor() {
     std::string s;
@@ -632,7 +634,7 @@ class Writer {
         const std::string& n = g_[out.value].attr_sym("name");
         call = fmt::format("  if (!{}_) {{  // the default of {}\n{}  }}\n", n, n, indent(call));
       }
-      s += fmt::format("  // {} ({})\n", l_.buffers[size_t(k.out)].name, where) + call + finite_check(k.out, stream);
+      s += fmt::format("  // {} ({})\n", out.name, where) + call + finite_check(k.out, stream);
       if (target_ == Target::Cuda) s += fmt::format("  GRADC_CUDA(cudaEventRecord(events_[{}], {}), \"{}\");\n", i, stream, where);
     }
     if (target_ == Target::Cuda && !l_.kernels.empty())  // the step ends on the compute stream
@@ -677,7 +679,7 @@ class Writer {
                                  ptr(k.out, false))
                    : fmt::format(",\n              gradc::reduce_row({}, {}, {}, {})", reduce_op(g_[k.root].op), k.row_len,
                                  f, ptr(k.out, false));
-      names += (names.empty() ? "" : ", ") + l_.buffers[size_t(k.out)].name;
+      names += (names.empty() ? "" : ", ") + out_name(k);
     }
     return fmt::format("  // {} ({}): one kernel per row\n{}  gradc::rows({}, {}{});\n", names, where, waits, stream,
                        l_.kernels[size_t(first)].rows, steps);

@@ -31,7 +31,8 @@ const char* kind_name(const LKernel& k) {
 }
 // Printing appends to a buffer, the frequent pieces without a format string. Printed
 // to a file, the buffer is written out line by line once it holds 64 KiB (a
-// 100k-statement program prints 28 MB: written from a buffer that stays in the cache).
+// 100k-statement program prints 28 MB: written from a buffer that stays in the cache);
+// the pieces a caller gets as strings (body, fused_ops) stay in it.
 struct Out {
   using value_type = char;  // for std::back_inserter
   std::string s;
@@ -39,10 +40,10 @@ struct Out {
   void append(const char* b, const char* e) { s.append(b, e); }
   void push_back(char c) { s.push_back(c); }
   void line_done() {
-    if (file && s.size() >= (size_t(1) << 16)) flush();
+    if (s.size() >= (size_t(1) << 16)) flush();
   }
   void flush() {
-    if (file) std::fwrite(s.data(), 1, s.size(), file);
+    std::fwrite(s.data(), 1, s.size(), file);
     s.clear();
   }
 };
@@ -152,8 +153,10 @@ int64_t plan_bytes(const Lowered& l) {
   return total;
 }
 
-namespace {
-void write_lowered(Out& s, const Lowered& l) {
+void print_lowered(const Lowered& l, std::FILE* to) {
+  Out s;
+  s.file = to;
+  s.s.reserve((size_t(1) << 16) + 4096);
   auto it = std::back_inserter(s);
   fmt::format_to(it, "world {}: {} kernels, {} buffers, workspace {} bytes\n", l.graph.world, l.kernels.size(),
                  l.buffers.size(), l.workspace_bytes);
@@ -200,22 +203,7 @@ void write_lowered(Out& s, const Lowered& l) {
     s.line_done();
   }
   for (const auto& [name, b] : l.outputs) fmt::format_to(it, "output {} = {}\n", name, l.buffers[size_t(b)].name);
-}
-}  // namespace
-
-std::string print_lowered(const Lowered& l) {
-  Out out;
-  out.s.reserve(80 * (l.buffers.size() + l.kernels.size()));  // about a line's length each: the buffer grows once
-  write_lowered(out, l);
-  return std::move(out.s);
-}
-
-void print_lowered(const Lowered& l, std::FILE* to) {
-  Out out;
-  out.file = to;
-  out.s.reserve((size_t(1) << 16) + 4096);
-  write_lowered(out, l);
-  out.flush();
+  s.flush();
 }
 
 std::string print_lowered_dot(const Lowered& l) {

@@ -87,8 +87,7 @@ int64_t plan_bytes(const Lowered& l);
 // The ops a map or reduce kernel fuses, in order, the first 24 of a long list.
 std::string fused_ops(const Lowered& l, const LKernel& k);
 
-std::string print_lowered(const Lowered& l);       // text
-void print_lowered(const Lowered& l, std::FILE* to);  // the same text, written as it is made
+void print_lowered(const Lowered& l, std::FILE* to);  // text, written as it is made
 std::string print_lowered_dot(const Lowered& l);
 std::string print_lowered_json(const Lowered& l);
 
