@@ -5,8 +5,8 @@
 #include <functional>
 #include <map>
 #include <set>
-#include <unordered_map>
 
+#include "ir/name_map.h"
 #include "ir/rules.h"
 #include "ir/stack.h"
 #include "ir/collectives.h"
@@ -38,7 +38,7 @@ struct V {
 // scope sees the names of the scope around it (`parent`) and may rebind them:
 // they are loop-carried.
 struct Scope {
-  std::unordered_map<std::string, std::pair<V, Loc>> names;
+  NameMap<std::pair<V, Loc>> names;
   bool in_function = false;
   Scope* parent = nullptr;  // a loop body's enclosing scope
 };
@@ -129,20 +129,18 @@ class Lowerer {
   // The binding of `name` visible here: this scope's, or an enclosing one's through loop bodies.
   std::pair<V, Loc>* find(const std::string& name, bool outside = false) {
     for (Scope* s = outside ? scope().parent : &scope(); s; s = s->parent) {
-      auto it = s->names.find(name);
-      if (it != s->names.end()) return &it->second;
+      if (std::pair<V, Loc>* b = s->names.find(name)) return b;
     }
     return nullptr;
   }
   void bind(const ast::Name& n, V v) {
     if (n.text == "rank" || n.text == "world")
       user_error(n.loc, "'{}' is built in and cannot be rebound", n.text);
-    auto [it, fresh] = scope().names.try_emplace(n.text, v, n.loc);
+    auto [bound, fresh] = scope().names.try_emplace(n.text, {v, n.loc});
     if (!fresh)
-      user_error(n.loc, "'{}' is already bound (at line {}); each name is bound once", n.text,
-                 it->second.second.line);
+      user_error(n.loc, "'{}' is already bound (at line {}); each name is bound once", n.text, bound->second.line);
     if (std::pair<V, Loc>* carried = scope().parent ? find(n.text, true) : nullptr) {
-      scope().names.erase(it);
+      scope().names.erase(n.text);
       // Loop-carried: a name bound before the loop takes the body's new value.
       const V& old = carried->first;
       const Type was = old.is_lit() ? Type{old.lit_dtype, {}} : g_.type(old.id);
@@ -156,16 +154,15 @@ class Lowerer {
       return;
     }
     if (!v.is_lit() && g_[v.id].name.empty()) g_[v.id].name = n.text;
-    if (&scope() == scopes_.front()) note_static(n.text, it->second);
+    if (&scope() == scopes_.front()) note_static(n.text, *bound);
   }
   // The program's static integers (top-level names bound to one), which defaults and
   // functions see too.
   std::pair<V, Loc>* find_top(const std::string& name) {
-    auto it = scopes_.front()->names.find(name);
-    return it == scopes_.front()->names.end() ? nullptr : &it->second;
+    return scopes_.front()->names.find(name);
   }
   void note_static(const std::string& name, const std::pair<V, Loc>& b) {
-    if (b.first.is_int_lit()) statics_[name] = b;
+    if (b.first.is_int_lit()) statics_.set(name, b);
     else if (!statics_.empty()) statics_.erase(name);
   }
   V lookup(const std::string& name, Loc loc) {
@@ -231,7 +228,7 @@ class Lowerer {
       Scope body;
       body.parent = &scope();
       body.in_function = scope().in_function;
-      body.names[var.text] = {V::integer(i, var.loc), var.loc};
+      body.names.set(var.text, {V::integer(i, var.loc), var.loc});
       scopes_.push_back(&body);
       for (const ast::Stmt& st : s.body) statement(st);
       scopes_.pop_back();
@@ -653,8 +650,9 @@ class Lowerer {
     for (const auto& p : params) args.push_back(arg(c, p));
     Scope s;
     s.in_function = true;
-    for (size_t i = 0; i < params.size(); ++i) s.names[params[i]] = {args[i], f.params[i].loc};
-    for (const auto& [k, b] : statics_) s.names.emplace(k, b);  // and the program's static integers (D = 64 // world)
+    for (size_t i = 0; i < params.size(); ++i) s.names.set(params[i], {args[i], f.params[i].loc});
+    // and the program's static integers (D = 64 // world)
+    statics_.for_each([&](const std::string& k, const std::pair<V, Loc>& b) { s.names.try_emplace(k, b); });
     stack_.push_back(f.name.text);
     scopes_.push_back(&s);
     for (const ast::Stmt& st : f.body) statement(st);
@@ -698,7 +696,7 @@ class Lowerer {
   bool f64_;
   Graph g_;
   std::vector<Scope*> scopes_;
-  std::unordered_map<std::string, std::pair<V, Loc>> statics_;  // the program's static integers, kept by bind
+  NameMap<std::pair<V, Loc>> statics_;  // the program's static integers, kept by bind
   std::vector<std::string> stack_;
   bool in_default_ = false;
 };

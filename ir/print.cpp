@@ -1,50 +1,32 @@
 #include "ir/print.h"
 
-#include <map>
-
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
-#include <string_view>
-#include <unordered_map>
+#include <map>
+
+#include "ir/name_map.h"
 
 namespace gradc {
 
 // A value without a hint is named by its id; hints are never all digits (the IR
-// reader drops such names), so only hinted names can collide. The set of names
-// taken is an open-addressing table of views of the graph's hints and of the
-// generated names (names_, a deque: they stay in place), with their hashes.
+// reader drops such names), so only hinted names can collide: a hint taken
+// already gets the first free suffix, h.1, h.2, ... (each hint remembers where
+// its search ended, so a name repeated 8,000 times costs linear time).
 ValueNames::ValueNames(const Graph& g) : g_(g) {
   size_t hinted = 0;
   for (const Node& n : g.nodes) hinted += !n.name.empty();
-  size_t cap = 16;
-  while (cap < 4 * hinted) cap *= 2;  // hints and generated names, at most half full
-  struct Slot {
-    size_t hash = 0;
-    std::string_view name;
-  };
-  std::vector<Slot> slots(cap);
-  // Takes `name`; false if it was taken already.
-  auto take = [&](std::string_view name) {
-    const size_t h = std::hash<std::string_view>()(name);
-    for (size_t s = h & (cap - 1);; s = (s + 1) & (cap - 1)) {
-      if (slots[s].name.data() == nullptr) {
-        slots[s] = {h, name};
-        return true;
-      }
-      if (slots[s].hash == h && slots[s].name == name) return false;
-    }
-  };
-  std::unordered_map<std::string_view, int> next;  // per repeated hint: the suffix to try first
+  NameMap<int> taken;  // the names taken, each with the suffix to try first when it is a hint again
+  taken.reserve(hinted);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const std::string& hint = g.nodes[i].name;
-    if (hint.empty() || take(hint)) continue;
-    int& k = next.try_emplace(hint, 1).first->second;
+    if (hint.empty()) continue;
+    auto [k, fresh] = taken.try_emplace(hint, 1);
+    if (fresh) continue;
     std::string& name = names_.emplace_back();
-    do name = fmt::format("{}.{}", hint, k++);
-    while (!take(name));
+    do name = fmt::format("{}.{}", hint, (*k)++);
+    while (!taken.try_emplace(name, 1).second);
     renamed_.push_back(ValueId(i));
   }
 }

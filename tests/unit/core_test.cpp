@@ -1,6 +1,7 @@
 // The op table's self-check, the random generator, .npy, and the IR's text form.
 #include <filesystem>
 
+#include "ir/name_map.h"
 #include "ir/print.h"
 #include "ir/rules.h"
 #include "runtime/npy.h"
@@ -129,6 +130,40 @@ TEST_CASE("textual IR: the reader checks types and names") {
   CHECK(error_of("%a = frob() : f32[]\n") == "1:6: unknown op 'frob'");
   CHECK(error_of("%a = rank() : i32[]\n%a = rank() : i32[]\n") == "2:1: %a is defined twice");
   CHECK(error_of("world 2\n%x = const() {value=[1, 2]} : f32[4]\n") == "2:6: const: 2 values for f32[4]");
+}
+
+TEST_CASE("NameMap: bind, find, erase and bind again, grow, in order") {
+  NameMap<int> m;
+  auto x = [](int i) { return fmt::format("x{}", i); };
+  CHECK(m.empty());
+  CHECK(m.find("x") == nullptr);
+  for (int i = 0; i < 1000; ++i) {  // grows from 16 slots, past many rehashes
+    auto [v, fresh] = m.try_emplace(x(i), i);
+    CHECK(fresh);
+    CHECK(*v == i);
+  }
+  const int* x7 = m.find("x7");  // entries stay in place as the table grows
+  for (int i = 1000; i < 5000; ++i) m.try_emplace(x(i), i);
+  CHECK(m.find("x7") == x7);
+  auto [old, fresh] = m.try_emplace("x42", -1);  // bound already: the old value stays
+  CHECK(!fresh);
+  CHECK(*old == 42);
+  m.erase("x42");
+  CHECK(m.find("x42") == nullptr);
+  CHECK(m.try_emplace("x42", 7).second);  // bound again after erase: the new value
+  CHECK(*m.find("x42") == 7);
+  m.set("x43", 8);
+  CHECK(*m.find("x43") == 8);
+  m.erase("x0");
+  std::vector<std::string> keys;
+  m.for_each([&](const std::string& k, int) { keys.push_back(k); });
+  REQUIRE(keys.size() == 4999);
+  CHECK(keys[0] == "x1");  // first-bound order; an erased name is left out
+  CHECK(keys[41] == "x42");
+  CHECK(keys.back() == "x4999");
+  CHECK(m.find("") == nullptr);
+  CHECK(m.try_emplace("", 3).second);  // the empty name is a name too
+  CHECK(*m.find("") == 3);
 }
 
 }  // namespace
