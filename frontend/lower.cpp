@@ -37,8 +37,9 @@ struct V {
 // The names of a program, a function body or one iteration of a loop. A loop's
 // scope sees the names of the scope around it (`parent`) and may rebind them:
 // they are loop-carried.
+using Binding = std::pair<V, Loc>;  // a name's value, and where it was bound
 struct Scope {
-  NameMap<std::pair<V, Loc>> names;
+  NameMap<Binding> names;
   bool in_function = false;
   Scope* parent = nullptr;  // a loop body's enclosing scope
 };
@@ -127,9 +128,9 @@ class Lowerer {
   // ---- names ----------------------------------------------------------------
   Scope& scope() { return *scopes_.back(); }
   // The binding of `name` visible here: this scope's, or an enclosing one's through loop bodies.
-  std::pair<V, Loc>* find(const std::string& name, bool outside = false) {
+  Binding* find(const std::string& name, bool outside = false) {
     for (Scope* s = outside ? scope().parent : &scope(); s; s = s->parent) {
-      if (std::pair<V, Loc>* b = s->names.find(name)) return b;
+      if (Binding* b = s->names.find(name)) return b;
     }
     return nullptr;
   }
@@ -139,7 +140,7 @@ class Lowerer {
     auto [bound, fresh] = scope().names.try_emplace(n.text, {v, n.loc});
     if (!fresh)
       user_error(n.loc, "'{}' is already bound (at line {}); each name is bound once", n.text, bound->second.line);
-    if (std::pair<V, Loc>* carried = scope().parent ? find(n.text, true) : nullptr) {
+    if (Binding* carried = scope().parent ? find(n.text, true) : nullptr) {
       scope().names.erase(n.text);
       // Loop-carried: a name bound before the loop takes the body's new value.
       const V& old = carried->first;
@@ -158,15 +159,15 @@ class Lowerer {
   }
   // The program's static integers (top-level names bound to one), which defaults and
   // functions see too.
-  std::pair<V, Loc>* find_top(const std::string& name) {
+  Binding* find_top(const std::string& name) {
     return scopes_.front()->names.find(name);
   }
-  void note_static(const std::string& name, const std::pair<V, Loc>& b) {
+  void note_static(const std::string& name, const Binding& b) {
     if (b.first.is_int_lit()) statics_.set(name, b);
     else if (!statics_.empty()) statics_.erase(name);
   }
   V lookup(const std::string& name, Loc loc) {
-    if (std::pair<V, Loc>* b = find(name)) return b->first;
+    if (Binding* b = find(name)) return b->first;
     if (name == "rank") {  // one node per use, so diagnostics point at the use
       Node n;
       n.op = Op::Rank;
@@ -652,7 +653,7 @@ class Lowerer {
     s.in_function = true;
     for (size_t i = 0; i < params.size(); ++i) s.names.set(params[i], {args[i], f.params[i].loc});
     // and the program's static integers (D = 64 // world)
-    statics_.for_each([&](const std::string& k, const std::pair<V, Loc>& b) { s.names.try_emplace(k, b); });
+    statics_.for_each([&](const std::string& k, const Binding& b) { s.names.try_emplace(k, b); });
     stack_.push_back(f.name.text);
     scopes_.push_back(&s);
     for (const ast::Stmt& st : f.body) statement(st);
@@ -696,7 +697,7 @@ class Lowerer {
   bool f64_;
   Graph g_;
   std::vector<Scope*> scopes_;
-  NameMap<std::pair<V, Loc>> statics_;  // the program's static integers, kept by bind
+  NameMap<Binding> statics_;  // the program's static integers, kept by bind
   std::vector<std::string> stack_;
   bool in_default_ = false;
 };
