@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
-#include <queue>
 #include <set>
 
 #include "ir/print.h"
@@ -507,6 +506,16 @@ class Lowerer {
   // ---- the buffer plan ---------------------------------------------------------
   int base(int b) const { return base_buffer(l_, b); }
   void plan_memory() {
+    // Per buffer, the aliases being final: the buffer whose memory it is, and that
+    // memory's size, aligned. Small arrays, read in kernel order (the buffers, and
+    // their shapes on the heap, would be read at random).
+    const size_t nb = l_.buffers.size();
+    base_of_.resize(nb);
+    std::vector<int64_t> aligned(nb);
+    for (size_t b = 0; b < nb; ++b) {
+      base_of_[b] = base(int(b));
+      aligned[b] = (l_.buffers[b].bytes() + 255) / 256 * 256;
+    }
     const int K = int(l_.kernels.size());
     // A row group's members run interleaved, row by row: for liveness they are one
     // kernel, what they read and write live through the whole group.
@@ -520,55 +529,66 @@ class Lowerer {
     std::vector<int> last(l_.buffers.size(), -1);
     for (int i = 0; i < K; ++i) {
       const LKernel& k = l_.kernels[size_t(i)];
-      int o = base(k.out);
-      last[size_t(o)] = std::max(last[size_t(o)], end[size_t(i)]);
-      for (int r : k.reads) last[size_t(base(r))] = std::max(last[size_t(base(r))], end[size_t(i)]);
-    }
-    std::vector<bool> placed(l_.buffers.size(), false);
-    for (size_t b = 0; b < l_.buffers.size(); ++b)
-      if (l_.buffers[b].output) last[size_t(base(int(b)))] = K;  // outputs live to the end
-    // First fit over the free blocks of one workspace, 256-byte aligned.
-    std::map<int64_t, int64_t> free_blocks;  // offset -> size
-    using Live = std::pair<int, int>;        // (last use, buffer), soonest released on top
-    std::priority_queue<Live, std::vector<Live>, std::greater<Live>> live;
-    int64_t top = 0;
-    auto align = [](int64_t x) { return (x + 255) / 256 * 256; };
-    auto release = [&](int b) {
-      int64_t off = l_.buffers[size_t(b)].offset, size = align(l_.buffers[size_t(b)].bytes());
-      if (size == 0) return;
-      auto it = free_blocks.emplace(off, size).first;
-      if (auto next = std::next(it); next != free_blocks.end() && it->first + it->second == next->first) {
-        it->second += next->second;
-        free_blocks.erase(next);
+      for (int x : k.reads) {
+        int& r = last[size_t(base_of_[size_t(x)])];
+        r = std::max(r, end[size_t(i)]);
       }
-      if (it != free_blocks.begin()) {
-        auto prev = std::prev(it);
-        if (prev->first + prev->second == it->first) {
-          prev->second += it->second;
-          free_blocks.erase(it);
-        }
+      int& o = last[size_t(base_of_[size_t(k.out)])];
+      o = std::max(o, end[size_t(i)]);
+    }
+    std::vector<bool> placed(nb, false);
+    for (const auto& out : l_.outputs) last[size_t(base_of_[size_t(out.second)])] = K;  // outputs live to the end
+    // First fit over the free blocks of one workspace, 256-byte aligned.
+    struct Block {
+      int64_t offset, size;
+    };
+    std::vector<Block> free_blocks;  // by offset, none adjacent to the next (first fit scans them anyway)
+    // The placed buffers by last use: a list per kernel (released after it), linked
+    // through next_freed (the order of releases does not change the free blocks).
+    std::vector<int> freed_after(size_t(K) + 1, -1), next_freed(l_.buffers.size(), -1);
+    int64_t top = 0;
+    auto release = [&](int b) {
+      const int64_t off = l_.buffers[size_t(b)].offset, size = aligned[size_t(b)];
+      if (size == 0) return;
+      auto next = std::lower_bound(free_blocks.begin(), free_blocks.end(), off,
+                                   [](const Block& f, int64_t o) { return f.offset < o; });
+      const bool joins_prev = next != free_blocks.begin() && std::prev(next)->offset + std::prev(next)->size == off;
+      const bool joins_next = next != free_blocks.end() && off + size == next->offset;
+      if (joins_prev && joins_next) {
+        std::prev(next)->size += size + next->size;
+        free_blocks.erase(next);
+      } else if (joins_prev) {
+        std::prev(next)->size += size;
+      } else if (joins_next) {
+        next->offset = off;
+        next->size += size;
+      } else {
+        free_blocks.insert(next, {off, size});
       }
     };
     for (int i = 0; i < K; ++i) {
-      for (; !live.empty() && live.top().first < i; live.pop()) release(live.top().second);
-      int o = base(l_.kernels[size_t(i)].out);
+      if (i > 0)
+        for (int b = freed_after[size_t(i - 1)]; b >= 0; b = next_freed[size_t(b)]) release(b);
+      int o = base_of_[size_t(l_.kernels[size_t(i)].out)];
       LBuffer& b = l_.buffers[size_t(o)];
       if (b.kind != LBuffer::Work || placed[size_t(o)]) continue;
       placed[size_t(o)] = true;
-      int64_t size = align(b.bytes());
-      auto fit = std::find_if(free_blocks.begin(), free_blocks.end(), [&](auto& f) { return f.second >= size; });
+      const int64_t size = aligned[size_t(o)];
+      auto fit = std::find_if(free_blocks.begin(), free_blocks.end(), [&](const Block& f) { return f.size >= size; });
       if (fit != free_blocks.end()) {
-        b.offset = fit->first;
-        if (fit->second > size) free_blocks.emplace(fit->first + size, fit->second - size);
-        free_blocks.erase(fit);
+        b.offset = fit->offset;
+        fit->offset += size;
+        fit->size -= size;
+        if (fit->size == 0) free_blocks.erase(fit);
       } else {
         b.offset = top;
         top += size;
       }
-      live.push({last[size_t(o)], o});
+      next_freed[size_t(o)] = freed_after[size_t(last[size_t(o)])];
+      freed_after[size_t(last[size_t(o)])] = o;
     }
-    for (LBuffer& b : l_.buffers)
-      if (b.kind == LBuffer::Alias) b.offset = l_.buffers[size_t(base(int(&b - &l_.buffers[0])))].offset;
+    for (size_t b = 0; b < nb; ++b)
+      if (l_.buffers[b].kind == LBuffer::Alias) l_.buffers[b].offset = l_.buffers[size_t(base_of_[b])].offset;
     l_.workspace_bytes = top;
   }
 
@@ -577,9 +597,10 @@ class Lowerer {
   // reads, or that used memory it writes (a buffer whose place it reuses).
   void schedule() {
     auto span = [&](int b) -> std::pair<int64_t, int64_t> {
-      const LBuffer& x = l_.buffers[size_t(base(b))];
-      if (x.kind != LBuffer::Work) return {-1 - base(b), -base(b)};  // its own memory: a range no other shares
-      return {x.offset, x.offset + std::max<int64_t>(x.bytes(), 1)};
+      const int x = base_of_[size_t(b)];
+      const LBuffer& m = l_.buffers[size_t(x)];
+      if (m.kind != LBuffer::Work) return {-1 - x, -x};  // its own memory: a range no other shares
+      return {m.offset, m.offset + std::max<int64_t>(m.bytes(), 1)};
     };
     auto overlap = [&](int a, int b) {
       auto [a0, a1] = span(a);
@@ -618,6 +639,7 @@ class Lowerer {
   std::vector<int> uses_;  // readers of each value, an output counting twice
   std::vector<std::vector<int>> readers_;  // per base buffer: the kernels reading it (fit_rows)
   std::vector<ValueId> stack_;             // fuse's walk
+  std::vector<int> base_of_;               // per buffer, from plan_memory on: base_buffer
 };
 
 }  // namespace
