@@ -81,7 +81,7 @@ class Lowerer {
   // ---- which values live in buffers ----------------------------------------
   void mark_buffers() {
     // Two passes over the nodes (at 100k statements each pass streams the node
-    // array from memory): what the whole graph decides (uses, what BLAS calls and
+    // array from memory, the node 8 on fetched ahead): what the whole graph decides (uses, what BLAS calls and
     // collectives read, leaf values), then each value in order, as its operands'
     // decisions are final.
     const Graph& g = l_.graph;
@@ -94,6 +94,7 @@ class Lowerer {
     // however many use it, instead of being written out and read back.
     std::vector<int> leaf_ops(count, 0);  // such a value's op count, 0 for any other
     for (size_t i = 0; i < count; ++i) {
+      __builtin_prefetch(&g.nodes[std::min(i + 8, count - 1)]);
       const Node& n = g.nodes[i];
       for (ValueId a : n.args) ++uses[size_t(a)];
       // What BLAS calls and collectives read must be in buffers, as must outputs.
@@ -123,10 +124,11 @@ class Lowerer {
     };
     auto folded_matmul = [&](const Node& n) -> ValueId {
       if (swaps_last_two(n) && lone_matmul(n.args[0])) return n.args[0];
-      if ((n.op == Op::Mul || n.op == Op::Div) && n.type == g.type(n.args[0]) && lone_matmul(n.args[0]) &&
-          scalar_const(g[n.args[1]]))
+      // (the op checks first: the types' shapes are on the heap)
+      if ((n.op == Op::Mul || n.op == Op::Div) && lone_matmul(n.args[0]) && scalar_const(g[n.args[1]]) &&
+          n.type == g.type(n.args[0]))
         return n.args[0];
-      if (n.op == Op::Mul && n.type == g.type(n.args[1]) && lone_matmul(n.args[1]) && scalar_const(g[n.args[0]]))
+      if (n.op == Op::Mul && lone_matmul(n.args[1]) && scalar_const(g[n.args[0]]) && n.type == g.type(n.args[1]))
         return n.args[1];
       return -1;
     };
@@ -134,6 +136,7 @@ class Lowerer {
     // minuses) is cut into kernels of that size, each compiled in good time.
     std::vector<int64_t> size(count, 0);
     for (size_t i = 0; i < count; ++i) {
+      __builtin_prefetch(&g.nodes[std::min(i + 8, count - 1)]);
       const Node& n = g.nodes[i];
       if (!l_.check_finite) folded_mm_[i] = folded_matmul(n);
       const KernelForm f = form(n.op);
