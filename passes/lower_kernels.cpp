@@ -81,9 +81,9 @@ class Lowerer {
   // ---- which values live in buffers ----------------------------------------
   void mark_buffers() {
     // Two passes over the nodes (at 100k statements each pass streams the node
-    // array from memory, the node 8 on fetched ahead): what the whole graph decides (uses, what BLAS calls and
-    // collectives read, leaf values), then each value in order, as its operands'
-    // decisions are final.
+    // array from memory, the node 8 on fetched ahead): what the whole graph
+    // decides (uses, what BLAS calls and collectives read, leaf values), then each
+    // value in order, as its operands' decisions are final.
     const Graph& g = l_.graph;
     const size_t count = g.nodes.size();
     std::vector<int>& uses = uses_;
@@ -529,7 +529,7 @@ class Lowerer {
     }
     for (int i = 0; i < K; ++i)
       if (l_.kernels[size_t(i)].group >= 0) end[size_t(i)] = end[size_t(l_.kernels[size_t(i)].group)];
-    std::vector<int> last(l_.buffers.size(), -1);
+    std::vector<int> last(nb, -1);
     for (int i = 0; i < K; ++i) {
       const LKernel& k = l_.kernels[size_t(i)];
       for (int x : k.reads) {
@@ -548,7 +548,7 @@ class Lowerer {
     std::vector<Block> free_blocks;  // by offset, none adjacent to the next (first fit scans them anyway)
     // The placed buffers by last use: a list per kernel (released after it), linked
     // through next_freed (the order of releases does not change the free blocks).
-    std::vector<int> freed_after(size_t(K) + 1, -1), next_freed(l_.buffers.size(), -1);
+    std::vector<int> freed_after(size_t(K) + 1, -1), next_freed(nb, -1);
     int64_t top = 0;
     auto release = [&](int b) {
       const int64_t off = l_.buffers[size_t(b)].offset, size = aligned[size_t(b)];
