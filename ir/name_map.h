@@ -30,7 +30,6 @@ class NameMap {
     const int32_t e = slots_[s].entry;
     return e >= 0 && !entries_[size_t(e)].erased ? &entries_[size_t(e)].value : nullptr;
   }
-  const T* find(std::string_view key) const { return const_cast<NameMap*>(this)->find(key); }
   // The value of `key`, and whether it is new (then `value` is stored).
   std::pair<T*, bool> try_emplace(std::string_view key, T value) {
     if (2 * (entries_.size() + 1) > slots_.size()) rehash(slots_.empty() ? 16 : 2 * slots_.size());
