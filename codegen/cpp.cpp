@@ -371,7 +371,7 @@ class Writer {
                        std::max<size_t>(1, l_.kernels.size()), scratch_bytes());
     else
       s += "  gradc::Comm& comm_;\n  gradc::Stream stream_, comm_stream_;\n  gradc::Blas blas_;\n";
-    s += "  int32_t rank_;\n  char* ws_ = nullptr;\n";
+    s += "  int32_t rank_;\n  char* ws_ = nullptr;\n  gradc::Partials partials_;  // a reduction's partial results\n";
     for (const auto& [n, b] : l_.inputs)
       s += fmt::format("  const {}* {}_ = nullptr;\n", ctype(l_.buffers[size_t(b)].type.dtype), n);
     for (const auto& [n, b] : l_.outputs)
@@ -549,14 +549,14 @@ class Writer {
       s += fmt::format("{}::{}(gradc::Comm& comm) : comm_(comm), rank_(comm.rank()) {{\n", name_, name_);
       s += fmt::format("  if (comm.size() != world) gradc::wrong_world(\"{}\", world, comm.size());\n", name_);
     }
-    s += "  ws_ = static_cast<char*>(gradc::alloc(workspace_bytes));\n";
+    s += "  ws_ = static_cast<char*>(gradc::alloc(workspace_bytes));\n  partials_ = gradc::alloc_partials();\n";
     for (const auto& [n, b] : l_.inputs)
       if (!g_[l_.buffers[size_t(b)].value].args.empty())
         s += fmt::format("  {}_default_ = static_cast<{}*>(gradc::alloc({} * sizeof({})));\n", n,
                          ctype(l_.buffers[size_t(b)].type.dtype), l_.buffers[size_t(b)].type.size(),
                          ctype(l_.buffers[size_t(b)].type.dtype));
     s += "}\n\n";
-    s += fmt::format("{}::~{}() {{\n  gradc::release(ws_);\n", name_, name_);
+    s += fmt::format("{}::~{}() {{\n  gradc::release(ws_);\n  gradc::release(partials_);\n", name_, name_);
     for (const auto& [n, b] : l_.inputs)
       if (!g_[l_.buffers[size_t(b)].value].args.empty()) s += fmt::format("  gradc::release({}_default_);\n", n);
     if (target_ == Target::Cuda)
@@ -614,7 +614,7 @@ class Writer {
           for (int b : reads_[int(i)]) fields.push_back(ptr(b, true));
           fields.push_back("rank_");
           const Node& r = g_[k.root];
-          call += fmt::format("  gradc::{}({}, {}, {}, {}, {}{{{}}}, {});\n", leading_axes(r) ? "reduce_leading" : "reduce",
+          call += fmt::format("  gradc::{}({}, partials_, {}, {}, {}, {}{{{}}}, {});\n", leading_axes(r) ? "reduce_leading" : "reduce",
                               stream, reduce_op(r.op), n_out,
                               g_.type(r.args[0]).size() / std::max<int64_t>(1, n_out), kernel_name(int(i)),
                               fmt::join(fields, ", "), ptr(k.out, false));

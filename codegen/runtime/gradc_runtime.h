@@ -63,26 +63,43 @@ inline int64_t dtype_size(DType t) { return t == DType::F64 ? 8 : 4; }
 // its process, then stops every rank, as a failed collective does); in a CUDA
 // kernel the message is printed and the kernel traps, which the next checked
 // CUDA call reports.
-inline std::string element_str(int64_t element, const char* dims) {
-  std::vector<int64_t> shape;
-  for (const char* p = dims; *p;) {
-    char* end;
-    shape.push_back(strtoll(p, &end, 10));
-    p = *end ? end + 1 : end;
+// The row-major `element` of a value of shape `dims` ("2, 3") as an index, "[1, 1]",
+// in a fixed buffer: the same text on the host and in a CUDA kernel's printf.
+struct ElementText {
+  char s[16 * 22 + 3];  // up to 16 dimensions of up to 20 digits, ", " between them
+};
+GRADC_HD inline ElementText element_text(int64_t element, const char* dims) {
+  int64_t shape[16], idx[16];
+  int rank = 0;
+  for (const char* p = dims; *p && rank < 16;) {
+    int64_t v = 0;
+    while (*p >= '0' && *p <= '9') v = v * 10 + (*p++ - '0');
+    shape[rank++] = v;
+    while (*p == ',' || *p == ' ') ++p;
   }
-  std::vector<int64_t> idx(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
+  for (int d = rank; d-- > 0;) {
     idx[d] = shape[d] ? element % shape[d] : 0;
     element = shape[d] ? element / shape[d] : 0;
   }
-  std::string s = "[";
-  for (size_t d = 0; d < idx.size(); ++d) s += (d ? ", " : "") + std::to_string(idx[d]);
-  return s + "]";
+  ElementText t;
+  int n = 0;
+  t.s[n++] = '[';
+  for (int d = 0; d < rank; ++d) {
+    if (d) t.s[n++] = ',', t.s[n++] = ' ';
+    char digits[20];
+    int k = 0;
+    for (int64_t v = idx[d]; k == 0 || v; v /= 10) digits[k++] = char('0' + v % 10);
+    while (k) t.s[n++] = digits[--k];
+  }
+  t.s[n++] = ']';
+  t.s[n] = 0;
+  return t;
 }
+inline std::string element_str(int64_t element, const char* dims) { return element_text(element, dims).s; }
 GRADC_HD inline void division_error(const char* where, const char* op, int rank, int64_t element, const char* dims) {
 #if defined(__CUDA_ARCH__)
-  printf("%s: error: %s: division by zero on rank %d, at element %lld of i32[%s]\n", where, op, rank,
-         (long long)element, dims);
+  printf("%s: error: %s: division by zero on rank %d, at element %s of i32[%s]\n", where, op, rank,
+         element_text(element, dims).s, dims);
   __trap();
 #else
   throw std::runtime_error(std::string(where) + ": " + op + ": division by zero on rank " + std::to_string(rank) +
@@ -92,8 +109,8 @@ GRADC_HD inline void division_error(const char* where, const char* op, int rank,
 GRADC_HD inline void index_error(const char* where, int rank, int64_t index, int64_t n, int64_t element,
                                  const char* dims) {
 #if defined(__CUDA_ARCH__)
-  printf("%s: error: take: index %lld is out of range 0..%lld on rank %d, at element %lld of the indices\n", where,
-         (long long)index, (long long)(n - 1), rank, (long long)element);
+  printf("%s: error: take: index %lld is out of range 0..%lld on rank %d, at element %s of the indices\n", where,
+         (long long)index, (long long)(n - 1), rank, element_text(element, dims).s);
   __trap();
 #else
   throw std::runtime_error(std::string(where) + ": take: index " + std::to_string(index) + " is out of range 0.." +
@@ -118,6 +135,7 @@ GRADC_HD inline T combine(ROp op, T a, T b) {
 // (gradc_scalar.h: a NaN element makes the result NaN).
 template <class T> struct Acc { using type = double; };
 template <> struct Acc<int32_t> { using type = int64_t; };
+template <> struct Acc<int64_t> { using type = int64_t; };  // the GPU's partial results of an i32 reduction
 template <class A>
 GRADC_HD inline A reduce_init(ROp op) {
   return op == ROp::Sum ? A(0) : op == ROp::Max ? max_start<A>() : min_start<A>();
@@ -172,54 +190,139 @@ const T* symbol(const T (&sym)[N]) {
   return static_cast<const T*>(p);
 }
 
-// A kernel body over n elements: a grid-stride loop.
+// A kernel body over n elements: a grid-stride loop, each thread computing four
+// elements at a time (their loads in flight together) while four strides remain.
 template <class T, class F>
 __global__ void map_kernel(int64_t n, F f, T* out) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(blockDim.x) * gridDim.x) out[i] = f(i);
+  const int64_t stride = int64_t(blockDim.x) * gridDim.x;
+  int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    const T a = f(i), b = f(i + stride), c = f(i + 2 * stride), d = f(i + 3 * stride);
+    out[i] = a;
+    out[i + stride] = b;
+    out[i + 2 * stride] = c;
+    out[i + 3 * stride] = d;
+  }
+  for (; i < n; i += stride) out[i] = f(i);
 }
 inline unsigned grid(int64_t n) { return unsigned(n / 256 + 1 < 65535 ? n / 256 + 1 : 65535); }
 template <class T, class F>
 inline void map(cudaStream_t s, int64_t n, const F& f, T* out) {
   if (n == 0) return;
-  map_kernel<<<grid(n), 256, 0, s>>>(n, f, out);
+  map_kernel<<<grid((n + 3) / 4), 256, 0, s>>>(n, f, out);
   GRADC_CUDA(cudaGetLastError(), "a kernel launch");
 }
 // A map of one element (a scalar).
 template <class T, class F>
 inline void map_one(cudaStream_t s, const F& f, T* out) { map(s, 1, f, out); }
 
-// out[o] = op over r of f(o, r): a block per output element, CUB's block reduction.
+// out[o] = op over r of f(o, r). A block reduces a range of one output's elements
+// (CUB's block reduction); where there are too few outputs to fill the GPU, each
+// output's elements are split into `parts` consecutive chunks, a block each, whose
+// results (Partials, allocated once with the program) a second pass combines in
+// chunk order: the result does not depend on timing.
 template <class A>
 struct Step {
   ROp op;
   __device__ A operator()(A a, A b) const { return reduce_step<A>(op, a, b); }
 };
-// One output element by the whole block (256 threads): out[o] = op over r of f(o, r).
+constexpr int64_t kBlocks = 1024;     // the blocks a reduction aims for: 8 per SM of an H100
+constexpr int64_t kPartials = 32768;  // accumulators in Partials
+struct Partials {
+  void* p = nullptr;
+};
+inline Partials alloc_partials() { return Partials{alloc(kPartials * 8)}; }
+inline void release(Partials p) { release(p.p); }
+// The whole block (256 threads) reduces f(o, r) for r in [lo, hi) into *dst.
 template <class T, class F>
-__device__ void block_reduce(ROp op, int64_t n_red, const F& f, int64_t o, T* out) {
+__device__ void block_reduce(ROp op, int64_t lo, int64_t hi, const F& f, int64_t o, T* dst) {
   using A = typename Acc<T>::type;
   using BlockReduce = cub::BlockReduce<A, 256>;
   __shared__ typename BlockReduce::TempStorage tmp;
   A acc = reduce_init<A>(op);
-  for (int64_t r = threadIdx.x; r < n_red; r += 256) acc = reduce_step<A>(op, acc, A(f(o, r)));
+#pragma unroll 4
+  for (int64_t r = lo + threadIdx.x; r < hi; r += 256) acc = reduce_step<A>(op, acc, A(f(o, r)));
   A total = BlockReduce(tmp).Reduce(acc, Step<A>{op});
-  if (threadIdx.x == 0) out[o] = T(total);
-  __syncthreads();  // the block's threads see out[o], and tmp may be used again
+  if (threadIdx.x == 0) *dst = T(total);
+  __syncthreads();  // the block's threads see *dst, and tmp may be used again
 }
-template <class T, class F>
-__global__ void reduce_kernel(ROp op, int64_t n_out, int64_t n_red, F f, T* out) {
-  for (int64_t o = blockIdx.x; o < n_out; o += gridDim.x) block_reduce(op, n_red, f, o, out);
+// Block b reduces chunk b % parts of output b / parts: into out, or with parts > 1
+// into partial[b].
+template <class T, class F, class A = typename Acc<T>::type>
+__global__ void reduce_kernel(ROp op, int64_t n_out, int64_t n_red, int64_t parts, F f, T* out, A* partial) {
+  const int64_t chunk = (n_red + parts - 1) / parts;
+  for (int64_t b = blockIdx.x; b < n_out * parts; b += gridDim.x) {
+    const int64_t o = b / parts, lo = b % parts * chunk, hi = lo + chunk < n_red ? lo + chunk : n_red;
+    if (parts == 1) block_reduce(op, lo, hi, f, o, out + o);
+    else block_reduce(op, lo, hi, f, o, partial + b);
+  }
 }
-template <class T, class F>
-inline void reduce(cudaStream_t s, ROp op, int64_t n_out, int64_t n_red, const F& f, T* out) {
-  if (n_out == 0) return;
-  reduce_kernel<<<grid(n_out * 256), 256, 0, s>>>(op, n_out, n_red, f, out);
+// Element r of output o in the second pass: chunk r's result.
+template <class A>
+struct PartialOf {
+  const A* partial;
+  int64_t parts;
+  __device__ A operator()(int64_t o, int64_t r) const { return partial[o * parts + r]; }
+};
+inline unsigned blocks(int64_t n) { return unsigned(n < 65535 ? n : 65535); }
+template <class T>
+inline void combine_parts(cudaStream_t s, ROp op, int64_t n_out, int64_t parts, Partials scratch, T* out) {
+  using A = typename Acc<T>::type;
+  const PartialOf<A> f{static_cast<const A*>(scratch.p), parts};
+  reduce_kernel<T, PartialOf<A>><<<blocks(n_out), 256, 0, s>>>(op, n_out, parts, 1, f, out, static_cast<A*>(nullptr));
   GRADC_CUDA(cudaGetLastError(), "a reduction launch");
 }
-// Reduced axes first (a column sum): on the GPU, the same block per output.
+// How many chunks each of `outputs` work items is split into: enough blocks to
+// fill the GPU, each reducing at least `least` elements, within Partials.
+inline int64_t split(int64_t items, int64_t outputs, int64_t n_red, int64_t least) {
+  int64_t parts = kBlocks / items;
+  if (parts > n_red / least) parts = n_red / least;
+  if (parts > kPartials / outputs) parts = kPartials / outputs;
+  return parts > 1 ? parts : 1;
+}
 template <class T, class F>
-inline void reduce_leading(cudaStream_t s, ROp op, int64_t n_out, int64_t n_red, const F& f, T* out) {
-  reduce(s, op, n_out, n_red, f, out);
+inline void reduce(cudaStream_t s, Partials scratch, ROp op, int64_t n_out, int64_t n_red, const F& f, T* out) {
+  using A = typename Acc<T>::type;
+  if (n_out == 0) return;
+  const int64_t parts = split(n_out, n_out, n_red, 4096);
+  reduce_kernel<<<blocks(n_out * parts), 256, 0, s>>>(op, n_out, n_red, parts, f, out, static_cast<A*>(scratch.p));
+  GRADC_CUDA(cudaGetLastError(), "a reduction launch");
+  if (parts > 1) combine_parts(s, op, n_out, parts, scratch, out);
+}
+// Reduced axes first (a column sum: element (r, o) at r * n_out + o). A block takes
+// 32 adjacent outputs and a chunk of rows: each warp reads 32 adjacent elements of
+// a row at a time, its 8 warps take every 8th row, and their sums are combined in
+// shared memory in warp order.
+template <class T, class F, class A = typename Acc<T>::type>
+__global__ void reduce_leading_kernel(ROp op, int64_t n_out, int64_t n_red, int64_t parts, F f, T* out, A* partial) {
+  __shared__ A lanes[8][32];
+  const int64_t tiles = (n_out + 31) / 32, chunk = (n_red + parts - 1) / parts;
+  const int col = int(threadIdx.x % 32), warp = int(threadIdx.x / 32);
+  for (int64_t b = blockIdx.x; b < tiles * parts; b += gridDim.x) {
+    const int64_t o = b / parts * 32 + col, p = b % parts, lo = p * chunk, hi = lo + chunk < n_red ? lo + chunk : n_red;
+    A acc = reduce_init<A>(op);
+    if (o < n_out) {
+#pragma unroll 4
+      for (int64_t r = lo + warp; r < hi; r += 8) acc = reduce_step<A>(op, acc, A(f(o, r)));
+    }
+    lanes[warp][col] = acc;
+    __syncthreads();
+    if (warp == 0 && o < n_out) {
+      for (int w = 1; w < 8; ++w) acc = reduce_step<A>(op, acc, lanes[w][col]);
+      if (parts == 1) out[o] = T(acc);
+      else partial[o * parts + p] = acc;
+    }
+    __syncthreads();
+  }
+}
+template <class T, class F>
+inline void reduce_leading(cudaStream_t s, Partials scratch, ROp op, int64_t n_out, int64_t n_red, const F& f, T* out) {
+  using A = typename Acc<T>::type;
+  if (n_out == 0) return;
+  const int64_t tiles = (n_out + 31) / 32, parts = split(tiles, n_out, n_red, 64);
+  reduce_leading_kernel<<<blocks(tiles * parts), 256, 0, s>>>(op, n_out, n_red, parts, f, out, static_cast<A*>(scratch.p));
+  GRADC_CUDA(cudaGetLastError(), "a reduction launch");
+  if (parts > 1) combine_parts(s, op, n_out, parts, scratch, out);
 }
 
 // A row group: a block per row runs every member on that row in turn.
@@ -239,7 +342,7 @@ struct ReduceRow {
   int64_t len;
   F f;
   T* out;
-  __device__ void row(int64_t r) const { block_reduce(op, len, f, r, out); }
+  __device__ void row(int64_t r) const { block_reduce(op, 0, len, f, r, out + r); }
 };
 template <class... S>
 __global__ void rows_kernel(int64_t n_rows, S... steps) {
@@ -427,6 +530,9 @@ inline void permute(Comm& c, const void* in, void* out, int64_t count, DType t, 
 #include <immintrin.h>
 #endif
 struct Stream {};  // the CPU runs a rank's kernels in order on its thread
+struct Partials {};  // a reduction's partial results: the CPU needs none
+inline Partials alloc_partials() { return {}; }
+inline void release(Partials) {}
 
 // A kernel's loop iterations are independent: a kernel never writes memory it
 // reads (the buffer plan gives its result a place none of its operands has), so
@@ -514,14 +620,14 @@ inline void reduce_one(ROp op, int64_t n_red, const F& f, int64_t o, T* out) {
   out[o] = acc;
 }
 template <class T, class F>
-inline void reduce(Stream, ROp op, int64_t n_out, int64_t n_red, const F& f, T* out) {
+inline void reduce(Stream, Partials, ROp op, int64_t n_out, int64_t n_red, const F& f, T* out) {
   for (int64_t o = 0; o < n_out; ++o) reduce_one(op, n_red, f, o, out);
 }
 // The same where the reduced axes come first (a column sum: element (r, o) at
 // r * n_out + o): rows outer, a block of outputs inner, so memory is read in
 // order; each output still takes its elements in order of r.
 template <class T, class F>
-inline void reduce_leading(Stream, ROp op, int64_t n_out, int64_t n_red, const F& f, T* out) {
+inline void reduce_leading(Stream, Partials, ROp op, int64_t n_out, int64_t n_red, const F& f, T* out) {
   using A = typename Acc<T>::type;
   constexpr int64_t kBlock = 256;
   A acc[kBlock];
