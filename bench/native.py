@@ -28,90 +28,8 @@ STEPS = next((int(a.split("=")[1]) for a in sys.argv[1:] if a.startswith("--step
 TORCH_PYTHON = "/usr/bin/python3"
 PROGRAMS = ["elementwise", "contrastive", "syncbn", "tp_mlp"]
 
-# The same programs in PyTorch, one process per rank. `setup(rank)` makes the
-# leaves, `step(leaves)` runs forward and backward and the gradient all_reduces
-# gradc's modes imply (mean over ranks for shared inputs, the total for mode=global).
-TORCH = r'''
-import os, statistics, sys, time
-import torch, torch.distributed as dist, torch.distributed.nn.functional as F
-import torch.nn.functional as NF
-
-def elementwise(rank):
-    x = torch.randn(1000000, generator=torch.Generator().manual_seed(rank), requires_grad=True)
-    def step():
-        y = torch.tanh(x * 1.5 + 0.5) * torch.sigmoid(x) + torch.exp(-(x * x))
-        s = F.all_reduce(y)
-        loss = (s * x).sum()
-        x.grad = None
-        loss.backward()
-    return step
-
-def contrastive(rank):
-    g = torch.Generator().manual_seed(100 + rank)
-    x = torch.randn(1024, 256, generator=g, requires_grad=True)
-    w = (torch.randn(256, 128, generator=torch.Generator().manual_seed(1)) / 16).requires_grad_()
-    labels = torch.arange(1024) + 1024 * rank
-    def step():
-        z = NF.normalize(torch.tanh(x @ w), dim=-1)
-        all_z = torch.cat(F.all_gather(z), dim=0)
-        loss = NF.cross_entropy(z @ all_z.t() / 0.1, labels)
-        x.grad = w.grad = None
-        loss.backward()
-        dist.all_reduce(w.grad)
-        w.grad /= 2
-    return step
-
-def syncbn(rank):
-    x = torch.randn(4096, 256, generator=torch.Generator().manual_seed(rank), requires_grad=True)
-    gamma = (torch.rand(256) + 0.5).requires_grad_()
-    beta = (torch.randn(256) / 10).requires_grad_()
-    def step():
-        count = 4096 * 2
-        s = F.all_reduce(x.sum(0))
-        ss = F.all_reduce((x * x).sum(0))
-        mu = s / count
-        var = ss / count - mu * mu
-        y = (x - mu) * torch.rsqrt(var + 1e-5) * gamma + beta
-        loss = (y * y).mean()
-        x.grad = gamma.grad = beta.grad = None
-        loss.backward()
-        for p in (gamma, beta):
-            dist.all_reduce(p.grad)
-            p.grad /= 2
-    return step
-
-def tp_mlp(rank):
-    x = torch.randn(512, 1024, generator=torch.Generator().manual_seed(7), requires_grad=True)
-    w1 = (torch.randn(1024, 512) / 32).requires_grad_()
-    w2 = (torch.randn(512, 1024) / 32).requires_grad_()
-    def step():
-        h = torch.relu(x @ w1)
-        y = F.all_reduce(h @ w2)
-        loss = (y * y).mean()
-        x.grad = w1.grad = w2.grad = None
-        loss.backward()
-        dist.all_reduce(x.grad)
-    return step
-
-def main(rank, name, steps, port):
-    torch.set_num_threads(1)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
-    dist.init_process_group("gloo", rank=rank, world_size=2)
-    step = globals()[name](rank)
-    step()
-    times = []
-    for _ in range(steps):
-        dist.barrier()
-        t0 = time.perf_counter()
-        step()
-        dist.barrier()
-        times.append((time.perf_counter() - t0) * 1e3)
-    if rank == 0:
-        print(statistics.median(times))
-    dist.destroy_process_group()
-
-main(int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4])
-'''
+# The same programs in PyTorch, one process per rank: bench/torch_programs.py.
+TORCH = os.path.join(HERE, "torch_programs.py")
 
 # Six matmuls per rank: h = x w1, y = h w2 and the backward's four.
 BLAS_FLOOR = r'''
@@ -153,7 +71,7 @@ def gradc_step(prog, backend):
 
 def torch_step(name, port):
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    procs = [subprocess.Popen([TORCH_PYTHON, "-c", TORCH, str(r), name, str(STEPS), str(port)], env=env,
+    procs = [subprocess.Popen([TORCH_PYTHON, TORCH, str(r), name, str(STEPS), str(port)], env=env,
                               stdout=subprocess.PIPE, text=True) for r in range(2)]
     outs = [p.communicate()[0] for p in procs]
     if any(p.returncode for p in procs):

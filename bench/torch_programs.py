@@ -1,0 +1,108 @@
+"""The four programs of bench/programs in PyTorch, for bench/native.py (the CPU: gloo,
+2 processes with 1 thread each) and bench/gpu.py (one GPU: NCCL, 1 rank).
+
+`PROGRAMS[name](rank, world, device)` makes the leaves and returns `(loss, leaves,
+reduced)`: `loss()` runs the forward with torch.distributed.nn's autograd
+collectives, and `reduced` lists the gradients gradc's `mode=` implies are
+all_reduced after the backward, each with its op ("mean" over ranks for a shared
+input with mode=mean, "sum" for mode=global). `step(...)` runs one whole step.
+
+usage (the CPU figure of bench/native.py): python3 bench/torch_programs.py RANK NAME STEPS PORT
+"""
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.distributed.nn.functional as F
+import torch.nn.functional as NF
+
+
+def randn(shape, seed, device):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(device)
+
+
+def elementwise(rank, world, device):
+    x = randn([1000000], rank, device).requires_grad_()
+
+    def loss():
+        y = torch.tanh(x * 1.5 + 0.5) * torch.sigmoid(x) + torch.exp(-(x * x))
+        return (F.all_reduce(y) * x).sum()
+    return loss, [x], []
+
+
+def contrastive(rank, world, device):
+    x = randn([1024, 256], 100 + rank, device).requires_grad_()
+    w = (randn([256, 128], 1, device) / 16).requires_grad_()
+    labels = torch.arange(1024, device=device) + 1024 * rank
+
+    def loss():
+        z = NF.normalize(torch.tanh(x @ w), dim=-1)
+        all_z = torch.cat(F.all_gather(z), dim=0)
+        return NF.cross_entropy(z @ all_z.t() / 0.1, labels)
+    return loss, [x, w], [(w, "mean")]
+
+
+def syncbn(rank, world, device):
+    x = randn([4096, 256], rank, device).requires_grad_()
+    gamma = (torch.rand(256, generator=torch.Generator().manual_seed(3)).to(device) + 0.5).requires_grad_()
+    beta = (randn([256], 4, device) / 10).requires_grad_()
+
+    def loss():
+        count = 4096 * world
+        s = F.all_reduce(x.sum(0))
+        ss = F.all_reduce((x * x).sum(0))
+        mu = s / count
+        var = ss / count - mu * mu
+        y = (x - mu) * torch.rsqrt(var + 1e-5) * gamma + beta
+        return (y * y).mean()
+    return loss, [x, gamma, beta], [(gamma, "mean"), (beta, "mean")]
+
+
+def tp_mlp(rank, world, device):
+    x = randn([512, 1024], 7, device).requires_grad_()
+    w1 = (randn([1024, 512], 11 + rank, device) / 32).requires_grad_()
+    w2 = (randn([512, 1024], 21 + rank, device) / 32).requires_grad_()
+
+    def loss():
+        h = torch.relu(x @ w1)
+        y = F.all_reduce(h @ w2)
+        return (y * y).mean()
+    return loss, [x, w1, w2], [(x, "sum")]
+
+
+PROGRAMS = {"elementwise": elementwise, "contrastive": contrastive, "syncbn": syncbn, "tp_mlp": tp_mlp}
+
+
+def step(loss, leaves, reduced, world):
+    for leaf in leaves:
+        leaf.grad = None
+    loss().backward()
+    for leaf, op in reduced:
+        dist.all_reduce(leaf.grad)
+        if op == "mean":
+            leaf.grad /= world
+
+
+def main(rank, name, steps, port):
+    torch.set_num_threads(1)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    program = PROGRAMS[name](rank, 2, "cpu")
+    step(*program, 2)
+    times = []
+    for _ in range(steps):
+        dist.barrier()
+        t0 = time.perf_counter()
+        step(*program, 2)
+        dist.barrier()
+        times.append((time.perf_counter() - t0) * 1e3)
+    if rank == 0:
+        print(statistics.median(times))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4])
