@@ -158,7 +158,7 @@ def median_step(exe, env, iters):
     if p.returncode != 0:
         return None, p.stderr
     m = re.search(r"median step: ([0-9.]+) ms", p.stderr)
-    return float(m.group(1)), ""
+    return (float(m.group(1)), "") if m else (None, "no 'median step' in its output:\n" + p.stderr)
 
 
 def torch_median(fn, steps):
@@ -270,7 +270,7 @@ def run(work, out, sections):
             log(f"y = x + 1 (gradc step): {step:.4f} ms = {bw:.0f} GB/s = {100 * bw / copy_bw:.0f}% of copy")
         ncu = shutil.which("ncu") or next(iter(glob.glob("/opt/nvidia/nsight-compute/*/ncu")), None)
         if ncu:
-            for prog in sorted(n for n in os.listdir(os.path.join(work, "exe")) if n.startswith("bandwidth_")):
+            for prog in sorted(f for f in os.listdir(os.path.join(work, "exe")) if f.startswith("bandwidth_")):
                 p = sh([ncu, "--clock-control", "none", "--csv", "--metrics",
                         "gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum", exe(prog)],
                        env=env, timeout=300)
