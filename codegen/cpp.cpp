@@ -53,10 +53,12 @@ class Body {
     std::vector<std::string> idx;
     Shape st = row_major_strides(shape);
     for (size_t d = 0; d < shape.size(); ++d) {
-      std::string e = flat;
-      if (st[d] != 1) e = fmt::format("({} / {})", e, st[d]);
-      if (d > 0) e = fmt::format("{} % {}", e, shape[d]);
-      if (shape[d] == 1) e = "0";
+      std::string e = "0";
+      if (shape[d] != 1) {
+        e = flat;
+        if (st[d] != 1) e = fmt::format("({} / {})", e, st[d]);
+        if (d > 0) e = fmt::format("{} % {}", e, shape[d]);
+      }
       std::string var = fmt::format("{}{}", prefix, d);
       line(fmt::format("const int64_t {} = {};", var, e));
       idx.push_back(var);

@@ -1,6 +1,9 @@
 #include "ir/graph.h"
 
 #include <algorithm>
+#include <cstring>
+#include <deque>
+#include <mutex>
 
 #include "ir/rules.h"
 
@@ -27,6 +30,92 @@ const Attr* Attrs::find(std::string_view key) const {
     if (k == key) return &v;
   return nullptr;
 }
+
+// ---- interned attribute sets ----------------------------------------------------
+struct AttrsRef::Entry {
+  Attrs attrs;
+  uint64_t hash;
+};
+
+namespace {
+// Equal as printed: floats bit for bit.
+bool same(const Attr& a, const Attr& b) {
+  if (a.kind != b.kind || a.i != b.i || a.s != b.s || a.list.size() != b.list.size()) return false;
+  if (std::memcmp(&a.f, &b.f, sizeof a.f) != 0) return false;
+  for (size_t k = 0; k < a.list.size(); ++k)
+    if (!same(a.list[k], b.list[k])) return false;
+  return true;
+}
+bool same(const Attrs& a, const Attrs& b) {
+  if (a.items.size() != b.items.size()) return false;
+  for (size_t k = 0; k < a.items.size(); ++k)
+    if (a.items[k].first != b.items[k].first || !same(a.items[k].second, b.items[k].second)) return false;
+  return true;
+}
+uint64_t attr_hash(const Attr& a) {
+  uint64_t bits = 0;
+  std::memcpy(&bits, &a.f, sizeof bits);
+  uint64_t h = (uint64_t(a.kind) * 31 + uint64_t(a.i)) * 0x9e3779b97f4a7c15ull ^ bits ^ std::hash<std::string>()(a.s);
+  for (const Attr& x : a.list) h = (h ^ attr_hash(x)) * 0x100000001b3ull;
+  return h;
+}
+uint64_t attrs_hash(const Attrs& a) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const auto& [key, v] : a.items) h = (h ^ std::hash<std::string>()(key) ^ (attr_hash(v) << 1)) * 0x100000001b3ull;
+  return h;
+}
+
+// Every set of attributes the process has made, each once: an open-addressing
+// table over entries that are never freed or moved. Nodes are made from several
+// threads (ranks, the prover), so it has a lock.
+class AttrPool {
+ public:
+  const AttrsRef::Entry* intern(const Attrs& a) {
+    const uint64_t h = attrs_hash(a);
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t s = h & (slots_.size() - 1);; s = (s + 1) & (slots_.size() - 1)) {
+      const AttrsRef::Entry* e = slots_[s];
+      if (!e) break;
+      if (e->hash == h && same(e->attrs, a)) return e;
+    }
+    const AttrsRef::Entry* e = &entries_.emplace_back(AttrsRef::Entry{a, h});
+    if (2 * entries_.size() > slots_.size()) {
+      slots_.assign(2 * slots_.size(), nullptr);
+      for (const auto& x : entries_) place(&x);
+    } else {
+      place(e);
+    }
+    return e;
+  }
+
+ private:
+  void place(const AttrsRef::Entry* e) {
+    size_t s = e->hash & (slots_.size() - 1);
+    while (slots_[s]) s = (s + 1) & (slots_.size() - 1);
+    slots_[s] = e;
+  }
+  std::mutex mu_;
+  std::deque<AttrsRef::Entry> entries_;
+  std::vector<const AttrsRef::Entry*> slots_ = std::vector<const AttrsRef::Entry*>(64, nullptr);
+};
+AttrPool& pool() {
+  static AttrPool* p = new AttrPool;  // never destroyed: nodes may outlive static destruction
+  return *p;
+}
+}  // namespace
+
+AttrsRef::AttrsRef() : e_(nullptr) {}  // no attributes: no entry
+AttrsRef::AttrsRef(const Attrs& a) : e_(a.items.empty() ? nullptr : pool().intern(a)) {}
+AttrsRef::operator const Attrs&() const {
+  static const Attrs none;
+  return e_ ? e_->attrs : none;
+}
+void AttrsRef::set(const std::string& key, Attr v) {
+  Attrs a = *this;
+  a.set(key, std::move(v));
+  *this = AttrsRef(a);
+}
+uint64_t AttrsRef::hash() const { return e_ ? e_->hash : 0; }
 
 // A missing or ill-typed attribute can only come from textual IR (the frontend
 // and the passes always set them), so it is reported as the user's error there.

@@ -44,10 +44,33 @@ struct Attrs {
   bool operator==(const Attrs&) const = default;
 };
 
+// A node's attributes: a handle to a set interned for the whole process, so
+// copying a node copies a pointer, and two nodes' attributes are equal as
+// printed (floats bit for bit: -0.0 is not 0.0, a NaN equals the same NaN)
+// exactly when their handles are. Most sets recur (axes=[0], op=sum, a constant
+// used on every line): a 100k-statement program holds a few hundred.
+class AttrsRef {
+ public:
+  struct Entry;
+  AttrsRef();  // no attributes
+  AttrsRef(const Attrs& a);  // NOLINT: implicit, as the Attrs it stands for
+  operator const Attrs&() const;  // NOLINT
+  const Attrs& operator*() const { return *this; }
+  const Attrs* operator->() const { return &static_cast<const Attrs&>(*this); }
+  const Attr* find(std::string_view key) const { return (*this)->find(key); }
+  bool has(std::string_view key) const { return find(key) != nullptr; }
+  void set(const std::string& key, Attr v);  // interns the set with key = v
+  bool operator==(const AttrsRef& o) const { return e_ == o.e_; }
+  uint64_t hash() const;  // of the contents, the same in every run
+
+ private:
+  const Entry* e_;
+};
+
 struct Node {
   Op op{};
   std::vector<ValueId> args;
-  Attrs attrs;
+  AttrsRef attrs;
   Type type;
   Loc loc;
   std::string name;        // a readable name hint (the source name), may be empty

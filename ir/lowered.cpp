@@ -106,8 +106,8 @@ void write_body(Out& out, const Lowered& l, const LKernel& k) {
       fmt::format_to(it, "{} = {}(", buf(k.out), op_name(n.op));
       reads();
       fmt::format_to(it, ") {{");
-      for (size_t i = 0; i < n.attrs.items.size(); ++i)
-        fmt::format_to(it, "{}{}={}", i ? ", " : "", n.attrs.items[i].first, attr_str(n.attrs.items[i].second));
+      for (size_t i = 0; i < n.attrs->items.size(); ++i)
+        fmt::format_to(it, "{}{}={}", i ? ", " : "", n.attrs->items[i].first, attr_str(n.attrs->items[i].second));
       fmt::format_to(it, "}}{}", l.buffers[size_t(k.out)].kind == LBuffer::Alias ? " in place" : "");
       return;
     }

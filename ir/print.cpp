@@ -107,11 +107,11 @@ std::string print_text(const Graph& g, const std::string& loc_file) {
     for (size_t k = 0; k < n.args.size(); ++k)
       out += fmt::format("{}%{}", k ? ", " : "", names[size_t(n.args[k])]);
     out += ")";
-    if (!n.attrs.items.empty()) {
+    if (!n.attrs->items.empty()) {
       out += " {";
-      for (size_t k = 0; k < n.attrs.items.size(); ++k)
-        out += fmt::format("{}{}={}", k ? ", " : "", n.attrs.items[k].first,
-                           attr_str(n.attrs.items[k].second));
+      for (size_t k = 0; k < n.attrs->items.size(); ++k)
+        out += fmt::format("{}{}={}", k ? ", " : "", n.attrs->items[k].first,
+                           attr_str(n.attrs->items[k].second));
       out += "}";
     }
     out += fmt::format(" : {}{}", type_str(n.type), meta_str(n, names));
@@ -140,7 +140,7 @@ std::string print_dot(const Graph& g) {
       style = ", style=\"filled,dashed\", fillcolor=\"#bdd7ee\"";
     std::string label = fmt::format("%{} = {}", names[i], op_name(n.op));
     if (is_collective(n.op))  // what the exchange does: op=prod, axis=1, root=2, ...
-      for (const auto& [k, v] : n.attrs.items) label += fmt::format("\\n{}={}", k, escape_dot(attr_str(v)));
+      for (const auto& [k, v] : n.attrs->items) label += fmt::format("\\n{}={}", k, escape_dot(attr_str(v)));
     label += fmt::format("\\n{}", type_str(n.type));
     if (n.rep != Rep::Unknown) label += fmt::format("\\n{}", rep_name(n.rep));
     if (n.grad_of >= 0) label += fmt::format("\\ngrad of %{}", names[size_t(n.grad_of)]);
@@ -199,7 +199,7 @@ std::string print_json(const Graph& g) {
     const Node& n = g.nodes[i];
     std::vector<std::string> args, attrs;
     for (ValueId a : n.args) args.push_back(quote(names[size_t(a)]));
-    for (const auto& [k, v] : n.attrs.items) attrs.push_back(fmt::format("{}: {}", quote(k), json_attr(v)));
+    for (const auto& [k, v] : n.attrs->items) attrs.push_back(fmt::format("{}: {}", quote(k), json_attr(v)));
     out += fmt::format(
         "{}\n  {{\"id\": {}, \"name\": {}, \"op\": {}, \"args\": [{}], \"attrs\": {{{}}}, "
         "\"dtype\": \"{}\", \"shape\": [{}], \"collective\": {}, \"backward\": {}",

@@ -105,7 +105,7 @@ std::string source_value(const Node& n) {
 }
 std::string call_str(const Node& n) {
   std::vector<std::string> attrs;
-  for (const auto& [k, v] : n.attrs.items) attrs.push_back(k + "=" + attr_str(v));
+  for (const auto& [k, v] : n.attrs->items) attrs.push_back(k + "=" + attr_str(v));
   return fmt::format("{}({})", op_name(n.op), fmt::join(attrs, ", "));
 }
 }  // namespace

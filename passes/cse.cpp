@@ -1,30 +1,13 @@
-#include <cstring>
-
 #include "passes/pass.h"
 
 namespace gradc {
 namespace {
 
-// Attributes equal as printed: floats bit for bit (-0.0 is not 0.0; a NaN equals the same NaN).
-bool same(const Attr& a, const Attr& b) {
-  if (a.kind != b.kind || a.i != b.i || a.s != b.s || a.list.size() != b.list.size()) return false;
-  if (std::memcmp(&a.f, &b.f, sizeof a.f) != 0) return false;
-  for (size_t k = 0; k < a.list.size(); ++k)
-    if (!same(a.list[k], b.list[k])) return false;
-  return true;
-}
-bool same(const Attrs& a, const Attrs& b) {
-  if (a.items.size() != b.items.size()) return false;
-  for (size_t k = 0; k < a.items.size(); ++k)
-    if (a.items[k].first != b.items[k].first || !same(a.items[k].second, b.items[k].second)) return false;
-  return true;
-}
-
 // A node as CSE compares it: op, operands (already replaced), attributes, type.
 struct Key {
   const Node* n;
   bool operator==(const Key& o) const {
-    return n->op == o.n->op && n->args == o.n->args && n->type == o.n->type && same(n->attrs, o.n->attrs);
+    return n->op == o.n->op && n->args == o.n->args && n->type == o.n->type && n->attrs == o.n->attrs;
   }
 };
 struct KeyHash {
@@ -43,18 +26,8 @@ struct KeyHash {
     };
     for (ValueId a : n.args) mix(uint64_t(arg(a)));
     for (int64_t d : n.type.shape) mix(uint64_t(d));
-    for (const auto& [key, a] : n.attrs.items) {
-      mix(std::hash<std::string>()(key));
-      mix(attr_hash(a));
-    }
+    mix(n.attrs.hash());
     return size_t(h);
-  }
-  static uint64_t attr_hash(const Attr& a) {
-    uint64_t bits = 0;
-    std::memcpy(&bits, &a.f, sizeof bits);
-    uint64_t h = (uint64_t(a.kind) * 31 + uint64_t(a.i)) * 0x9e3779b97f4a7c15ull ^ bits ^ std::hash<std::string>()(a.s);
-    for (const Attr& x : a.list) h = (h ^ attr_hash(x)) * 0x100000001b3ull;
-    return h;
   }
 };
 

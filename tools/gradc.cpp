@@ -135,7 +135,7 @@ int cmd_check(const CommandLine& cl) {
     for (const Node& n : g.nodes) {
       if (!is_collective(n.op) || n.backward != bool(backward)) continue;
       std::vector<std::string> attrs;
-      for (const auto& [k, v] : n.attrs.items) attrs.push_back(k + "=" + attr_str(v));
+      for (const auto& [k, v] : n.attrs->items) attrs.push_back(k + "=" + attr_str(v));
       s += fmt::format("collective {} = {}({}): {} -> {} {}, at {}{}\n",
                        n.backward ? fmt::format("(gradient of {})", op_name(n.fwd_op)) : n.name.empty() ? "%" + names[size_t(&n - &g.nodes[0])] : n.name,
                        op_name(n.op), fmt::join(attrs, ", "), type_str(g.type(n.args[0])), type_str(n.type), rep(n), at(n),
