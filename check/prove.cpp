@@ -152,7 +152,7 @@ Matrix kernel_matrix(const Instance& in) {
       std::vector<Tensor> y = rule(n.op).collective(lin, x);
       for (int r = 0; r < N; ++r)
         for (int64_t i = 0; i < y[size_t(r)].size(); ++i)
-          if (double v = y[size_t(r)].get(i); v != 0) A[{r * n.type.size() + i, k * xt.size() + j}] += v;
+          if (double v = y[size_t(r)].get(i); v != 0) A[{r * n.type->size() + i, k * xt.size() + j}] += v;
     }
   return A;
 }

@@ -701,7 +701,7 @@ class Writer {
     const Node& n = g_[k.root];
     const int in_b = k.reads.empty() ? k.out : k.reads[0];
     const Shape& xs = g_.type(n.args[0]).shape;
-    const DType t = n.type.dtype;
+    const DType t = n.type->dtype;
     std::string in = ptr(in_b, true), out = ptr(k.out, false), dt = dtype_enum(t);
     const int64_t count = g_.type(n.args[0]).size();
     const int N = g_.world;

@@ -102,7 +102,7 @@ class Lowerer {
       // A constant takes the new float type directly: [0.1, 0.2] in f64 context holds
       // the f64 values 0.1 and 0.2, not f32 roundings of them.
       Node n = c;
-      n.type.dtype = dt;
+      n.type = Type{dt, c.type->shape};
       n.loc = loc;
       n.name.clear();
       return add(std::move(n));

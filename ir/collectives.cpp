@@ -18,7 +18,7 @@ Term term(Side src, Side dst) {
 }
 int64_t axis_attr(const Node& n, const char* key) {
   int64_t a = n.attr_int(key);
-  return a < 0 ? a + n.type.rank() : a;
+  return a < 0 ? a + n.type->rank() : a;
 }
 }  // namespace
 

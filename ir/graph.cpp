@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <deque>
-#include <mutex>
 
 #include "ir/rules.h"
 
@@ -32,11 +30,6 @@ const Attr* Attrs::find(std::string_view key) const {
 }
 
 // ---- interned attribute sets ----------------------------------------------------
-struct AttrsRef::Entry {
-  Attrs attrs;
-  uint64_t hash;
-};
-
 namespace {
 // Equal as printed: floats bit for bit.
 bool same(const Attr& a, const Attr& b) {
@@ -46,12 +39,6 @@ bool same(const Attr& a, const Attr& b) {
     if (!same(a.list[k], b.list[k])) return false;
   return true;
 }
-bool same(const Attrs& a, const Attrs& b) {
-  if (a.items.size() != b.items.size()) return false;
-  for (size_t k = 0; k < a.items.size(); ++k)
-    if (a.items[k].first != b.items[k].first || !same(a.items[k].second, b.items[k].second)) return false;
-  return true;
-}
 uint64_t attr_hash(const Attr& a) {
   uint64_t bits = 0;
   std::memcpy(&bits, &a.f, sizeof bits);
@@ -59,56 +46,28 @@ uint64_t attr_hash(const Attr& a) {
   for (const Attr& x : a.list) h = (h ^ attr_hash(x)) * 0x100000001b3ull;
   return h;
 }
-uint64_t attrs_hash(const Attrs& a) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (const auto& [key, v] : a.items) h = (h ^ std::hash<std::string>()(key) ^ (attr_hash(v) << 1)) * 0x100000001b3ull;
-  return h;
-}
-
-// Every set of attributes the process has made, each once: an open-addressing
-// table over entries that are never freed or moved. Nodes are made from several
-// threads (ranks, the prover), so it has a lock.
-class AttrPool {
- public:
-  const AttrsRef::Entry* intern(const Attrs& a) {
-    const uint64_t h = attrs_hash(a);
-    std::lock_guard<std::mutex> lock(mu_);
-    for (size_t s = h & (slots_.size() - 1);; s = (s + 1) & (slots_.size() - 1)) {
-      const AttrsRef::Entry* e = slots_[s];
-      if (!e) break;
-      if (e->hash == h && same(e->attrs, a)) return e;
-    }
-    const AttrsRef::Entry* e = &entries_.emplace_back(AttrsRef::Entry{a, h});
-    if (2 * entries_.size() > slots_.size()) {
-      slots_.assign(2 * slots_.size(), nullptr);
-      for (const auto& x : entries_) place(&x);
-    } else {
-      place(e);
-    }
-    return e;
-  }
-
- private:
-  void place(const AttrsRef::Entry* e) {
-    size_t s = e->hash & (slots_.size() - 1);
-    while (slots_[s]) s = (s + 1) & (slots_.size() - 1);
-    slots_[s] = e;
-  }
-  std::mutex mu_;
-  std::deque<AttrsRef::Entry> entries_;
-  std::vector<const AttrsRef::Entry*> slots_ = std::vector<const AttrsRef::Entry*>(64, nullptr);
-};
-AttrPool& pool() {
-  static AttrPool* p = new AttrPool;  // never destroyed: nodes may outlive static destruction
-  return *p;
-}
 }  // namespace
 
-AttrsRef::AttrsRef() : e_(nullptr) {}  // no attributes: no entry
-AttrsRef::AttrsRef(const Attrs& a) : e_(a.items.empty() ? nullptr : pool().intern(a)) {}
+struct AttrsRef::Traits {
+  static uint64_t hash(const Attrs& a) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const auto& [key, v] : a.items) h = (h ^ std::hash<std::string>()(key) ^ (attr_hash(v) << 1)) * 0x100000001b3ull;
+    return h;
+  }
+  static bool same(const Attrs& a, const Attrs& b) {
+    if (a.items.size() != b.items.size()) return false;
+    for (size_t k = 0; k < a.items.size(); ++k)
+      if (a.items[k].first != b.items[k].first || !gradc::same(a.items[k].second, b.items[k].second)) return false;
+    return true;
+  }
+};
+
+// No attributes is no entry, so a node made without any costs no lookup.
+AttrsRef::AttrsRef() : e_(nullptr) {}
+AttrsRef::AttrsRef(const Attrs& a) : e_(a.items.empty() ? nullptr : Pool::get().intern(a)) {}
 AttrsRef::operator const Attrs&() const {
   static const Attrs none;
-  return e_ ? e_->attrs : none;
+  return e_ ? e_->value : none;
 }
 void AttrsRef::set(const std::string& key, Attr v) {
   Attrs a = *this;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ir/diag.h"
+#include "ir/intern.h"
 #include "ir/op.h"
 #include "ir/types.h"
 
@@ -44,14 +45,13 @@ struct Attrs {
   bool operator==(const Attrs&) const = default;
 };
 
-// A node's attributes: a handle to a set interned for the whole process, so
-// copying a node copies a pointer, and two nodes' attributes are equal as
-// printed (floats bit for bit: -0.0 is not 0.0, a NaN equals the same NaN)
-// exactly when their handles are. Most sets recur (axes=[0], op=sum, a constant
-// used on every line): a 100k-statement program holds a few hundred.
+// A node's attributes: a handle to an interned set (ir/intern.h), so copying a
+// node copies a pointer, and two nodes' attributes are equal as printed (floats
+// bit for bit: -0.0 is not 0.0, a NaN equals the same NaN) exactly when their
+// handles are. Most sets recur (axes=[0], op=sum, a constant used on every
+// line): a 100k-statement program holds a few hundred.
 class AttrsRef {
  public:
-  struct Entry;
   AttrsRef();  // no attributes
   AttrsRef(const Attrs& a);  // NOLINT: implicit, as the Attrs it stands for
   operator const Attrs&() const;  // NOLINT
@@ -64,14 +64,16 @@ class AttrsRef {
   uint64_t hash() const;  // of the contents, the same in every run
 
  private:
-  const Entry* e_;
+  struct Traits;
+  using Pool = InternPool<Attrs, Traits>;
+  const Pool::Entry* e_;
 };
 
 struct Node {
   Op op{};
   std::vector<ValueId> args;
   AttrsRef attrs;
-  Type type;
+  TypeRef type;
   Loc loc;
   std::string name;        // a readable name hint (the source name), may be empty
   Rep rep = Rep::Unknown;  // set by the replication analysis

@@ -204,7 +204,7 @@ std::string print_json(const Graph& g) {
         "{}\n  {{\"id\": {}, \"name\": {}, \"op\": {}, \"args\": [{}], \"attrs\": {{{}}}, "
         "\"dtype\": \"{}\", \"shape\": [{}], \"collective\": {}, \"backward\": {}",
         i ? "," : "", i, quote(names[i]), quote(std::string(op_name(n.op))), fmt::join(args, ", "),
-        fmt::join(attrs, ", "), dtype_name(n.type.dtype), fmt::join(n.type.shape, ", "),
+        fmt::join(attrs, ", "), dtype_name(n.type->dtype), fmt::join(n.type->shape, ", "),
         is_collective(n.op), n.backward);
     if (n.rep != Rep::Unknown) out += fmt::format(", \"rep\": \"{}\"", rep_name(n.rep));
     if (n.grad_of >= 0) out += fmt::format(", \"grad_of\": {}", quote(names[size_t(n.grad_of)]));

@@ -22,6 +22,23 @@ bool parse_dtype(const std::string& s, DType& out) {
   return false;
 }
 
+struct TypeRef::Traits {
+  static uint64_t hash(const Type& t) {
+    uint64_t h = 0xcbf29ce484222325ull ^ uint64_t(t.dtype);
+    for (int64_t d : t.shape) h = (h ^ uint64_t(d)) * 0x100000001b3ull;
+    return (h ^ t.shape.size()) * 0x9e3779b97f4a7c15ull;
+  }
+  static bool same(const Type& a, const Type& b) { return a == b; }
+};
+
+// Type{} is no entry, so a default node costs no lookup.
+TypeRef::TypeRef(const Type& t) : e_(t == Type{} ? nullptr : Pool::get().intern(t)) {}
+TypeRef::operator const Type&() const {
+  static const Type none;
+  return e_ ? e_->value : none;
+}
+uint64_t TypeRef::hash() const { return e_ ? e_->hash : 0; }
+
 int dtype_size(DType t) { return t == DType::F64 ? 8 : 4; }
 
 bool too_large(const Shape& s) {

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/intern.h"
 #include "ir/scalar.h"  // saturate_i32
 
 namespace gradc {
@@ -41,6 +42,26 @@ struct Type {
   int64_t size() const { return num_elements(shape); }
 };
 std::string type_str(const Type& t);  // "f32[2, 3]"
+
+// A node's result type: a handle to an interned Type (ir/intern.h). A program's
+// values share a few types, so a node holds a pointer, not a shape of its own,
+// and two types are equal exactly when their handles are.
+class TypeRef {
+ public:
+  TypeRef() : e_(nullptr) {}  // Type{}: f32[]
+  TypeRef(const Type& t);     // NOLINT: implicit, as the Type it stands for
+  operator const Type&() const;  // NOLINT
+  const Type& operator*() const { return *this; }
+  const Type* operator->() const { return &static_cast<const Type&>(*this); }
+  bool operator==(const TypeRef& o) const { return e_ == o.e_; }
+  bool operator==(const Type& t) const { return **this == t; }
+  uint64_t hash() const;  // of the contents, the same in every run
+
+ private:
+  struct Traits;
+  using Pool = InternPool<Type, Traits>;
+  const Pool::Entry* e_;
+};
 
 // Is each value identical on every rank (replicated) or possibly different (varying)?
 enum class Rep : uint8_t { Unknown, Replicated, Varying };

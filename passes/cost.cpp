@@ -12,14 +12,14 @@ namespace {
 double bytes(const Type& t) { return double(t.size()) * dtype_size(t.dtype); }
 
 double node_flops(const Graph& g, const Node& n) {
-  if (is_elementwise(n.op)) return double(n.type.size());
+  if (is_elementwise(n.op)) return double(n.type->size());
   switch (n.op) {
     case Op::ReduceSum:
     case Op::ReduceMax:
     case Op::ReduceMin: return double(g.type(n.args[0]).size());
     case Op::Matmul: {
       const Shape& a = g.type(n.args[0]).shape;
-      return 2.0 * double(n.type.size()) * double(a.back());
+      return 2.0 * double(n.type->size()) * double(a.back());
     }
     case Op::AllReduce:
     case Op::ReduceScatter:

@@ -25,7 +25,7 @@ struct KeyHash {
       h ^= h >> 31;
     };
     for (ValueId a : n.args) mix(uint64_t(arg(a)));
-    for (int64_t d : n.type.shape) mix(uint64_t(d));
+    mix(n.type.hash());
     mix(n.attrs.hash());
     return size_t(h);
   }

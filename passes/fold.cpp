@@ -10,7 +10,7 @@ bool foldable(const Graph& g, const Node& n) {
   if (is_collective(n.op) || n.op == Op::Input || n.op == Op::Const || n.op == Op::Rank ||
       n.op == Op::Grad || n.args.empty())
     return false;
-  if (n.type.size() > kMaxFolded) return false;
+  if (n.type->size() > kMaxFolded) return false;
   for (ValueId a : n.args)
     if (g[a].op != Op::Const) return false;
   return true;
@@ -33,7 +33,7 @@ void fold_transposes(Graph& g, Node& n) {
   n.attrs = Attrs{};
   if (identity) {
     n.op = Op::Reshape;
-    n.attrs.set("shape", Attr::of_ints(n.type.shape));
+    n.attrs.set("shape", Attr::of_ints(n.type->shape));
   } else {
     n.attrs.set("perm", Attr::of_ints(c));
   }
@@ -54,10 +54,10 @@ Graph fold(Graph g) {
     for (double x : v) splat = splat && x == v[0];
     Attr value;
     if (splat && !v.empty()) {
-      value = n.type.dtype == DType::I32 ? Attr::of_int(int64_t(v[0])) : Attr::of_float(v[0]);
+      value = n.type->dtype == DType::I32 ? Attr::of_int(int64_t(v[0])) : Attr::of_float(v[0]);
     } else {
       value.kind = Attr::List;
-      for (double x : v) value.list.push_back(n.type.dtype == DType::I32 ? Attr::of_int(int64_t(x)) : Attr::of_float(x));
+      for (double x : v) value.list.push_back(n.type->dtype == DType::I32 ? Attr::of_int(int64_t(x)) : Attr::of_float(x));
     }
     n.op = Op::Const;
     n.args.clear();

@@ -15,7 +15,7 @@ KernelForm form(Op op) { return rule(op).lower; }
 // Leaves cheap enough to compute wherever they are used, however often.
 bool splat_const(const Node& n) { return n.op == Op::Const && n.attrs.find("value")->kind != Attr::List; }
 // A constant with one element, or a splat: what a BLAS call's alpha can be.
-bool scalar_const(const Node& n) { return splat_const(n) && n.type.size() >= 1; }
+bool scalar_const(const Node& n) { return splat_const(n) && n.type->size() >= 1; }
 bool is_cheap(const Node& n) { return n.op == Op::Rank || n.op == Op::Iota || splat_const(n); }
 
 // matmul's operand as BLAS sees it: a buffer value, transposed or not (a
@@ -280,7 +280,7 @@ class Lowerer {
       k.b = l_.buffer_of[size_t(b.v)];
       k.trans_a = a.trans;
       k.trans_b = b.trans;
-      const Shape& ys = n.type.shape;
+      const Shape& ys = n.type->shape;
       k.m = ys[ys.size() - 2];
       k.n = ys[ys.size() - 1];
       k.k = g.type(mm.args[0]).shape.back();
@@ -366,7 +366,7 @@ class Lowerer {
       Row r = Row::Outside;
       const bool pointwise = is_elementwise(n.op) || n.op == Op::BroadcastTo || n.op == Op::Cast || n.op == Op::Where;
       for (ValueId a : n.args) {
-        Row x = n.op == Op::Reshape ? of(a) : pointwise ? widen(of(a), g.type(a).shape, n.type.shape, lay)
+        Row x = n.op == Op::Reshape ? of(a) : pointwise ? widen(of(a), g.type(a).shape, n.type->shape, lay)
                                                           : (of(a) == Row::Outside ? Row::Outside : Row::Bad);
         if (x == Row::Outside) continue;
         r = (r == Row::Outside || r == x) ? x : Row::Bad;

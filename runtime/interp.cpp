@@ -42,14 +42,14 @@ std::string checked_op_name(const Node& n) {
 namespace {
 // --check-finite: the first NaN or infinity of a result, as an error at its op.
 void check_finite(const Node& n, const std::vector<Tensor>& out) {
-  if (!is_float(n.type.dtype) || n.op == Op::Const) return;
+  if (!is_float(n.type->dtype) || n.op == Op::Const) return;
   for (size_t r = 0; r < out.size(); ++r)
     for (int64_t i = 0; i < out[r].size(); ++i) {
       const double v = out[r].get(i);
       if (std::isfinite(v)) continue;
       throw UserError(n.loc, fmt::format("{}: the result holds {} on rank {}, at element {} of {} (--check-finite)",
                                          checked_op_name(n), std::isnan(v) ? "NaN" : v > 0 ? "inf" : "-inf", r,
-                                         element_str(i, n.type.shape), type_str(n.type)));
+                                         element_str(i, n.type->shape), type_str(n.type)));
     }
 }
 }  // namespace

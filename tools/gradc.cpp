@@ -285,9 +285,9 @@ RankInputs load_inputs(const Graph& g, const std::string& dir, bool widen = fals
         if (ec) throw UserError({}, fmt::format("cannot read '{}': {}", path, ec.message()));
         if (!found) continue;
         Tensor t = read_npy(path);
-        if (widen && t.dtype() == DType::F32 && n.type.dtype == DType::F64) t = t.cast(DType::F64);
-        if (t.dtype() != n.type.dtype) {  // float data must match exactly: say how to convert
-          const char* np = n.type.dtype == DType::F32 ? "float32" : n.type.dtype == DType::F64 ? "float64" : "int32";
+        if (widen && t.dtype() == DType::F32 && n.type->dtype == DType::F64) t = t.cast(DType::F64);
+        if (t.dtype() != n.type->dtype) {  // float data must match exactly: say how to convert
+          const char* np = n.type->dtype == DType::F32 ? "float32" : n.type->dtype == DType::F64 ? "float64" : "int32";
           throw UserError({}, fmt::format("{}: holds {} data, but input '{}' is declared {}: convert it with "
                                           "a.astype(np.{})", path, t.dtype() == DType::I32 ? "integer" : dtype_name(t.dtype()),
                                           name, type_str(n.type), np));

@@ -113,7 +113,7 @@ void with_binary(Op op, Body&& body) {
 
 Tensor eval_unary(const Node& n, const Args& a, const EvalCtx&) {
   Tensor y = Tensor::empty(n.type);
-  dispatch(n.type.dtype, [&](auto tag) {
+  dispatch(n.type->dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* x = a[0]->data<T>();
     T* out = y.data<T>();
@@ -125,7 +125,7 @@ Tensor eval_unary(const Node& n, const Args& a, const EvalCtx&) {
   return y;
 }
 
-Tensor eval_cast(const Node& n, const Args& a, const EvalCtx&) { return a[0]->cast(n.type.dtype); }
+Tensor eval_cast(const Node& n, const Args& a, const EvalCtx&) { return a[0]->cast(n.type->dtype); }
 
 template <class T, class R, class F>
 void binary_loop(const Tensor& a, const Tensor& b, Tensor& y, F f) {
@@ -153,7 +153,7 @@ Tensor eval_binary(const Node& n, const Args& a, const EvalCtx&) {
   const Op op = n.op;
   dispatch(a[0]->dtype(), [&](auto ta) {
     using T = decltype(ta);
-    dispatch(n.type.dtype, [&](auto tr) {
+    dispatch(n.type->dtype, [&](auto tr) {
       using R = decltype(tr);
       with_binary<T>(op, [&](auto f) { binary_loop<T, R>(*a[0], *a[1], y, f); });
     });
@@ -166,12 +166,12 @@ Tensor eval_binary(const Node& n, const Args& a, const EvalCtx&) {
 Tensor eval_int_division(const Node& n, const Args& a, const EvalCtx& ctx) {
   const int32_t* b = a[1]->data<int32_t>();
   int64_t bad = -1;
-  strided_loop<1>(n.type.shape, {broadcast_strides(a[1]->shape(), n.type.shape)}, {0}, [&](int64_t i, auto o) {
+  strided_loop<1>(n.type->shape, {broadcast_strides(a[1]->shape(), n.type->shape)}, {0}, [&](int64_t i, auto o) {
     if (bad < 0 && b[o[0]] == 0) bad = i;
   });
   if (bad >= 0)
     throw UserError(n.loc, fmt::format("{}: division by zero on rank {}, at element {} of {}", n.op == Op::Mod ? "%" : "//",
-                                       ctx.rank, element_str(bad, n.type.shape), type_str(n.type)));
+                                       ctx.rank, element_str(bad, n.type->shape), type_str(n.type)));
   return eval_binary(n, a, ctx);
 }
 
@@ -179,7 +179,7 @@ Tensor eval_where(const Node& n, const Args& a, const EvalCtx&) {
   Tensor y = Tensor::empty(n.type);
   dispatch(a[0]->dtype(), [&](auto tc) {
     using C = decltype(tc);
-    dispatch(n.type.dtype, [&](auto tv) {
+    dispatch(n.type->dtype, [&](auto tv) {
       using T = decltype(tv);
       const C* c = a[0]->data<C>();
       const T* p = a[1]->data<T>();

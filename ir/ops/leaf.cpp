@@ -24,7 +24,7 @@ Type infer_const(const Graph&, const Node& n) {
   const Attr* v = n.attrs.find("value");
   if (!v) user_error(n.loc, "const: needs a value");
   if (v->kind == Attr::List) {
-    if (int64_t(v->list.size()) != n.type.size())
+    if (int64_t(v->list.size()) != n.type->size())
       user_error(n.loc, "const: {} values for {}", v->list.size(), type_str(n.type));
     for (const Attr& x : v->list)
       if (x.kind != Attr::Int && x.kind != Attr::Float) user_error(n.loc, "const: values must be numbers");

@@ -60,7 +60,7 @@ Type infer_broadcast_to(const Graph& g, const Node& n) {
   return Type{x.dtype, s};
 }
 Tensor eval_broadcast_to(const Node& n, const Args& a, const EvalCtx&) {
-  return broadcast_to(*a[0], n.type.shape);
+  return broadcast_to(*a[0], n.type->shape);
 }
 
 // ---- concat -------------------------------------------------------------
@@ -164,7 +164,7 @@ Tensor eval_matmul(const Node& nd, const Args& args, const EvalCtx&) {
   const Tensor& a = *args[0];
   const Tensor& b = *args[1];
   Tensor y = Tensor::empty(nd.type);
-  const Shape& ys = nd.type.shape;
+  const Shape& ys = nd.type->shape;
   int64_t m = ys[ys.size() - 2], n = ys[ys.size() - 1], k = a.shape().back();
   Shape batch(ys.begin(), ys.end() - 2);
   Shape abatch(a.shape().begin(), a.shape().end() - 2), bbatch(b.shape().begin(), b.shape().end() - 2);
@@ -275,7 +275,7 @@ Tensor eval_take(const Node& nd, const Args& a, const EvalCtx& ctx) {
       throw UserError(nd.loc, fmt::format("take: index {} is out of range 0..{} on rank {}, at element {} of the indices",
                                           ix[j], L.n - 1, ctx.rank, element_str(j, a[1]->shape())));
   Tensor y = Tensor::empty(nd.type);
-  dispatch(nd.type.dtype, [&](auto tag) {
+  dispatch(nd.type->dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* x = a[0]->data<T>();
     T* out = y.data<T>();
