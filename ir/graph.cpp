@@ -65,16 +65,11 @@ struct AttrsRef::Traits {
 // No attributes is no entry, so a node made without any costs no lookup.
 AttrsRef::AttrsRef() : e_(nullptr) {}
 AttrsRef::AttrsRef(const Attrs& a) : e_(a.items.empty() ? nullptr : Pool::get().intern(a)) {}
-AttrsRef::operator const Attrs&() const {
-  static const Attrs none;
-  return e_ ? e_->value : none;
-}
 void AttrsRef::set(const std::string& key, Attr v) {
   Attrs a = *this;
   a.set(key, std::move(v));
   *this = AttrsRef(a);
 }
-uint64_t AttrsRef::hash() const { return e_ ? e_->hash : 0; }
 
 // A missing or ill-typed attribute can only come from textual IR (the frontend
 // and the passes always set them), so it is reported as the user's error there.

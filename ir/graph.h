@@ -54,18 +54,19 @@ class AttrsRef {
  public:
   AttrsRef();  // no attributes
   AttrsRef(const Attrs& a);  // NOLINT: implicit, as the Attrs it stands for
-  operator const Attrs&() const;  // NOLINT
+  operator const Attrs&() const { return e_ ? e_->value : kNone; }  // NOLINT
   const Attrs& operator*() const { return *this; }
   const Attrs* operator->() const { return &static_cast<const Attrs&>(*this); }
   const Attr* find(std::string_view key) const { return (*this)->find(key); }
   bool has(std::string_view key) const { return find(key) != nullptr; }
   void set(const std::string& key, Attr v);  // interns the set with key = v
   bool operator==(const AttrsRef& o) const { return e_ == o.e_; }
-  uint64_t hash() const;  // of the contents, the same in every run
+  uint64_t hash() const { return e_ ? e_->hash : 0; }  // of the contents, the same in every run
 
  private:
   struct Traits;
   using Pool = InternPool<Attrs, Traits>;
+  static inline const Attrs kNone{};
   const Pool::Entry* e_;
 };
 

@@ -33,11 +33,6 @@ struct TypeRef::Traits {
 
 // Type{} is no entry, so a default node costs no lookup.
 TypeRef::TypeRef(const Type& t) : e_(t == Type{} ? nullptr : Pool::get().intern(t)) {}
-TypeRef::operator const Type&() const {
-  static const Type none;
-  return e_ ? e_->value : none;
-}
-uint64_t TypeRef::hash() const { return e_ ? e_->hash : 0; }
 
 int dtype_size(DType t) { return t == DType::F64 ? 8 : 4; }
 

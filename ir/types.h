@@ -50,16 +50,17 @@ class TypeRef {
  public:
   TypeRef() : e_(nullptr) {}  // Type{}: f32[]
   TypeRef(const Type& t);     // NOLINT: implicit, as the Type it stands for
-  operator const Type&() const;  // NOLINT
+  operator const Type&() const { return e_ ? e_->value : kNone; }  // NOLINT
   const Type& operator*() const { return *this; }
   const Type* operator->() const { return &static_cast<const Type&>(*this); }
   bool operator==(const TypeRef& o) const { return e_ == o.e_; }
   bool operator==(const Type& t) const { return **this == t; }
-  uint64_t hash() const;  // of the contents, the same in every run
+  uint64_t hash() const { return e_ ? e_->hash : 0; }  // of the contents, the same in every run
 
  private:
   struct Traits;
   using Pool = InternPool<Type, Traits>;
+  static inline const Type kNone{};
   const Pool::Entry* e_;
 };
 
