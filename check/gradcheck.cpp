@@ -106,7 +106,7 @@ std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inpu
     const GradInfo& gi = info[k];
     GradCheckRow row;
     row.name = gi.name.empty() ? fmt::format("grad #{}", k + 1) : gi.name;
-    row.wrt = spmd[gi.w].name.empty() ? "%" + names[size_t(gi.w)] : spmd[gi.w].name;
+    row.wrt = spmd[gi.w].name.empty() ? "%" + names[size_t(gi.w)] : spmd[gi.w].name.str();
     row.type = type_str(spmd.type(gi.w));
     row.mode = gi.mode;
     const std::vector<Tensor>& got = vals[size_t(gi.result)];

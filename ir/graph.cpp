@@ -71,6 +71,12 @@ void AttrsRef::set(const std::string& key, Attr v) {
   *this = AttrsRef(a);
 }
 
+struct Name::Traits {
+  static uint64_t hash(const std::string& s) { return std::hash<std::string>()(s); }
+  static bool same(const std::string& a, const std::string& b) { return a == b; }
+};
+Name::Name(std::string_view s) : e_(s.empty() ? nullptr : Pool::get().intern(std::string(s))) {}
+
 // A missing or ill-typed attribute can only come from textual IR (the frontend
 // and the passes always set them), so it is reported as the user's error there.
 namespace {
@@ -133,7 +139,7 @@ Node const_node(const Type& t, double value, Loc loc) {
   return n;
 }
 
-ValueId emit(Graph& g, Op op, std::vector<ValueId> args, Attrs attrs, Loc loc, std::string name) {
+ValueId emit(Graph& g, Op op, std::vector<ValueId> args, Attrs attrs, Loc loc, Name name) {
   Node n;
   n.op = op;
   n.args = std::move(args);

@@ -70,17 +70,40 @@ class AttrsRef {
   const Pool::Entry* e_;
 };
 
+// A value's readable name hint: a handle to an interned string (ir/intern.h),
+// so a node holds a pointer instead of a string of its own. Empty is no entry.
+class Name {
+ public:
+  Name() : e_(nullptr) {}
+  Name(std::string_view s);  // NOLINT: implicit, as the string it stands for
+  Name(const std::string& s) : Name(std::string_view(s)) {}  // NOLINT
+  Name(const char* s) : Name(std::string_view(s)) {}         // NOLINT
+  operator const std::string&() const { return str(); }     // NOLINT
+  const std::string& str() const { return e_ ? e_->value : kNone; }
+  bool empty() const { return e_ == nullptr; }
+  void clear() { e_ = nullptr; }
+  bool operator==(const Name& o) const { return e_ == o.e_; }
+
+ private:
+  struct Traits;
+  using Pool = InternPool<std::string, Traits>;
+  static inline const std::string kNone{};
+  const Pool::Entry* e_;
+};
+
+// 64 bytes, one cache line: the passes stream the node array, and at 100k
+// statements it does not fit in the caches.
 struct Node {
   Op op{};
-  std::vector<ValueId> args;
-  AttrsRef attrs;
-  TypeRef type;
-  Loc loc;
-  std::string name;        // a readable name hint (the source name), may be empty
   Rep rep = Rep::Unknown;  // set by the replication analysis
   bool backward = false;   // made by the autodiff pass
   Op fwd_op{};             // for a backward node: the forward op whose gradient it computes
   ValueId grad_of = -1;    // for a gradient value: the forward value it is the gradient of
+  std::vector<ValueId> args;
+  AttrsRef attrs;
+  TypeRef type;
+  Loc loc;
+  Name name;  // a readable name hint (the source name), may be empty
 
   // Typed attribute access; a missing or ill-typed attribute (possible only in
   // textual IR) is a UserError at the node's location.
@@ -90,6 +113,7 @@ struct Node {
   std::vector<int64_t> attr_ints(std::string_view key) const;
   std::vector<std::vector<int64_t>> attr_int_lists(std::string_view key) const;
 };
+static_assert(sizeof(Node) == 64 || sizeof(void*) != 8);
 
 struct Graph {
   int world = 1;  // the number of ranks this graph is specialised for, 1 to kMaxWorld
@@ -111,7 +135,6 @@ Node const_node(const Type& t, double value, Loc loc);
 
 // Adds a node and computes its result type with the op's shape rule (which
 // throws UserError at `loc` when the operands do not fit).
-ValueId emit(Graph& g, Op op, std::vector<ValueId> args, Attrs attrs, Loc loc,
-             std::string name = {});
+ValueId emit(Graph& g, Op op, std::vector<ValueId> args, Attrs attrs, Loc loc, Name name = {});
 
 }  // namespace gradc

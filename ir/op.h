@@ -8,7 +8,7 @@ namespace gradc {
 
 enum OpFlags : uint32_t { ELEM = 1, COLL = 2, DIFF = 4, LEAF = 8 };
 
-enum class Op : uint16_t {
+enum class Op : uint8_t {  // a byte: a node is one cache line (ir/graph.h)
 #define OP(E, name, arity, flags) E,
 #include "ops.def"
 #undef OP
@@ -18,6 +18,7 @@ inline constexpr int kNumOps = 0
 #include "ops.def"
 #undef OP
     ;
+static_assert(kNumOps <= 256);
 
 std::string_view op_name(Op op);
 int op_arity(Op op);  // -1: variadic

@@ -66,7 +66,7 @@ void check_memory(const Graph& g, double copies, const std::string& what) {
   std::string list;
   for (ValueId v : big) {
     const Node& n = g[v];
-    std::string name = n.name.empty() ? std::string(op_name(n.op)) : "'" + n.name + "'";
+    std::string name = n.name.empty() ? std::string(op_name(n.op)) : "'" + n.name.str() + "'";
     list += fmt::format("\n  {} {} ({} per rank){}", name, type_str(n.type), readable_bytes(bytes(v)),
                         n.loc.known() ? fmt::format(" at line {}", n.loc.line) : "");
   }

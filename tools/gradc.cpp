@@ -137,7 +137,7 @@ int cmd_check(const CommandLine& cl) {
       std::vector<std::string> attrs;
       for (const auto& [k, v] : n.attrs->items) attrs.push_back(k + "=" + attr_str(v));
       s += fmt::format("collective {} = {}({}): {} -> {} {}, at {}{}\n",
-                       n.backward ? fmt::format("(gradient of {})", op_name(n.fwd_op)) : n.name.empty() ? "%" + names[size_t(&n - &g.nodes[0])] : n.name,
+                       n.backward ? fmt::format("(gradient of {})", op_name(n.fwd_op)) : n.name.empty() ? "%" + names[size_t(&n - &g.nodes[0])] : n.name.str(),
                        op_name(n.op), fmt::join(attrs, ", "), type_str(g.type(n.args[0])), type_str(n.type), rep(n), at(n),
                        n.backward ? " (backward)" : "");
     }
