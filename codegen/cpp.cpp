@@ -139,13 +139,13 @@ class Body {
   std::string load(int b, const std::vector<std::string>& idx) {
     reads.insert(b);
     const LBuffer& x = l_.buffers[size_t(b)];
-    const bool elem = !elem_flat_.empty() && idx == elem_idx_ && x.type.shape == elem_shape_;
+    const bool elem = !elem_flat_.empty() && idx == elem_idx_ && x.type->shape == elem_shape_;
     if (row_len_ > 0 && l_.buffers[size_t(base_buffer(l_, b))].row_local) {  // it holds the current row only
       if (elem && !in_row_.empty()) return fmt::format("{}[{}]", x.name, in_row_);
-      return fmt::format("{}[{} - {} * {}]", x.name, elem ? elem_flat_ : flat_index(idx, x.type.shape), row_var_, row_len_);
+      return fmt::format("{}[{} - {} * {}]", x.name, elem ? elem_flat_ : flat_index(idx, x.type->shape), row_var_, row_len_);
     }
     if (elem) return fmt::format("{}[{}]", x.name, elem_flat_);
-    return fmt::format("{}[{}]", x.name, flat_index(idx, x.type.shape));
+    return fmt::format("{}[{}]", x.name, flat_index(idx, x.type->shape));
   }
   static bool mentions(const std::string& line, const std::string& var) {
     for (size_t p = line.find(var); p != std::string::npos; p = line.find(var, p + 1)) {
@@ -352,13 +352,13 @@ class Writer {
                      name_, name_, name_, name_);
     for (const auto& [n, b] : l_.inputs) {
       const LBuffer& x = l_.buffers[size_t(b)];
-      s += fmt::format("  void set_{}(const {}* p) {{ {}_ = p; }}{}\n", n, ctype(x.type.dtype), n,
+      s += fmt::format("  void set_{}(const {}* p) {{ {}_ = p; }}{}\n", n, ctype(x.type->dtype), n,
                        l_.graph[x.value].args.empty() ? "  // required" : "  // optional: it has a default");
     }
     for (const auto& [n, b] : l_.outputs) {
       const LBuffer& x = l_.buffers[size_t(b)];
-      s += fmt::format("  {}* {}();\n", ctype(x.type.dtype), n);
-      s += fmt::format("  void set_{}_out({}* p) {{ {}_out_ = p; }}\n", n, ctype(x.type.dtype), n);
+      s += fmt::format("  {}* {}();\n", ctype(x.type->dtype), n);
+      s += fmt::format("  void set_{}_out({}* p) {{ {}_out_ = p; }}\n", n, ctype(x.type->dtype), n);
     }
     s += "  void run();  // enqueues one step; does not synchronise\n";
     s += "  // After a run(), inputs left unset keep the defaults it computed: later runs skip\n"
@@ -375,13 +375,13 @@ class Writer {
       s += "  gradc::Comm& comm_;\n  gradc::Stream stream_, comm_stream_;\n  gradc::Blas blas_;\n";
     s += "  int32_t rank_;\n  char* ws_ = nullptr;\n  gradc::Partials partials_;  // a reduction's partial results\n";
     for (const auto& [n, b] : l_.inputs)
-      s += fmt::format("  const {}* {}_ = nullptr;\n", ctype(l_.buffers[size_t(b)].type.dtype), n);
+      s += fmt::format("  const {}* {}_ = nullptr;\n", ctype(l_.buffers[size_t(b)].type->dtype), n);
     for (const auto& [n, b] : l_.outputs)
-      s += fmt::format("  {}* {}_out_ = nullptr;\n", ctype(l_.buffers[size_t(b)].type.dtype), n);
+      s += fmt::format("  {}* {}_out_ = nullptr;\n", ctype(l_.buffers[size_t(b)].type->dtype), n);
     for (const auto& [n, b] : l_.inputs)
       if (!l_.graph[l_.buffers[size_t(b)].value].args.empty())
         s += fmt::format("  {}* {}_default_ = nullptr;  // where its default is computed\n",
-                         ctype(l_.buffers[size_t(b)].type.dtype), n);
+                         ctype(l_.buffers[size_t(b)].type->dtype), n);
     return s + "};\n";
   }
 
@@ -401,27 +401,27 @@ class Writer {
     s += constructor();
     s += run();
     for (const auto& [n, b] : l_.outputs)  // where each output is: the caller's place, else the plan's
-      s += fmt::format("\n{}* {}::{}() {{ return {}_out_ ? {}_out_ : {}; }}\n", ctype(l_.buffers[size_t(b)].type.dtype),
+      s += fmt::format("\n{}* {}::{}() {{ return {}_out_ ? {}_out_ : {}; }}\n", ctype(l_.buffers[size_t(b)].type->dtype),
                        name_, n, n, n, raw(b, false));
     return s;
   }
 
  private:
   std::string shape_members(const std::string& n, const LBuffer& b) {
-    std::string dims = b.type.shape.empty() ? "" : fmt::format("{}", fmt::join(b.type.shape, ", "));
+    std::string dims = b.type->shape.empty() ? "" : fmt::format("{}", fmt::join(b.type->shape, ", "));
     return fmt::format("  using {}_type = {};\n  static constexpr int64_t {}_size = {};\n"
                        "  static constexpr int {}_rank = {};\n  static constexpr int64_t {}_shape[{}] = {{{}}};\n",
-                       n, ctype(b.type.dtype), n, b.type.size(), n, b.type.rank(), n, std::max(1, b.type.rank()),
-                       b.type.shape.empty() ? "1" : dims);
+                       n, ctype(b.type->dtype), n, b.type->size(), n, b.type->rank(), n, std::max(1, b.type->rank()),
+                       b.type->shape.empty() ? "1" : dims);
   }
   std::string const_data(const LBuffer& b) {
     std::vector<std::string> vals;
-    for (const Attr& a : g_[b.value].attrs.find("value")->list) vals.push_back(literal(a.number(), b.type.dtype));
+    for (const Attr& a : g_[b.value].attrs.find("value")->list) vals.push_back(literal(a.number(), b.type->dtype));
     std::string s = fmt::format("// {}: a constant {}\n", b.name, type_str(b.type));
     if (target_ == Target::Cuda)
-      return s + fmt::format("__device__ const {} {}_data[{}] = {{{}}};\n\n", ctype(b.type.dtype), b.name,
+      return s + fmt::format("__device__ const {} {}_data[{}] = {{{}}};\n\n", ctype(b.type->dtype), b.name,
                              vals.size(), fmt::join(vals, ", "));
-    return s + fmt::format("const {} {}_data[{}] = {{{}}};\n\n", ctype(b.type.dtype), b.name, vals.size(),
+    return s + fmt::format("const {} {}_data[{}] = {{{}}};\n\n", ctype(b.type->dtype), b.name, vals.size(),
                            fmt::join(vals, ", "));
   }
   std::string comment(const LKernel& k) {
@@ -447,7 +447,7 @@ class Writer {
     const LBuffer& x = l_.buffers[size_t(b)];
     if (x.kind == LBuffer::Alias) return ptr(x.alias_of, for_reading);
     const LBuffer* base = &x;
-    const char* t = ctype(x.type.dtype);
+    const char* t = ctype(x.type->dtype);
     std::string p;
     if (base->kind == LBuffer::Input) {
       const std::string& n = g_[base->value].attr_sym("name");
@@ -517,7 +517,7 @@ class Writer {
     std::string s = comment(k);
     s += fmt::format("struct {} {{\n", kernel_name(i));
     for (int b : body.reads)
-      s += fmt::format("  const {}* {};\n", ctype(l_.buffers[size_t(b)].type.dtype), l_.buffers[size_t(b)].name);
+      s += fmt::format("  const {}* {};\n", ctype(l_.buffers[size_t(b)].type->dtype), l_.buffers[size_t(b)].name);
     s += "  int32_t rank;\n";
     s += fmt::format("  {} {{\n{}  }}\n}};\n\n", signature, body.text());
     reads_[i] = std::vector<int>(body.reads.begin(), body.reads.end());
@@ -555,8 +555,8 @@ class Writer {
     for (const auto& [n, b] : l_.inputs)
       if (!g_[l_.buffers[size_t(b)].value].args.empty())
         s += fmt::format("  {}_default_ = static_cast<{}*>(gradc::alloc({} * sizeof({})));\n", n,
-                         ctype(l_.buffers[size_t(b)].type.dtype), l_.buffers[size_t(b)].type.size(),
-                         ctype(l_.buffers[size_t(b)].type.dtype));
+                         ctype(l_.buffers[size_t(b)].type->dtype), l_.buffers[size_t(b)].type->size(),
+                         ctype(l_.buffers[size_t(b)].type->dtype));
     s += "}\n\n";
     s += fmt::format("{}::~{}() {{\n  gradc::release(ws_);\n  gradc::release(partials_);\n", name_, name_);
     for (const auto& [n, b] : l_.inputs)
@@ -571,11 +571,11 @@ class Writer {
   // the op that computed it, or the input, as the interpreter's).
   std::string finite_check(int buffer, const std::string& stream) {
     const LBuffer& b = l_.buffers[size_t(buffer)];
-    if (!l_.check_finite || !is_float(b.type.dtype)) return "";
+    if (!l_.check_finite || !is_float(b.type->dtype)) return "";
     const Node& n = g_[b.value];
     return fmt::format("  gradc::check_finite({}, {}, {}, rank_, \"{}:{}:{}\", \"{}\", \"{}\", \"{}\");\n", stream,
-                       ptr(buffer, true), b.type.size(), source_, n.loc.line, n.loc.col, checked_op_name(n),
-                       type_str(b.type), fmt::join(b.type.shape, ", "));
+                       ptr(buffer, true), b.type->size(), source_, n.loc.line, n.loc.col, checked_op_name(n),
+                       type_str(b.type), fmt::join(b.type->shape, ", "));
   }
 
   std::string run() {
@@ -593,7 +593,7 @@ class Writer {
       if (target_ == Target::Cuda)
         for (int w : k.waits) call += fmt::format("  gradc::wait({}, events_[{}]);\n", stream, w);
       const LBuffer& out = l_.buffers[size_t(k.out)];
-      const int64_t n_out = out.type.size();
+      const int64_t n_out = out.type->size();
       if (k.group >= 0) {  // a row group: one kernel, launched at its first member
         if (k.group == int(i)) s += row_group(int(i), stream, where);
         s += finite_check(k.out, stream);
@@ -626,7 +626,7 @@ class Writer {
           call += fmt::format("  gradc::gemm(blas_, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}{});\n", stream,
                               k.trans_a, k.trans_b, k.m, k.n, k.k, ptr(k.a, true), k.stride_a, ptr(k.b, true),
                               k.stride_b, ptr(k.out, false), k.batch,
-                              k.alpha == 1 ? "" : ", " + literal(k.alpha, l_.buffers[size_t(k.out)].type.dtype));
+                              k.alpha == 1 ? "" : ", " + literal(k.alpha, l_.buffers[size_t(k.out)].type->dtype));
           break;
         case LKernel::Comm:
           call += collective(k, stream, where);
@@ -793,8 +793,8 @@ GeneratedFile generate_main(const Lowered& l, Target target, const std::string& 
   const Graph& g = l.graph;
   auto arg = [&](const std::string& n, int b, bool has_default) {
     const LBuffer& x = l.buffers[size_t(b)];
-    std::string dims = x.type.shape.empty() ? "0" : fmt::format("{}", fmt::join(x.type.shape, ", "));
-    return fmt::format("{{\"{}\", {}, {}, {{{}}}, {}}}", n, dtype_enum(x.type.dtype), x.type.rank(), dims,
+    std::string dims = x.type->shape.empty() ? "0" : fmt::format("{}", fmt::join(x.type->shape, ", "));
+    return fmt::format("{{\"{}\", {}, {}, {{{}}}, {}}}", n, dtype_enum(x.type->dtype), x.type->rank(), dims,
                        has_default ? "true" : "false");
   };
   std::vector<std::string> ins, outs;
@@ -818,14 +818,14 @@ GeneratedFile generate_main(const Lowered& l, Target target, const std::string& 
   const bool cuda = target == Target::Cuda;
   for (size_t i = 0; i < l.inputs.size(); ++i) {
     const auto& [n, b] = l.inputs[i];
-    const char* t = ctype(l.buffers[size_t(b)].type.dtype);
+    const char* t = ctype(l.buffers[size_t(b)].type->dtype);
     s += cuda ? fmt::format("    if (d.inputs[{0}]) step.set_{1}(static_cast<const {2}*>(d.inputs[{0}]));\n", i, n, t)
               : fmt::format("    if (!d.inputs[{0}].empty()) step.set_{1}(reinterpret_cast<const {2}*>(d.inputs[{0}].data()));\n",
                             i, n, t);
   }
   for (size_t i = 0; i < l.outputs.size(); ++i) {
     const auto& [n, b] = l.outputs[i];
-    const char* t = ctype(l.buffers[size_t(b)].type.dtype);
+    const char* t = ctype(l.buffers[size_t(b)].type->dtype);
     s += cuda ? fmt::format("    step.set_{}_out(static_cast<{}*>(d.outputs[{}]));\n", n, t, i)
               : fmt::format("    step.set_{}_out(reinterpret_cast<{}*>(d.outputs[{}].data()));\n", n, t, i);
   }
@@ -854,12 +854,12 @@ GeneratedFile generate_native_entry(const Lowered& l, const std::string& name) {
   for (size_t i = 0; i < ni; ++i) {
     const auto& [n, b] = l.inputs[i];
     s += fmt::format("    if (inputs[r * {0} + {1}]) step.set_{2}(static_cast<const {3}*>(inputs[r * {0} + {1}]));\n",
-                     std::max<size_t>(ni, 1), i, n, ctype(l.buffers[size_t(b)].type.dtype));
+                     std::max<size_t>(ni, 1), i, n, ctype(l.buffers[size_t(b)].type->dtype));
   }
   for (size_t i = 0; i < no; ++i) {
     const auto& [n, b] = l.outputs[i];
     s += fmt::format("    step.set_{}_out(static_cast<{}*>(outputs[r * {} + {}]));\n", n,
-                     ctype(l.buffers[size_t(b)].type.dtype), std::max<size_t>(no, 1), i);
+                     ctype(l.buffers[size_t(b)].type->dtype), std::max<size_t>(no, 1), i);
   }
   s += "    std::vector<double> mine;\n"
        "    gradc::exe::timed_steps(barrier, mine, iters, [&] { step.run(); }, [&] { step.keep_defaults(); });\n"

@@ -166,9 +166,9 @@ void print_lowered(const Lowered& l, std::FILE* to) {
     s.push_back(' ');
     put(s, kind_name(b));
     s.push_back(' ');
-    put(s, dtype_name(b.type.dtype));
+    put(s, dtype_name(b.type->dtype));
     s.push_back('[');
-    put_list(s, b.type.shape, ", ");
+    put_list(s, b.type->shape, ", ");
     s.push_back(']');
     if (b.kind == LBuffer::Work) {
       put(s, " @");

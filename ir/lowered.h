@@ -33,7 +33,7 @@ namespace gradc {
 struct LBuffer {
   enum Kind : uint8_t { Input, Const, Work, Alias } kind = Work;
   std::string name;    // from the program's value
-  Type type;
+  TypeRef type;
   ValueId value = -1;  // the value it holds
   int alias_of = -1;   // Alias: the buffer whose memory it is (a reshape of it)
   int64_t offset = 0;  // Work: bytes into the workspace
@@ -42,7 +42,7 @@ struct LBuffer {
   // row of it, the row being computed, in the first row of its place (a GPU
   // computes rows at once, and uses all of it).
   bool row_local = false;
-  int64_t bytes() const { return type.size() * dtype_size(type.dtype); }
+  int64_t bytes() const { return type->size() * dtype_size(type->dtype); }
 };
 
 struct LKernel {

@@ -388,7 +388,7 @@ class Lowerer {
       return form_in(k, l_.graph[k.root].args[0], lay) != Row::Bad;
     }
     if (k.kind != LKernel::Map) return false;
-    const int64_t n = l_.buffers[size_t(k.out)].type.size();
+    const int64_t n = l_.buffers[size_t(k.out)].type->size();
     if (n != lay.rows * lay.len && n != lay.rows) return false;
     k.row_len = n == lay.rows ? 1 : lay.len;
     const Row f = form_in(k, k.root, lay);
@@ -481,7 +481,7 @@ class Lowerer {
             const int xb = base(x);
             const LBuffer& place = l_.buffers[size_t(xb)];
             if (taken[size_t(xb)] || place.kind != LBuffer::Work || place.row_local || out_view[size_t(xb)] ||
-                place.type.dtype != out.type.dtype || place.type.size() != out.type.size() ||
+                place.type->dtype != out.type->dtype || place.type->size() != out.type->size() ||
                 !read_only_in(xb, s, m) || !read_in_rows(xb, Layout{ks[s].rows, k.row_len, {xb}}))
               continue;
             out.kind = LBuffer::Alias;
