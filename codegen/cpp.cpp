@@ -622,12 +622,14 @@ class Writer {
                               fmt::join(fields, ", "), ptr(k.out, false));
           break;
         }
-        case LKernel::Gemm:
+        case LKernel::Gemm: {
+          const LGemm& m = l_.gemms[size_t(k.gemm)];
           call += fmt::format("  gradc::gemm(blas_, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}{});\n", stream,
-                              k.trans_a, k.trans_b, k.m, k.n, k.k, ptr(k.a, true), k.stride_a, ptr(k.b, true),
-                              k.stride_b, ptr(k.out, false), k.batch,
-                              k.alpha == 1 ? "" : ", " + literal(k.alpha, l_.buffers[size_t(k.out)].type->dtype));
+                              m.trans_a, m.trans_b, m.m, m.n, m.k, ptr(m.a, true), m.stride_a, ptr(m.b, true),
+                              m.stride_b, ptr(k.out, false), m.batch,
+                              m.alpha == 1 ? "" : ", " + literal(m.alpha, l_.buffers[size_t(k.out)].type->dtype));
           break;
+        }
         case LKernel::Comm:
           call += collective(k, stream, where);
           break;

@@ -29,27 +29,33 @@ class InternPool {
   const Entry* intern(const T& v) {
     const uint64_t h = Traits::hash(v);
     std::lock_guard<std::mutex> lock(mu_);
-    for (size_t s = h & (slots_.size() - 1); slots_[s]; s = (s + 1) & (slots_.size() - 1))
-      if (slots_[s]->hash == h && Traits::same(slots_[s]->value, v)) return slots_[s];
+    for (size_t s = h & (slots_.size() - 1); slots_[s].entry; s = (s + 1) & (slots_.size() - 1))
+      if (slots_[s].hash == h && Traits::same(slots_[s].entry->value, v)) return slots_[s].entry;
     const Entry* e = &entries_.emplace_back(Entry{v, h});
     if (2 * entries_.size() > slots_.size()) {  // at most half full
-      slots_.assign(2 * slots_.size(), nullptr);
-      for (const Entry& x : entries_) place(&x);
-    } else {
-      place(e);
+      std::vector<Slot> old(2 * slots_.size());
+      old.swap(slots_);
+      for (const Slot& x : old)
+        if (x.entry) place(x);
     }
+    place({e, h});
     return e;
   }
 
  private:
-  void place(const Entry* e) {
-    size_t s = e->hash & (slots_.size() - 1);
-    while (slots_[s]) s = (s + 1) & (slots_.size() - 1);
-    slots_[s] = e;
+  // A slot holds its entry's hash, so a lookup reads no other entry.
+  struct Slot {
+    const Entry* entry = nullptr;
+    uint64_t hash = 0;
+  };
+  void place(Slot x) {
+    size_t s = x.hash & (slots_.size() - 1);
+    while (slots_[s].entry) s = (s + 1) & (slots_.size() - 1);
+    slots_[s] = x;
   }
   std::mutex mu_;
   std::deque<Entry> entries_;
-  std::vector<const Entry*> slots_ = std::vector<const Entry*>(64, nullptr);
+  std::vector<Slot> slots_ = std::vector<Slot>(64);
 };
 
 }  // namespace gradc

@@ -96,11 +96,13 @@ void write_body(Out& out, const Lowered& l, const LKernel& k) {
     }
   };
   switch (k.kind) {
-    case LKernel::Gemm:
-      fmt::format_to(it, "{} = gemm({}{}, {}{}) m={} n={} k={} batch={}", buf(k.out), buf(k.a), k.trans_a ? "^T" : "",
-                     buf(k.b), k.trans_b ? "^T" : "", k.m, k.n, k.k, k.batch);
-      if (k.alpha != 1) fmt::format_to(it, " alpha={}", k.alpha);
+    case LKernel::Gemm: {
+      const LGemm& m = l.gemms[size_t(k.gemm)];
+      fmt::format_to(it, "{} = gemm({}{}, {}{}) m={} n={} k={} batch={}", buf(k.out), buf(m.a), m.trans_a ? "^T" : "",
+                     buf(m.b), m.trans_b ? "^T" : "", m.m, m.n, m.k, m.batch);
+      if (m.alpha != 1) fmt::format_to(it, " alpha={}", m.alpha);
       return;
+    }
     case LKernel::Comm: {
       const Node& n = g[k.root];
       fmt::format_to(it, "{} = {}(", buf(k.out), op_name(n.op));

@@ -45,25 +45,32 @@ struct LBuffer {
   int64_t bytes() const { return type->size() * dtype_size(type->dtype); }
 };
 
+// A gemm kernel's BLAS call: C[b] = alpha op(A[b]) op(B[b]); A and B are buffers,
+// op a transpose when trans_*.
+struct LGemm {
+  int a = -1, b = -1;
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0, batch = 1, stride_a = 0, stride_b = 0;
+  double alpha = 1;  // a scalar multiple folded in (x / c: alpha = 1 / c)
+};
+
+// Kept small (the passes over the kernels stream them): what only some kernels
+// need sits beside them (a gemm's call in Lowered::gemms).
 struct LKernel {
   enum Kind : uint8_t { Map, Reduce, Gemm, Comm } kind = Map;
   enum Stream : uint8_t { Compute, Communication } stream = Compute;
   int out = -1;                 // the buffer it writes (the kernel is named by it)
   ValueId root = -1;            // the value it computes (the reduce, matmul or collective node for those)
-  std::vector<ValueId> fused;   // map, reduce: the values computed inside it, in order, root last
-  std::vector<int> reads;       // buffers it reads
   int guard = -1;               // an input buffer: the kernel computes its default, only when it is not given
-  // gemm: C[b] = op(A[b]) op(B[b]); A and B are buffers, op a transpose when trans_*.
-  int a = -1, b = -1;
-  bool trans_a = false, trans_b = false;
-  int64_t m = 0, n = 0, k = 0, batch = 1, stride_a = 0, stride_b = 0;
-  double alpha = 1;             // C[b] = alpha op(A[b]) op(B[b]): a scalar multiple folded in (x / c: alpha = 1 / c)
-  std::vector<int> waits;       // kernels on the other stream this one waits for
+  int gemm = -1;                // gemm: its call, Lowered::gemms[gemm]
   // A row group's members: the index of its first kernel, and the layout. A map
   // member computes `row_len` elements a row (or one, for a per-row value), a
   // reduce member reduces `row_len` elements to one a row.
   int group = -1;
   int64_t rows = 0, row_len = 0;
+  std::vector<ValueId> fused;   // map, reduce: the values computed inside it, in order, root last
+  std::vector<int> reads;       // buffers it reads
+  std::vector<int> waits;       // kernels on the other stream this one waits for
   std::vector<int> lines;       // the source lines it covers
 };
 
@@ -71,6 +78,7 @@ struct Lowered {
   Graph graph;  // the program the kernels compute (after grad and simplification)
   std::vector<LBuffer> buffers;
   std::vector<LKernel> kernels;
+  std::vector<LGemm> gemms;     // the gemm kernels' calls
   std::vector<int> buffer_of;   // per value: its buffer, or -1 when it is computed where used
   int64_t workspace_bytes = 0;  // the work buffers' peak: one allocation
   std::vector<std::pair<std::string, int>> inputs, outputs;  // by name, in program order

@@ -219,8 +219,8 @@ class Lowerer {
       note(k.root);
     std::erase(reads, k.out);
     if (k.kind == LKernel::Gemm) {
-      reads.push_back(k.a);
-      reads.push_back(k.b);
+      reads.push_back(l_.gemms[size_t(k.gemm)].a);
+      reads.push_back(l_.gemms[size_t(k.gemm)].b);
     }
     k.reads = sorted_unique(std::move(reads));
     k.lines = sorted_unique(std::move(lines));
@@ -264,11 +264,12 @@ class Lowerer {
     }
     if (f == KernelForm::Gemm) {
       k.kind = LKernel::Gemm;
+      LGemm call;
       const bool t = folded >= 0 && n.op == Op::Transpose;
       const Node& mm = folded >= 0 ? g[folded] : n;  // the matmul
       if (folded >= 0 && n.op != Op::Transpose) {  // x * c, c * x, x / c
         const double c = g[n.args[n.args[0] == folded ? 1 : 0]].attr_num("value");
-        k.alpha = n.op == Op::Div ? 1 / c : c;
+        call.alpha = n.op == Op::Div ? 1 / c : c;
       }
       GemmOperand a = gemm_operand(g, mm.args[0]), b = gemm_operand(g, mm.args[1]);
       if (t) {  // C^T = op(B)^T op(A)^T
@@ -276,23 +277,25 @@ class Lowerer {
         a.trans = !a.trans;
         b.trans = !b.trans;
       }
-      k.a = l_.buffer_of[size_t(a.v)];
-      k.b = l_.buffer_of[size_t(b.v)];
-      k.trans_a = a.trans;
-      k.trans_b = b.trans;
+      call.a = l_.buffer_of[size_t(a.v)];
+      call.b = l_.buffer_of[size_t(b.v)];
+      call.trans_a = a.trans;
+      call.trans_b = b.trans;
       const Shape& ys = n.type->shape;
-      k.m = ys[ys.size() - 2];
-      k.n = ys[ys.size() - 1];
-      k.k = g.type(mm.args[0]).shape.back();
-      k.batch = num_elements(Shape(ys.begin(), ys.end() - 2));
+      call.m = ys[ys.size() - 2];
+      call.n = ys[ys.size() - 1];
+      call.k = g.type(mm.args[0]).shape.back();
+      call.batch = num_elements(Shape(ys.begin(), ys.end() - 2));
       auto stride = [&](ValueId x) {
         const Shape& s = g.type(x).shape;
         int64_t b_count = num_elements(Shape(s.begin(), s.end() - 2));
-        GRADC_ASSERT(b_count == 1 || b_count == k.batch, "matmul: batch axes broadcast partially");
+        GRADC_ASSERT(b_count == 1 || b_count == call.batch, "matmul: batch axes broadcast partially");
         return b_count == 1 ? 0 : s[s.size() - 1] * s[s.size() - 2];
       };
-      k.stride_a = stride(a.v);
-      k.stride_b = stride(b.v);
+      call.stride_a = stride(a.v);
+      call.stride_b = stride(b.v);
+      k.gemm = int(l_.gemms.size());
+      l_.gemms.push_back(call);
     } else if (f == KernelForm::Comm) {
       k.kind = LKernel::Comm;
     } else if (f == KernelForm::Reduce) {
