@@ -524,23 +524,19 @@ class Lowerer {
     }
     const int K = int(l_.kernels.size());
     // A row group's members run interleaved, row by row: for liveness they are one
-    // kernel, what they read and write live through the whole group.
-    std::vector<int> end(static_cast<size_t>(K));  // per kernel: its group's last member (itself, outside one)
-    for (int i = 0; i < K; ++i) {
-      end[size_t(i)] = i;
-      if (l_.kernels[size_t(i)].group >= 0) end[size_t(l_.kernels[size_t(i)].group)] = i;
-    }
-    for (int i = 0; i < K; ++i)
-      if (l_.kernels[size_t(i)].group >= 0) end[size_t(i)] = end[size_t(l_.kernels[size_t(i)].group)];
+    // kernel, what they read and write live through the whole group (its members
+    // are consecutive kernels). One pass, from the end: the kernels stream from memory.
     std::vector<int> last(nb, -1);
-    for (int i = 0; i < K; ++i) {
+    for (int i = K - 1, group_end = -1; i >= 0; --i) {
       const LKernel& k = l_.kernels[size_t(i)];
+      if (k.group >= 0 && (i + 1 == K || l_.kernels[size_t(i) + 1].group != k.group)) group_end = i;
+      const int end = k.group >= 0 ? group_end : i;
       for (int x : k.reads) {
         int& r = last[size_t(base_of_[size_t(x)])];
-        r = std::max(r, end[size_t(i)]);
+        r = std::max(r, end);
       }
       int& o = last[size_t(base_of_[size_t(k.out)])];
-      o = std::max(o, end[size_t(i)]);
+      o = std::max(o, end);
     }
     std::vector<bool> placed(nb, false);
     for (const auto& out : l_.outputs) last[size_t(base_of_[size_t(out.second)])] = K;  // outputs live to the end
@@ -602,15 +598,17 @@ class Lowerer {
   // A kernel waits for the last kernel on the other stream that wrote what it
   // reads, or that used memory it writes (a buffer whose place it reuses).
   void schedule() {
-    auto span = [&](int b) -> std::pair<int64_t, int64_t> {
-      const int x = base_of_[size_t(b)];
-      const LBuffer& m = l_.buffers[size_t(x)];
-      if (m.kind != LBuffer::Work) return {-1 - x, -x};  // its own memory: a range no other shares
-      return {m.offset, m.offset + std::max<int64_t>(m.bytes(), 1)};
-    };
+    // Per buffer, the bytes of the workspace it uses (in one pass: the buffers
+    // would be read at random).
+    std::vector<std::pair<int64_t, int64_t>> span(l_.buffers.size());
+    for (size_t b = 0; b < span.size(); ++b) {
+      const LBuffer& m = l_.buffers[b];
+      span[b] = m.kind == LBuffer::Work ? std::pair<int64_t, int64_t>{m.offset, m.offset + std::max<int64_t>(m.bytes(), 1)}
+                                        : std::pair<int64_t, int64_t>{-1 - int64_t(b), -int64_t(b)};  // its own memory: a range no other shares
+    }
     auto overlap = [&](int a, int b) {
-      auto [a0, a1] = span(a);
-      auto [b0, b1] = span(b);
+      auto [a0, a1] = span[size_t(base_of_[size_t(a)])];
+      auto [b0, b1] = span[size_t(base_of_[size_t(b)])];
       return a0 < b1 && b0 < a1;
     };
     // Streams run in order, so waiting for kernel i covers every kernel before it on
