@@ -48,34 +48,23 @@ uint64_t attr_hash(const Attr& a) {
 }
 }  // namespace
 
-struct AttrsRef::Traits {
-  static uint64_t hash(const Attrs& a) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (const auto& [key, v] : a.items) h = (h ^ std::hash<std::string>()(key) ^ (attr_hash(v) << 1)) * 0x100000001b3ull;
-    return h;
-  }
-  static bool same(const Attrs& a, const Attrs& b) {
-    if (a.items.size() != b.items.size()) return false;
-    for (size_t k = 0; k < a.items.size(); ++k)
-      if (a.items[k].first != b.items[k].first || !gradc::same(a.items[k].second, b.items[k].second)) return false;
-    return true;
-  }
-};
+uint64_t AttrsTraits::hash(const Attrs& a) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const auto& [key, v] : a.items) h = (h ^ std::hash<std::string>()(key) ^ (attr_hash(v) << 1)) * 0x100000001b3ull;
+  return h;
+}
+bool AttrsTraits::same(const Attrs& a, const Attrs& b) {
+  if (a.items.size() != b.items.size()) return false;
+  for (size_t k = 0; k < a.items.size(); ++k)
+    if (a.items[k].first != b.items[k].first || !gradc::same(a.items[k].second, b.items[k].second)) return false;
+  return true;
+}
 
-// No attributes is no entry, so a node made without any costs no lookup.
-AttrsRef::AttrsRef() : e_(nullptr) {}
-AttrsRef::AttrsRef(const Attrs& a) : e_(a.items.empty() ? nullptr : Pool::get().intern(a)) {}
 void AttrsRef::set(const std::string& key, Attr v) {
   Attrs a = *this;
   a.set(key, std::move(v));
   *this = AttrsRef(a);
 }
-
-struct Name::Traits {
-  static uint64_t hash(const std::string& s) { return std::hash<std::string>()(s); }
-  static bool same(const std::string& a, const std::string& b) { return a == b; }
-};
-Name::Name(std::string_view s) : e_(s.empty() ? nullptr : Pool::get().intern(std::string(s))) {}
 
 // A missing or ill-typed attribute can only come from textual IR (the frontend
 // and the passes always set them), so it is reported as the user's error there.

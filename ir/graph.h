@@ -3,6 +3,7 @@
 // op: operands, named attributes, a static result type, a source location.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -50,45 +51,34 @@ struct Attrs {
 // bit for bit: -0.0 is not 0.0, a NaN equals the same NaN) exactly when their
 // handles are. Most sets recur (axes=[0], op=sum, a constant used on every
 // line): a 100k-statement program holds a few hundred.
-class AttrsRef {
+struct AttrsTraits {
+  static uint64_t hash(const Attrs& a);
+  static bool same(const Attrs& a, const Attrs& b);
+  static bool none(const Attrs& a) { return a.items.empty(); }
+};
+class AttrsRef : public Interned<Attrs, AttrsTraits> {
  public:
-  AttrsRef();  // no attributes
-  AttrsRef(const Attrs& a);  // NOLINT: implicit, as the Attrs it stands for
-  operator const Attrs&() const { return e_ ? e_->value : kNone; }  // NOLINT
-  const Attrs& operator*() const { return *this; }
-  const Attrs* operator->() const { return &static_cast<const Attrs&>(*this); }
+  using Interned::Interned;
   const Attr* find(std::string_view key) const { return (*this)->find(key); }
   bool has(std::string_view key) const { return find(key) != nullptr; }
   void set(const std::string& key, Attr v);  // interns the set with key = v
-  bool operator==(const AttrsRef& o) const { return e_ == o.e_; }
-  uint64_t hash() const { return e_ ? e_->hash : 0; }  // of the contents, the same in every run
-
- private:
-  struct Traits;
-  using Pool = InternPool<Attrs, Traits>;
-  static inline const Attrs kNone{};
-  const Pool::Entry* e_;
 };
 
 // A value's readable name hint: a handle to an interned string (ir/intern.h),
-// so a node holds a pointer instead of a string of its own. Empty is no entry.
-class Name {
+// so a node holds a pointer instead of a string of its own.
+struct NameTraits {
+  static uint64_t hash(const std::string& s) { return std::hash<std::string>()(s); }
+  static bool same(const std::string& a, const std::string& b) { return a == b; }
+  static bool none(const std::string& s) { return s.empty(); }
+};
+class Name : public Interned<std::string, NameTraits> {
  public:
-  Name() : e_(nullptr) {}
-  Name(std::string_view s);  // NOLINT: implicit, as the string it stands for
-  Name(const std::string& s) : Name(std::string_view(s)) {}  // NOLINT
-  Name(const char* s) : Name(std::string_view(s)) {}         // NOLINT
-  operator const std::string&() const { return str(); }     // NOLINT
-  const std::string& str() const { return e_ ? e_->value : kNone; }
-  bool empty() const { return e_ == nullptr; }
-  void clear() { e_ = nullptr; }
-  bool operator==(const Name& o) const { return e_ == o.e_; }
-
- private:
-  struct Traits;
-  using Pool = InternPool<std::string, Traits>;
-  static inline const std::string kNone{};
-  const Pool::Entry* e_;
+  using Interned::Interned;
+  Name(std::string_view s) : Interned(std::string(s)) {}  // NOLINT: implicit, as the string it stands for
+  Name(const char* s) : Interned(std::string(s)) {}       // NOLINT
+  const std::string& str() const { return *this; }
+  bool empty() const { return str().empty(); }
+  void clear() { *this = Name(); }
 };
 
 // 64 bytes, one cache line: the passes stream the node array, and at 100k

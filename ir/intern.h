@@ -11,7 +11,8 @@ namespace gradc {
 
 // An open-addressing table over entries that are never freed or moved. Nodes
 // are made from several threads (ranks, the prover), so it has a lock.
-// `Traits` gives `static uint64_t hash(const T&)` and `static bool same(const T&, const T&)`.
+// `Traits` gives `static uint64_t hash(const T&)`, `static bool same(const T&, const T&)`
+// and `static bool none(const T&)` (the empty value, which Interned stores as null).
 template <class T, class Traits>
 class InternPool {
  public:
@@ -56,6 +57,25 @@ class InternPool {
   std::mutex mu_;
   std::deque<Entry> entries_;
   std::vector<Slot> slots_ = std::vector<Slot>(64);
+};
+
+// A handle to an interned T: a pointer, null for T's empty value (Traits::none),
+// so copying one is free and two are equal exactly when their values are (as
+// Traits::same compares them). It reads as the const T it stands for.
+template <class T, class Traits>
+class Interned {
+ public:
+  Interned() = default;  // the empty value
+  Interned(const T& v) : e_(Traits::none(v) ? nullptr : InternPool<T, Traits>::get().intern(v)) {}  // NOLINT: implicit
+  operator const T&() const { return e_ ? e_->value : kNone; }  // NOLINT
+  const T& operator*() const { return *this; }
+  const T* operator->() const { return &static_cast<const T&>(*this); }
+  bool operator==(const Interned& o) const { return e_ == o.e_; }
+  uint64_t hash() const { return e_ ? e_->hash : 0; }  // of the value, the same in every run
+
+ private:
+  static inline const T kNone{};
+  const typename InternPool<T, Traits>::Entry* e_ = nullptr;
 };
 
 }  // namespace gradc

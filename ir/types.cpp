@@ -22,17 +22,11 @@ bool parse_dtype(const std::string& s, DType& out) {
   return false;
 }
 
-struct TypeRef::Traits {
-  static uint64_t hash(const Type& t) {
-    uint64_t h = 0xcbf29ce484222325ull ^ uint64_t(t.dtype);
-    for (int64_t d : t.shape) h = (h ^ uint64_t(d)) * 0x100000001b3ull;
-    return (h ^ t.shape.size()) * 0x9e3779b97f4a7c15ull;
-  }
-  static bool same(const Type& a, const Type& b) { return a == b; }
-};
-
-// Type{} is no entry, so a default node costs no lookup.
-TypeRef::TypeRef(const Type& t) : e_(t == Type{} ? nullptr : Pool::get().intern(t)) {}
+uint64_t TypeTraits::hash(const Type& t) {
+  uint64_t h = 0xcbf29ce484222325ull ^ uint64_t(t.dtype);
+  for (int64_t d : t.shape) h = (h ^ uint64_t(d)) * 0x100000001b3ull;
+  return (h ^ t.shape.size()) * 0x9e3779b97f4a7c15ull;
+}
 
 int dtype_size(DType t) { return t == DType::F64 ? 8 : 4; }
 

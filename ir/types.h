@@ -46,22 +46,15 @@ std::string type_str(const Type& t);  // "f32[2, 3]"
 // A node's result type: a handle to an interned Type (ir/intern.h). A program's
 // values share a few types, so a node holds a pointer, not a shape of its own,
 // and two types are equal exactly when their handles are.
-class TypeRef {
+struct TypeTraits {
+  static uint64_t hash(const Type& t);
+  static bool same(const Type& a, const Type& b) { return a == b; }
+  static bool none(const Type& t) { return t == Type{}; }  // f32[]
+};
+class TypeRef : public Interned<Type, TypeTraits> {
  public:
-  TypeRef() : e_(nullptr) {}  // Type{}: f32[]
-  TypeRef(const Type& t);     // NOLINT: implicit, as the Type it stands for
-  operator const Type&() const { return e_ ? e_->value : kNone; }  // NOLINT
-  const Type& operator*() const { return *this; }
-  const Type* operator->() const { return &static_cast<const Type&>(*this); }
-  bool operator==(const TypeRef& o) const { return e_ == o.e_; }
+  using Interned::Interned;
   bool operator==(const Type& t) const { return **this == t; }
-  uint64_t hash() const { return e_ ? e_->hash : 0; }  // of the contents, the same in every run
-
- private:
-  struct Traits;
-  using Pool = InternPool<Type, Traits>;
-  static inline const Type kNone{};
-  const Pool::Entry* e_;
 };
 
 // Is each value identical on every rank (replicated) or possibly different (varying)?
