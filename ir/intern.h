@@ -1,6 +1,7 @@
 // Interning: each distinct value is stored once for the whole process, and a
 // handle to it is a pointer, so copying one is free and comparing two is `==`.
-// The IR interns what most of its nodes share (attribute sets, result types).
+// The IR interns what most of its nodes share (attribute sets, result types, name
+// hints).
 #pragma once
 #include <cstdint>
 #include <deque>

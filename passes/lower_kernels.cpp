@@ -124,11 +124,10 @@ class Lowerer {
     };
     auto folded_matmul = [&](const Node& n) -> ValueId {
       if (swaps_last_two(n) && lone_matmul(n.args[0])) return n.args[0];
-      // (the op checks first: the types' shapes are on the heap)
       if ((n.op == Op::Mul || n.op == Op::Div) && lone_matmul(n.args[0]) && scalar_const(g[n.args[1]]) &&
-          n.type == g.type(n.args[0]))
+          n.type == g[n.args[0]].type)
         return n.args[0];
-      if (n.op == Op::Mul && lone_matmul(n.args[1]) && scalar_const(g[n.args[0]]) && n.type == g.type(n.args[1]))
+      if (n.op == Op::Mul && lone_matmul(n.args[1]) && scalar_const(g[n.args[0]]) && n.type == g[n.args[1]].type)
         return n.args[1];
       return -1;
     };
