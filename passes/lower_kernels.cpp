@@ -602,8 +602,10 @@ class Lowerer {
     std::vector<std::pair<int64_t, int64_t>> span(l_.buffers.size());
     for (size_t b = 0; b < span.size(); ++b) {
       const LBuffer& m = l_.buffers[b];
-      span[b] = m.kind == LBuffer::Work ? std::pair<int64_t, int64_t>{m.offset, m.offset + std::max<int64_t>(m.bytes(), 1)}
-                                        : std::pair<int64_t, int64_t>{-1 - int64_t(b), -int64_t(b)};  // its own memory: a range no other shares
+      if (m.kind == LBuffer::Work)
+        span[b] = {m.offset, m.offset + std::max<int64_t>(m.bytes(), 1)};
+      else
+        span[b] = {-1 - int64_t(b), -int64_t(b)};  // its own memory: a range no other shares
     }
     auto overlap = [&](int a, int b) {
       auto [a0, a1] = span[size_t(base_of_[size_t(a)])];
