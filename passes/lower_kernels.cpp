@@ -93,6 +93,9 @@ class Lowerer {
     // (labels, a one-hot mask) reads no memory: it is computed wherever it is used,
     // however many use it, instead of being written out and read back.
     std::vector<int> leaf_ops(count, 0);  // such a value's op count, 0 for any other
+    // A transpose some BLAS call reads as a flag on its operand: that operand is the
+    // buffer, so the transpose is never the one computing a folded matmul.
+    std::vector<bool> gemm_flag(count, false);
     for (size_t i = 0; i < count; ++i) {
       __builtin_prefetch(&g.nodes[std::min(i + 8, count - 1)]);
       const Node& n = g.nodes[i];
@@ -101,7 +104,11 @@ class Lowerer {
       const KernelForm f = form(n.op);
       GRADC_ASSERT(f != KernelForm::Removed, "lowering needs {} replaced first (the autodiff pass)", op_name(n.op));
       if (f == KernelForm::Gemm)
-        for (ValueId a : n.args) buffered_[size_t(gemm_operand(g, a).v)] = true;
+        for (ValueId a : n.args) {
+          const GemmOperand op = gemm_operand(g, a);
+          buffered_[size_t(op.v)] = true;
+          if (op.trans) gemm_flag[size_t(a)] = true;
+        }
       if (f == KernelForm::Comm) buffered_[size_t(n.args[0])] = true;
       if (is_cheap(n)) {
         leaf_ops[i] = 1;
@@ -123,7 +130,7 @@ class Lowerer {
       return form(g[v].op) == KernelForm::Gemm && uses[size_t(v)] == 1 && is_float(g.type(v).dtype);
     };
     auto folded_matmul = [&](const Node& n) -> ValueId {
-      if (swaps_last_two(n) && lone_matmul(n.args[0])) return n.args[0];
+      if (swaps_last_two(n) && lone_matmul(n.args[0]) && !gemm_flag[size_t(&n - &g.nodes[0])]) return n.args[0];
       if ((n.op == Op::Mul || n.op == Op::Div) && lone_matmul(n.args[0]) && scalar_const(g[n.args[1]]) &&
           n.type == g[n.args[0]].type)
         return n.args[0];
@@ -278,6 +285,7 @@ class Lowerer {
       }
       call.a = l_.buffer_of[size_t(a.v)];
       call.b = l_.buffer_of[size_t(b.v)];
+      GRADC_ASSERT(call.a >= 0 && call.b >= 0, "gemm %{}: an operand is in no buffer", v);
       call.trans_a = a.trans;
       call.trans_b = b.trans;
       const Shape& ys = n.type->shape;
