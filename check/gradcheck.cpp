@@ -192,6 +192,60 @@ std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inpu
   return rows;
 }
 
+namespace {
+// The largest difference between two runs' tensors, or infinity where they differ
+// by more than the backends' rounding (see check_backend).
+double backend_diff(const Tensor& got, const Tensor& want) {
+  double most = 0, scale = 1;
+  for (int64_t i = 0; i < want.size(); ++i)
+    if (std::isfinite(want.get(i))) scale = std::max(scale, std::fabs(want.get(i)));
+  for (int64_t i = 0; i < want.size(); ++i) {
+    const double a = got.get(i), b = want.get(i);
+    if ((std::isnan(a) && std::isnan(b)) || a == b) continue;
+    const double d = std::fabs(a - b);
+    if (!(d <= 1e-4 * std::fabs(b) + 1e-5 * scale)) return HUGE_VAL;
+    most = std::max(most, d);
+  }
+  return most;
+}
+}  // namespace
+
+std::vector<std::string> check_backend(const Graph& g, const RankInputs& inputs, std::vector<GradCheckRow>& rows,
+                                       const GradCheckOptions& opt) {
+  if (!opt.run_default) return {};
+  std::vector<GradInfo> info;
+  Graph run = autodiff(g, &info);
+  const size_t outputs = run.outputs.size();
+  std::set<std::string> taken;  // each gradient becomes an output, named apart from the program's inputs and outputs
+  for (const Node& n : run.nodes)
+    if (n.op == Op::Input) taken.insert(n.attr_sym("name"));
+  for (const auto& o : run.outputs) taken.insert(o.first);
+  for (size_t k = 0; k < info.size(); ++k) {
+    std::string name = fmt::format("verify_grad{}", k + 1);
+    while (!taken.insert(name).second) name += "_";
+    run.outputs.push_back({name, info[k].result});
+  }
+  const RankOutputs want = interpret(run, inputs), got = opt.run_default(run, inputs);
+  std::vector<std::string> bad;
+  for (size_t o = 0; o < run.outputs.size(); ++o) {
+    double worst = 0;
+    int worst_rank = 0;
+    for (size_t r = 0; r < want.size(); ++r) {
+      const double d = backend_diff(got[r][o].second, want[r][o].second);
+      if (d > worst) worst = d, worst_rank = int(r);
+    }
+    if (o >= outputs) {
+      GradCheckRow& row = rows[o - outputs];
+      row.backend_err = worst;
+      if (!std::isfinite(worst)) row.ok = false;
+    } else if (!std::isfinite(worst)) {
+      bad.push_back(fmt::format("output {} differs on rank {}: the {} backend against the interpreter",
+                                run.outputs[o].first, worst_rank, opt.default_name));
+    }
+  }
+  return bad;
+}
+
 std::string GradCheckRow::status() const {
   if (!ok) return "MISMATCH";
   if (kinks) return fmt::format("ok, {} kink{}", kinks, kinks == 1 ? "" : "s");
@@ -204,34 +258,50 @@ bool all_ok(const std::vector<GradCheckRow>& rows) {
 }
 }  // namespace
 
-std::string gradcheck_table(const std::vector<GradCheckRow>& rows, const GradCheckOptions& opt) {
-  std::string s = fmt::format("{:<12} {:<12} {:<16} {:<7} {:>12} {:>12} {:>14} {:>12}  {}\n", "gradient", "of", "type",
-                              "mode", "fd max err", "fd tol", "fd elements", "ref max err", "status");
+std::string gradcheck_table(const std::vector<GradCheckRow>& rows, const GradCheckOptions& opt,
+                            const std::vector<std::string>& outputs_differ) {
+  const bool backend = std::any_of(rows.begin(), rows.end(), [](const GradCheckRow& r) { return r.backend_err >= 0; });
+  auto backend_col = [&](const GradCheckRow& r) {
+    if (!backend) return std::string();
+    return fmt::format(" {:>12}", std::isfinite(r.backend_err) ? fmt::format("{:.3e}", r.backend_err) : "DIFFERS");
+  };
+  std::string s = fmt::format("{:<12} {:<12} {:<16} {:<7} {:>12} {:>12} {:>14} {:>12}{}  {}\n", "gradient", "of", "type",
+                              "mode", "fd max err", "fd tol", "fd elements", "ref max err",
+                              backend ? fmt::format(" {:>12}", opt.default_name + " err") : "", "status");
   for (const GradCheckRow& r : rows)
-    s += fmt::format("{:<12} {:<12} {:<16} {:<7} {:>12.3e} {:>12.3e} {:>14} {:>12.3e}  {}\n", r.name, r.wrt, r.type,
+    s += fmt::format("{:<12} {:<12} {:<16} {:<7} {:>12.3e} {:>12.3e} {:>14} {:>12.3e}{}  {}\n", r.name, r.wrt, r.type,
                      r.mode, r.fd_err, r.fd_tol, fmt::format("{}/{}", r.fd_checked, r.fd_total), r.ref_err,
-                     r.status());
-  s += fmt::format("{} gradient{} checked in f64 (rtol {}, atol {}, plus each finite difference's estimated error): {}\n",
-                   rows.size(), rows.size() == 1 ? "" : "s", opt.rtol, opt.atol, all_ok(rows) ? "all ok" : "MISMATCH");
+                     backend_col(r), r.status());
+  for (const std::string& o : outputs_differ) s += "MISMATCH: " + o + "\n";
+  s += fmt::format("{} gradient{} checked in f64 (rtol {}, atol {}, plus each finite difference's estimated error){}: {}\n",
+                   rows.size(), rows.size() == 1 ? "" : "s", opt.rtol, opt.atol,
+                   opt.run_default ? fmt::format("; outputs and gradients of the {} backend against the interpreter", opt.default_name) : "",
+                   all_ok(rows) && outputs_differ.empty() ? "all ok" : "MISMATCH");
   return s;
 }
 
-std::string gradcheck_json(const std::vector<GradCheckRow>& rows, const GradCheckOptions& opt) {
+std::string gradcheck_json(const std::vector<GradCheckRow>& rows, const GradCheckOptions& opt,
+                           const std::vector<std::string>& outputs_differ) {
   auto quoted = [](const std::string& x) {
     std::string q = "\"";
     for (char c : x) q += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
     return q + "\"";
   };
   auto num = [](double x) { return std::isfinite(x) ? fmt::format("{}", x) : std::string(x > 0 ? "Infinity" : "NaN"); };
-  std::string s = fmt::format("{{\"rtol\": {}, \"atol\": {}, \"ok\": {},\n \"gradients\": [", num(opt.rtol),
-                              num(opt.atol), all_ok(rows) ? "true" : "false");
+  std::vector<std::string> differ;
+  for (const std::string& o : outputs_differ) differ.push_back(quoted(o));
+  std::string s = fmt::format("{{\"rtol\": {}, \"atol\": {}, \"ok\": {},\n \"outputs_differ\": [{}],\n \"gradients\": [",
+                              num(opt.rtol), num(opt.atol), all_ok(rows) && outputs_differ.empty() ? "true" : "false",
+                              fmt::join(differ, ", "));
   for (size_t k = 0; k < rows.size(); ++k) {
     const GradCheckRow& r = rows[k];
     s += fmt::format(
         "{}\n  {{\"gradient\": {}, \"of\": {}, \"type\": {}, \"mode\": {}, \"fd_max_err\": {}, \"fd_tol\": {}, "
-        "\"fd_checked\": {}, \"fd_total\": {}, \"kinks\": {}, \"ref_max_err\": {}, \"ok\": {}, \"status\": {}}}",
+        "\"fd_checked\": {}, \"fd_total\": {}, \"kinks\": {}, \"ref_max_err\": {}{}, \"ok\": {}, \"status\": {}}}",
         k ? "," : "", quoted(r.name), quoted(r.wrt), quoted(r.type), quoted(r.mode), num(r.fd_err), num(r.fd_tol),
-        r.fd_checked, r.fd_total, r.kinks, num(r.ref_err), r.ok ? "true" : "false", quoted(r.status()));
+        r.fd_checked, r.fd_total, r.kinks, num(r.ref_err),
+        r.backend_err >= 0 ? fmt::format(", \"backend\": {}, \"backend_max_err\": {}", quoted(opt.default_name), num(r.backend_err)) : "",
+        r.ok ? "true" : "false", quoted(r.status()));
   }
   return s + "]}\n";
 }

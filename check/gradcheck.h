@@ -18,6 +18,11 @@ struct GradCheckOptions {
   int64_t samples = 64;
   bool finite_differences = true;  // off for data with ties or zeros, where only the reference applies
   std::function<void(const std::string&)> progress;  // called at most once a second after the first second
+  // The backend `gradc run` uses by default (the native one where its compiler is
+  // found): runs a program (after grad) on every rank. Left empty, only the
+  // interpreter's gradients are checked.
+  std::function<RankOutputs(const Graph&, const RankInputs&)> run_default;
+  std::string default_name = "native";
 };
 
 struct GradCheckRow {
@@ -28,6 +33,7 @@ struct GradCheckRow {
   double fd_err = 0;   // largest |gradient - finite difference| (kinks left out)
   double fd_tol = 0;   // the tolerance at the element closest to failing (see check_gradients)
   double ref_err = 0;  // largest |gradient - reference gradient|
+  double backend_err = -1;  // largest |default backend - interpreter| on the program as written (-1: not run)
   int64_t fd_checked = 0, fd_total = 0;
   int64_t kinks = 0;  // elements where the one-sided differences disagree and the gradient lies between them
   bool ok = true;
@@ -43,7 +49,18 @@ struct GradCheckRow {
 // over 128 ranks, or over a 1000x1000 matmul, is not failed for its noise. With
 // rtol = atol = 0 nothing is allowed, the estimate included.
 std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inputs, const GradCheckOptions& opt);
-std::string gradcheck_table(const std::vector<GradCheckRow>& rows, const GradCheckOptions& opt);
-std::string gradcheck_json(const std::vector<GradCheckRow>& rows, const GradCheckOptions& opt);
+
+// What users run: the program as written (`g`, in its own dtypes, grad nodes still in
+// it) on the default backend against the interpreter, on the same inputs. Each row's
+// gradient is compared (backend_err; the row fails where they differ), and so is every
+// output: the outputs that differ are returned, one line each (empty: they agree).
+// Equal means |a - b| <= 1e-4 |b| + 1e-5 max(1, max |b|) per element, NaN for NaN.
+std::vector<std::string> check_backend(const Graph& g, const RankInputs& inputs, std::vector<GradCheckRow>& rows,
+                                       const GradCheckOptions& opt);
+// `outputs_differ`: check_backend's lines for outputs (they fail the check too).
+std::string gradcheck_table(const std::vector<GradCheckRow>& rows, const GradCheckOptions& opt,
+                            const std::vector<std::string>& outputs_differ = {});
+std::string gradcheck_json(const std::vector<GradCheckRow>& rows, const GradCheckOptions& opt,
+                           const std::vector<std::string>& outputs_differ = {});
 
 }  // namespace gradc

@@ -410,10 +410,17 @@ int cmd_verify(const CommandLine& cl) {
   opt.progress = [](const std::string& what) { std::cerr << "gradc verify: " << what << "\n"; };
   Graph g = load_program(cl.one_file("FILE.dg"), ranks_flag(cl), /*f64=*/true);
   std::vector<GradCheckRow> rows = check_gradients(g, load_inputs(g, cl.get("inputs"), true), opt);
-  std::cout << (format == "json" ? gradcheck_json(rows, opt) : gradcheck_table(rows, opt));
+  // What users run: the program as written on gradc run's default backend, against the interpreter.
+  if (native_available())
+    opt.run_default = [](const Graph& p, const RankInputs& in) {
+      return run_native(lowered(p), g_source.path, complete_inputs(p, in, false), 0).outputs;
+    };
+  Graph written = load_program(cl.one_file("FILE.dg"), ranks_flag(cl));
+  const std::vector<std::string> differ = check_backend(written, load_inputs(written, cl.get("inputs")), rows, opt);
+  std::cout << (format == "json" ? gradcheck_json(rows, opt, differ) : gradcheck_table(rows, opt, differ));
   for (const GradCheckRow& r : rows)
     if (!r.ok) return 1;
-  return 0;
+  return differ.empty() ? 0 : 1;
 }
 
 const char* kCostHelp =

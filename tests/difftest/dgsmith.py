@@ -1,0 +1,907 @@
+"""dgsmith: a differential tester for gradc, in the manner of Csmith, YARPGen and NNSmith.
+
+It generates random well-typed .dg programs (elementwise ops, reductions, views, take,
+matmuls with transposes, composites, every collective, defaults, loops, defs, grads of
+several orders and modes, 1 to 4 ranks), and for each one checks:
+  * the interpreter against PyTorch's autograd on a float64 simulation of every rank
+    (the program's inputs are f64, so both compute in double precision);
+  * the native backend (`gradc run`'s default) against the interpreter;
+  * with --exe, the executable of `gradc build --target=cpu` against the interpreter,
+    as threads and under mpirun;
+  * that gradc accepts the program at all (the generator writes only valid ones).
+A disagreement is shrunk to a small program (outputs dropped, statements bypassed and
+removed while the same kind of disagreement remains) and written to WORKDIR.
+
+usage: dgsmith.py GRADC WORKDIR [--seed S] [--count N | --seconds T] [--exe] [--keep-going]
+Needs PyTorch (Debian's python3-torch is enough) and NumPy. Deterministic for a seed.
+Exit 0 when every program agreed; 1 after the first disagreement (or, with
+--keep-going, after all of them), each shrunk program named on stdout.
+"""
+import argparse
+import json
+import math
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+
+torch.set_default_dtype(torch.float64)
+
+# ---------------------------------------------------------------------------------
+# Values and statements. A program is a list of statements, each binding one name;
+# every statement knows its .dg text and how to compute itself on every rank in torch.
+
+
+class Val:
+    """A value in the simulation: per-rank tensors, its dtype, and whether gradc's
+    replication analysis (LANGUAGE.md sections 5 and 6) proves it identical on every rank.
+    Every float value is a variable autograd can differentiate with respect to: one that
+    depends on nothing differentiable (a constant, sign(x)) becomes a leaf of its own."""
+
+    def __init__(self, ranks, dtype, rep):
+        if dtype != "i32":
+            ranks = [t if t.requires_grad else t.detach().to(torch.float64).requires_grad_(True) for t in ranks]
+        self.ranks = ranks  # list of torch tensors, one per rank
+        self.dtype = dtype  # "f64", "f32" or "i32"
+        self.rep = rep
+
+    @property
+    def shape(self):
+        return tuple(self.ranks[0].shape)
+
+
+class Stmt:
+    """name = text; `sim(env, world)` gives its Val from the values it reads (`args`)."""
+
+    def __init__(self, name, text, args, sim, kind="let", prologue=""):
+        self.name, self.text, self.args, self.sim, self.kind = name, text, list(args), sim, kind
+        self.prologue = prologue  # a def the statement calls, written before the program's statements
+
+    def source(self):
+        return self.text if "\n" in self.text or self.kind == "raw" else f"{self.name} = {self.text}"
+
+
+class Input:
+    def __init__(self, name, shape, dtype, shared, data, default=None, default_sim=None):
+        self.name, self.shape, self.dtype, self.shared = name, tuple(shape), dtype, shared
+        self.data = data  # per-rank numpy arrays written as files, or None (the default is used)
+        self.default, self.default_sim = default, default_sim
+
+
+class Program:
+    def __init__(self, world):
+        self.world = world
+        self.inputs = []
+        self.stmts = []
+        self.outputs = []
+
+    def text(self):
+        lines = [f"world {self.world}"]
+        for i in self.inputs:
+            t = f"{i.dtype}[{', '.join(map(str, i.shape))}]"
+            lines.append(f"input {i.name} : {t}{' shared' if i.shared else ''}" + (f" = {i.default}" if i.data is None else ""))
+        for s in self.stmts:
+            if s.prologue:
+                lines.append(s.prologue)
+        lines += [s.source() for s in self.stmts]
+        lines.append("output " + ", ".join(self.outputs))
+        return "\n".join(lines) + "\n"
+
+    def write(self, folder):
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "p.dg"), "w") as f:
+            f.write(self.text())
+        ins = os.path.join(folder, "in")
+        shutil.rmtree(ins, ignore_errors=True)
+        os.makedirs(ins)
+        for i in self.inputs:
+            if i.data is None:
+                continue
+            if i.shared:
+                np.save(os.path.join(ins, i.name + ".npy"), i.data[0])
+            else:
+                for r in range(self.world):
+                    os.makedirs(os.path.join(ins, f"rank{r}"), exist_ok=True)
+                    np.save(os.path.join(ins, f"rank{r}", i.name + ".npy"), i.data[r])
+        return os.path.join(folder, "p.dg"), ins
+
+
+NP = {"f64": np.float64, "f32": np.float32, "i32": np.int32}
+TORCH = {"f64": torch.float64, "f32": torch.float32, "i32": torch.int64}
+
+
+def promote(a, b):
+    order = ["i32", "f32", "f64"]
+    return order[max(order.index(a), order.index(b))]
+
+
+def float_of(d):
+    return "f32" if d == "i32" else d
+
+
+def simulate(prog):
+    """Every output on every rank, as the .dg semantics define them, computed by PyTorch."""
+    env = {}
+    for i in prog.inputs:
+        if i.data is not None:
+            ranks = [torch.tensor(i.data[r].astype(np.float64) if i.dtype != "i32" else i.data[r].astype(np.int64))
+                     for r in range(prog.world)]
+        else:
+            ranks = i.default_sim(prog.world)
+        if i.dtype != "i32":
+            ranks = [t.clone().requires_grad_(True) for t in ranks]
+        env[i.name] = Val(ranks, i.dtype, i.shared)
+    for s in prog.stmts:
+        if hasattr(s, "names"):  # a grad binds several names
+            for n, v in zip(s.names, s.multi(env, prog.world)):
+                env[n] = v
+        else:
+            env[s.name] = s.sim(env, prog.world)
+    return {o: [t.detach() for t in env[o].ranks] for o in prog.outputs}, env
+
+
+# ---- simulation helpers ------------------------------------------------------------
+
+
+def local(fn, dtype, *vals):
+    """An op applied on each rank; varying if any operand varies."""
+    world = len(vals[0].ranks)
+    return Val([fn(*[v.ranks[r] for v in vals]) for r in range(world)], dtype, all(v.rep for v in vals))
+
+
+def clones(t, world):
+    return [t.clone() for _ in range(world)]  # one variable per rank, as gradc's ranks hold
+
+
+def reduce_stack(ts, op):
+    s = torch.stack(ts)
+    if op == "sum":
+        return s.sum(0)
+    if op == "avg":
+        return s.sum(0) / len(ts)
+    if op == "prod":
+        return s.prod(0)
+    if op == "max":
+        return s.amax(0)  # ties share the derivative evenly, as gradc's spec says
+    return s.amin(0)
+
+
+def grad_sim(loss, ws, mode, world, create_graph=True):
+    """grad(loss, w..., mode): LANGUAGE.md section 6. L = sum over ranks (sum), divided
+    by N (mean; and global, where the loss is replicated, so L is any rank's loss). A
+    replicated w is one variable: its gradient is the total over the ranks' copies."""
+    L = sum(t.sum() for t in loss.ranks)
+    if mode != "sum":
+        L = L / world
+    flat = [t for w in ws for t in w.ranks]
+    need = [t.requires_grad for t in flat]
+    inputs = [t for t, n in zip(flat, need) if n]
+    got = torch.autograd.grad(L, inputs, create_graph=create_graph, allow_unused=True) if inputs and L.requires_grad else [None] * len(inputs)
+    it = iter(got)
+    per = [next(it) if n else None for n in need]
+    per = [g if g is not None else torch.zeros_like(t, dtype=torch.float64) for g, t in zip(per, flat)]
+    out = []
+    for k, w in enumerate(ws):
+        mine = per[k * world:(k + 1) * world]
+        if w.rep:
+            total = sum(mine)
+            out.append(Val(clones(total, world), w.dtype, True))
+        else:
+            # the replication analysis of the backward graph: a gradient is replicated when
+            # every cotangent reaching it is; the simulation keeps per-rank values either way
+            out.append(Val(mine, w.dtype, False))
+    return out
+
+
+# ---------------------------------------------------------------------------------
+# The generator.
+
+UNARY = ["neg", "exp", "log", "sqrt", "rsqrt", "abs", "relu", "sigmoid", "tanh", "sin", "cos", "square",
+         "reciprocal", "erf", "silu", "softplus", "gelu", "gelu_tanh", "sign"]
+
+
+def torch_unary(name):
+    F = torch.nn.functional
+    return {
+        "neg": lambda x: -x, "exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt,
+        "abs": torch.abs, "relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "sin": torch.sin,
+        "cos": torch.cos, "square": torch.square, "reciprocal": torch.reciprocal, "erf": torch.erf,
+        "silu": F.silu, "softplus": F.softplus, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+        "sign": lambda x: torch.sign(x).detach(),
+    }[name]
+
+
+class Gen:
+    def __init__(self, rng, world):
+        self.rng = rng
+        self.p = Program(world)
+        self.n = 0
+        self.env = {}
+        self.grads = []  # names of gradient results
+        self.deps = {}  # name: the names it is computed from, itself included
+
+    # -- helpers --
+    def fresh(self, prefix="v"):
+        self.n += 1
+        return f"{prefix}{self.n}"
+
+    def dims(self):
+        return self.rng.choice([1, 2, 3, 4])
+
+    def pick(self, pred=lambda v: True, floats=True):
+        names = [n for n, v in self.env.items() if pred(v) and (not floats or v.dtype != "i32")]
+        return self.rng.choice(names) if names else None
+
+    def add(self, text, args, sim, kind="let", prologue="", prefix="v"):
+        name = self.fresh(prefix)
+        st = Stmt(name, text, args, sim, kind, prologue)
+        try:
+            v = sim(self.env, self.p.world)
+        except (RuntimeError, ValueError, IndexError) as e:  # a generator mistake: skip this candidate
+            raise Skip(str(e))
+        if v.dtype != "i32":
+            finite = all(torch.isfinite(t).all() for t in v.ranks)
+            big = max(float(t.detach().abs().max()) if t.numel() else 0 for t in v.ranks)
+            if not finite or big > 1e4:
+                raise Skip("out of range")
+        st.text = text.replace("@@", name)
+        self.p.stmts.append(st)
+        self.env[name] = v
+        self.deps[name] = set().union(*[self.deps[a] for a in args]) | {name}
+        return name
+
+    def input(self, shape, shared=None, dtype="f64"):
+        name = self.fresh("in")
+        world = self.p.world
+        shared = self.rng.random() < 0.3 if shared is None else shared
+        rng = self.rng
+        use_default = rng.random() < 0.25
+        if use_default:
+            # a default is computed as written: its literals are f32 (LANGUAGE.md section 2),
+            # and the result is converted to the declared dtype
+            c = round(rng.uniform(-1.5, 1.5), 3)
+            f32 = lambda v: torch.tensor(v, dtype=torch.float32)
+            if shared:
+                # a lone literal takes the declared dtype, as any literal does from its context
+                default, fn = f"{c}", (lambda w, c=c, s=shape: [torch.full(s, c) for _ in range(w)])
+            else:
+                k = round(rng.uniform(-1, 1), 3)
+                default = f"{c} + {k} * rank"
+                fn = lambda w, c=c, k=k, s=shape: [(f32(c) + f32(k) * r).double().expand(s).clone() for r in range(w)]
+            inp = Input(name, shape, dtype, shared, None, default, fn)
+        else:
+            base = np.array([rng.uniform(-2, 2) for _ in range(int(np.prod(shape)))]).reshape(shape)
+            data = [base] * world if shared else [
+                np.array([rng.uniform(-2, 2) for _ in range(int(np.prod(shape)))]).reshape(shape) for _ in range(world)]
+            inp = Input(name, shape, dtype, shared, [d.astype(NP[dtype]) for d in data])
+        self.p.inputs.append(inp)
+        if inp.data is not None:
+            ranks = [torch.tensor(d.astype(np.float64)) for d in inp.data]
+        else:
+            ranks = inp.default_sim(world)
+        self.env[name] = Val([t.clone().requires_grad_(True) for t in ranks], dtype, shared)
+        self.deps[name] = {name}
+        return name
+
+    # -- statement kinds: each returns the new name or raises Skip --
+    def unary(self):
+        x = self.pick()
+        op = self.rng.choice(UNARY)
+        v = self.env[x]
+        lo = min(float(t.detach().min()) for t in v.ranks) if v.ranks[0].numel() else 1
+        hi = max(float(t.detach().max()) for t in v.ranks) if v.ranks[0].numel() else 1
+        fn = torch_unary(op)
+        inner, pre = x, lambda t: t
+        if op in ("log", "sqrt", "rsqrt") and lo <= 0.05:
+            inner, pre = f"abs({x}) + 0.5", lambda t: t.abs() + 0.5
+        if op == "reciprocal" and (lo <= 0.05 and hi >= -0.05):
+            inner, pre = f"square({x}) + 0.5", lambda t: t * t + 0.5
+        if op == "exp" and hi > 5:
+            raise Skip("exp of large")
+        name = {"gelu": "gelu", "gelu_tanh": "gelu"}.get(op, op)
+        extra = ", approximate=tanh" if op == "gelu_tanh" else ""
+        dt = v.dtype
+        return self.add(f"{name}({inner}{extra})", [x], lambda env, w: local(lambda t: fn(pre(t)), dt, env[x]))
+
+    def binary(self):
+        a = self.pick()
+        sa = self.env[a].shape
+        # an operand of the same shape, a broadcastable one, a scalar or a literal
+        cands = [n for n, v in self.env.items() if v.dtype != "i32" and broadcastable(v.shape, sa)]
+        b = self.rng.choice(cands) if cands and self.rng.random() < 0.8 else None
+        op = self.rng.choice(["+", "-", "*", "/", "maximum", "minimum", "pow", "where", "cmp"])
+        lit = round(self.rng.uniform(0.5, 2), 2)
+        bt, bexpr = (b, b) if b else (None, f"{lit}")
+        da = self.env[a].dtype
+        dt = promote(da, self.env[b].dtype) if b else da
+        bsim = (lambda env, r: env[b].ranks[r]) if b else (lambda env, r: torch.tensor(lit))
+        args = [a] + ([b] if b else [])
+
+        def run(fn, dtype=dt):
+            def sim(env, w):
+                ranks = [fn(env[a].ranks[r], bsim(env, r)) for r in range(w)]
+                return Val(ranks, dtype, all(env[x].rep for x in args))
+            return sim
+        if op in "+-*":
+            f = {"+": torch.add, "-": torch.sub, "*": torch.mul}[op]
+            return self.add(f"{a} {op} {bexpr}", args, run(f))
+        if op == "/":
+            if not b:
+                return self.add(f"{a} / {lit + 0.5}", args, run(lambda x, y: x / (lit + 0.5)))
+            return self.add(f"{a} / (abs({b}) + 0.5)", args, run(lambda x, y: x / (y.abs() + 0.5)))
+        if op in ("maximum", "minimum"):
+            f = torch.maximum if op == "maximum" else torch.minimum
+            return self.add(f"{op}({a}, {bexpr})", args, run(lambda x, y: f(x, y.broadcast_to(torch.broadcast_shapes(x.shape, y.shape)) if y.dim() == 0 else y)))
+        if op == "pow":
+            return self.add(f"pow(abs({a}) + 0.5, {bexpr})", args, run(lambda x, y: torch.pow(x.abs() + 0.5, y)))
+        if op == "where":
+            if not b:
+                raise Skip("where needs two values")
+            return self.add(f"where({a} > {b}, {a}, {b} * 0.5)", args,
+                            run(lambda x, y: torch.where(x > y, x, y * 0.5)))
+        cmp = self.rng.choice(["<", "<=", ">", ">=", "==", "!="])
+        f = {"<": torch.lt, "<=": torch.le, ">": torch.gt, ">=": torch.ge, "==": torch.eq, "!=": torch.ne}[cmp]
+        return self.add(f"({a} {cmp} {bexpr}) * {a}", args, run(lambda x, y: f(x, y).to(x.dtype).detach() * x))
+
+    def reduction(self):
+        x = self.pick(lambda v: len(v.shape) >= 1)
+        if x is None:
+            raise Skip("no tensor")
+        v = self.env[x]
+        r = len(v.shape)
+        op = self.rng.choice(["sum", "mean", "max", "min", "logsumexp"])
+        kind = self.rng.random()
+        if kind < 0.3:
+            axes, atext = list(range(r)), ""
+        elif kind < 0.7 or r == 1:
+            ax = self.rng.randrange(-r, r)
+            axes, atext = [ax % r], f", axis={ax}"
+        else:
+            axes = sorted(self.rng.sample(range(r), 2))
+            atext = f", axis=[{axes[0]}, {axes[1]}]"
+        keep = self.rng.random() < 0.3
+        ktext = ", keepdims=true" if keep else ""
+
+        def f(t):
+            if op == "sum":
+                return t.sum(dim=axes, keepdim=keep) if axes else t
+            if op == "mean":
+                return t.mean(dim=axes, keepdim=keep)
+            if op == "max":
+                return t.amax(dim=axes, keepdim=keep)
+            if op == "min":
+                return t.amin(dim=axes, keepdim=keep)
+            return torch.logsumexp(t, dim=axes, keepdim=keep)
+        return self.add(f"{op}({x}{atext}{ktext})", [x], lambda env, w: local(f, env[x].dtype, env[x]))
+
+    def matmul(self):
+        x = self.pick(lambda v: len(v.shape) == 2)
+        if x is None:
+            raise Skip("no matrix")
+        m, k = self.env[x].shape
+        ta = self.rng.random() < 0.4
+        if ta:
+            m, k = k, m
+        tb = self.rng.random() < 0.4
+        cands = [n for n, v in self.env.items() if v.dtype != "i32" and len(v.shape) == 2 and (v.shape[1] if tb else v.shape[0]) == k]
+        if not cands:
+            raise Skip("no operand")
+        y = self.rng.choice(cands)
+        tr = self.rng.random() < 0.3
+        ax = f"transpose({x})" if ta else x
+        by = f"transpose({y})" if tb else y
+        text = f"{ax} @ {by}"
+        if tr:
+            text = f"transpose({text})"
+
+        def f(a, b):
+            a = a.T if ta else a
+            b = b.T if tb else b
+            c = a @ b
+            return c.T if tr else c
+        dt = promote(self.env[x].dtype, self.env[y].dtype)
+        return self.add(text, [x, y], lambda env, w: local(f, dt, env[x], env[y]))
+
+    def batched_matmul(self):
+        x = self.pick(lambda v: len(v.shape) == 3)
+        if x is None:
+            raise Skip("no batch")
+        b, m, k = self.env[x].shape
+        cands = [n for n, v in self.env.items() if v.dtype != "i32" and len(v.shape) == 3 and v.shape[0] == b and v.shape[2] == k]
+        if not cands:
+            raise Skip("no operand")
+        y = self.rng.choice(cands)
+        dt = promote(self.env[x].dtype, self.env[y].dtype)
+        return self.add(f"{x} @ transpose({y}, [0, 2, 1])", [x, y],
+                        lambda env, w: local(lambda a, c: a @ c.transpose(1, 2), dt, env[x], env[y]))
+
+    def view(self):
+        x = self.pick(lambda v: len(v.shape) >= 1)
+        if x is None:
+            raise Skip("no tensor")
+        s = self.env[x].shape
+        r = len(s)
+        kind = self.rng.choice(["reshape", "transpose", "slice", "index", "expand", "squeeze", "broadcast", "concat"])
+        dt = self.env[x].dtype
+        if kind == "reshape":
+            n = int(np.prod(s))
+            divs = [d for d in range(1, n + 1) if n % d == 0]
+            d0 = self.rng.choice(divs)
+            new = [d0, n // d0]
+            return self.add(f"reshape({x}, [{new[0]}, {new[1]}])", [x], lambda env, w: local(lambda t: t.reshape(new), dt, env[x]))
+        if kind == "transpose":
+            perm = list(range(r))
+            self.rng.shuffle(perm)
+            return self.add(f"transpose({x}, [{', '.join(map(str, perm))}])", [x],
+                            lambda env, w: local(lambda t: t.permute(perm), dt, env[x]))
+        if kind == "slice":
+            ax = self.rng.randrange(r)
+            if s[ax] < 2:
+                raise Skip("short axis")
+            a = self.rng.randrange(s[ax] - 1)
+            b = self.rng.randrange(a + 1, s[ax] + 1)
+            return self.add(f"slice({x}, axis={ax}, start={a}, end={b})", [x],
+                            lambda env, w: local(lambda t: t.narrow(ax, a, b - a), dt, env[x]))
+        if kind == "index":
+            i = self.rng.randrange(s[0])
+            if self.rng.random() < 0.5 or s[0] < 2:
+                return self.add(f"{x}[{i}]", [x], lambda env, w: local(lambda t: t[i], dt, env[x]))
+            return self.add(f"{x}[{i}:{s[0]}]", [x], lambda env, w: local(lambda t: t[i:], dt, env[x]))
+        if kind == "expand":
+            ax = self.rng.randrange(r + 1)
+            return self.add(f"expand_dims({x}, axis={ax})", [x], lambda env, w: local(lambda t: t.unsqueeze(ax), dt, env[x]))
+        if kind == "squeeze":
+            ones = [d for d in range(r) if s[d] == 1]
+            if not ones:
+                raise Skip("nothing to squeeze")
+            ax = self.rng.choice(ones)
+            return self.add(f"squeeze({x}, axis={ax})", [x], lambda env, w: local(lambda t: t.squeeze(ax), dt, env[x]))
+        if kind == "broadcast":
+            new = [self.dims()] + list(s)
+            return self.add(f"broadcast_to({x}, [{', '.join(map(str, new))}])", [x],
+                            lambda env, w: local(lambda t: t.broadcast_to(new), dt, env[x]))
+        ax = self.rng.randrange(r)
+        cands = [n for n, v in self.env.items() if v.dtype == dt and len(v.shape) == r and
+                 all(v.shape[d] == s[d] for d in range(r) if d != ax)]
+        y = self.rng.choice(cands)
+        return self.add(f"concat([{x}, {y}], axis={ax})", [x, y],
+                        lambda env, w: local(lambda a, b: torch.cat([a, b], ax), dt, env[x], env[y]))
+
+    def take(self):
+        x = self.pick(lambda v: len(v.shape) >= 1)
+        if x is None:
+            raise Skip("no tensor")
+        s = self.env[x].shape
+        ax = self.rng.randrange(len(s))
+        n = s[ax]
+        m = self.rng.choice([1, 2, 3, 4])
+        a, b = self.rng.randrange(1, 4), self.rng.randrange(0, 3)
+        if self.rng.random() < 0.5:
+            idx = f"(iota({m}) * {a} + {b} + rank) % {n}"
+            ix = lambda r: (torch.arange(m) * a + b + r) % n
+        else:
+            vals = [self.rng.randrange(n) for _ in range(m)]
+            idx = f"[{', '.join(map(str, vals))}]" if m > 1 else f"iota(1) + {vals[0]}"
+            ix = lambda r: torch.tensor(vals)
+        dt = self.env[x].dtype
+        rep_idx = "rank" not in idx
+
+        def sim(env, w):
+            v = env[x]
+            return Val([v.ranks[r].index_select(ax, ix(r)) for r in range(w)], dt, v.rep and rep_idx)
+        return self.add(f"take({x}, {idx}, axis={ax})", [x], sim)
+
+    def composite(self):
+        x = self.pick(lambda v: len(v.shape) >= 1)
+        if x is None:
+            raise Skip("no tensor")
+        s = self.env[x].shape
+        dt = self.env[x].dtype
+        F = torch.nn.functional
+        kind = self.rng.choice(["softmax", "log_softmax", "normalize", "layer_norm", "rms_norm", "cross_entropy", "one_hot"])
+        if kind in ("softmax", "log_softmax"):
+            ax = self.rng.randrange(-len(s), len(s))
+            f = (lambda t: torch.softmax(t, ax)) if kind == "softmax" else (lambda t: torch.log_softmax(t, ax))
+            return self.add(f"{kind}({x}, axis={ax})", [x], lambda env, w: local(f, dt, env[x]))
+        if kind == "normalize":
+            return self.add(f"normalize({x})", [x], lambda env, w: local(lambda t: F.normalize(t, dim=-1), dt, env[x]))
+        if kind == "layer_norm":
+            return self.add(f"layer_norm({x})", [x], lambda env, w: local(lambda t: F.layer_norm(t, t.shape[-1:]), dt, env[x]))
+        if kind == "rms_norm":
+            return self.add(f"rms_norm({x})", [x],
+                            lambda env, w: local(lambda t: t * torch.rsqrt((t * t).mean(-1, keepdim=True) + 1e-6), dt, env[x]))
+        if kind == "one_hot":
+            n = self.rng.choice([2, 3, 4])
+            m = self.rng.choice([1, 2, 3])
+            return self.add(f"one_hot((iota({m}) + rank) % {n}, {n})", [],
+                            lambda env, w: Val([F.one_hot((torch.arange(m) + r) % n, n).to(torch.float32) for r in range(w)], "f32", w == 1))
+        if len(s) != 2:
+            raise Skip("cross_entropy of a matrix")
+        rows, c = s
+        a = self.rng.randrange(1, 4)
+        lab = lambda r: (torch.arange(rows) * a + r) % c
+        return self.add(f"cross_entropy({x}, (iota({rows}) * {a} + rank) % {c})", [x],
+                        lambda env, w: Val([F.cross_entropy(env[x].ranks[r], lab(r)) for r in range(w)], dt,
+                                           env[x].rep and w == 1))
+
+    def collective(self):
+        w = self.p.world
+        kind = self.rng.choice(["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "gather",
+                                "scatter", "all_to_all", "permute", "permute_pairs"])
+        x = self.pick(lambda v: len(v.shape) >= 1 or kind in ("all_reduce", "broadcast", "reduce", "permute", "permute_pairs"))
+        if x is None:
+            raise Skip("no operand")
+        v = self.env[x]
+        s = v.shape
+        dt = v.dtype
+        rng = self.rng
+        if kind in ("all_reduce", "reduce"):
+            op = rng.choice(["sum", "avg", "prod", "max", "min"])
+            root = rng.randrange(w)
+            if kind == "all_reduce":
+                return self.add(f"all_reduce({x}, op={op})", [x],
+                                lambda env, w: Val(clones(reduce_stack(env[x].ranks, op), w), dt, True))
+            return self.add(f"reduce({x}, root={root}, op={op})", [x],
+                            lambda env, w: Val([reduce_stack(env[x].ranks, op) if r == root else
+                                                torch.zeros(s) for r in range(w)], dt, w == 1 and env[x].rep))
+        if kind in ("all_gather", "gather"):
+            ax = rng.randrange(len(s))
+            root = rng.randrange(w)
+            if kind == "all_gather":
+                return self.add(f"all_gather({x}, axis={ax})", [x],
+                                lambda env, w: Val(clones(torch.cat(env[x].ranks, ax), w), dt, True))
+            return self.add(f"gather({x}, root={root}, axis={ax})", [x],
+                            lambda env, w: Val([torch.cat(env[x].ranks, ax) if r == root else
+                                                torch.zeros(torch.cat(env[x].ranks, ax).shape) for r in range(w)], dt,
+                                               w == 1 and env[x].rep))
+        if kind in ("reduce_scatter", "scatter", "all_to_all"):
+            axes = [d for d in range(len(s)) if s[d] % w == 0]
+            if not axes:
+                raise Skip("no axis divides")
+            ax = rng.choice(axes)
+            if kind == "reduce_scatter":
+                op = rng.choice(["sum", "avg", "prod", "max", "min"])
+                return self.add(f"reduce_scatter({x}, axis={ax}, op={op})", [x],
+                                lambda env, w: Val([reduce_stack(env[x].ranks, op).chunk(w, ax)[r] for r in range(w)],
+                                                   dt, w == 1 and env[x].rep))
+            if kind == "scatter":
+                root = rng.randrange(w)
+                return self.add(f"scatter({x}, root={root}, axis={ax})", [x],
+                                lambda env, w: Val([env[x].ranks[root].chunk(w, ax)[r] for r in range(w)], dt,
+                                                   w == 1 and env[x].rep))
+            cat = rng.randrange(len(s))
+            return self.add(f"all_to_all({x}, split_axis={ax}, concat_axis={cat})", [x],
+                            lambda env, w: Val([torch.cat([env[x].ranks[k].chunk(w, ax)[r] for k in range(w)], cat)
+                                                for r in range(w)], dt, w == 1 and env[x].rep))
+        if kind == "broadcast":
+            root = rng.randrange(w)
+            return self.add(f"broadcast({x}, root={root})", [x],
+                            lambda env, w: Val(clones(env[x].ranks[root], w), dt, True))
+        if kind == "permute":
+            shift = rng.randrange(-w, 2 * w)
+            return self.add(f"permute({x}, shift={shift})", [x],
+                            lambda env, w: Val([env[x].ranks[(r - shift) % w] for r in range(w)], dt, env[x].rep))
+        dsts = list(range(w))
+        rng.shuffle(dsts)
+        pairs = [[src, d] for src, d in zip(range(w), dsts) if rng.random() < 0.7]
+        if not pairs:
+            raise Skip("no pairs")
+        ptext = "[" + ", ".join(f"[{a}, {b}]" for a, b in pairs) + "]"
+        src_of = {b: a for a, b in pairs}
+
+        def sim(env, w):
+            return Val([env[x].ranks[src_of[r]] if r in src_of else torch.zeros(s) for r in range(w)], dt,
+                       env[x].rep and len(pairs) == w)
+        return self.add(f"permute({x}, pairs={ptext})", [x], sim)
+
+    def loop(self):
+        x = self.pick()
+        y = self.pick(lambda v: broadcastable(v.shape, self.env[x].shape))
+        k = self.rng.randrange(0, 4)
+        c = round(self.rng.uniform(0.3, 0.9), 2)
+        dt = promote(self.env[x].dtype, self.env[y].dtype)
+
+        def sim(env, w):
+            acc = env[x]
+            for i in range(k):
+                acc = Val([acc.ranks[r] * c + torch.tanh(env[y].ranks[r]) * i for r in range(w)], dt, acc.rep and env[y].rep)
+            if k == 0:  # `acc = x * 1.0` alone: a new value equal to x
+                acc = Val([t * 1.0 for t in acc.ranks], dt, acc.rep)
+            return acc
+        return self.add(f"@@ = {x} * 1.0\nfor i in range({k}) {{\n  @@ = @@ * {c} + tanh({y}) * i\n}}", [x, y], sim,
+                        kind="raw")
+
+    def call(self):
+        x = self.pick()
+        y = self.pick(lambda v: broadcastable(v.shape, self.env[x].shape))
+        fname = self.fresh("f")
+        u = self.rng.choice(["tanh", "sigmoid", "square", "sin"])
+        fn = torch_unary(u)
+        dt = promote(self.env[x].dtype, self.env[y].dtype)
+        prologue = f"def {fname}(p, q) {{\n  t = {u}(p) * q\n  return t + p\n}}"
+        return self.add(f"{fname}({x}, {y}) - {fname}({y}, {x})", [x, y],
+                        lambda env, w: local(lambda a, b: (fn(a) * b + a) - (fn(b) * a + b), dt, env[x], env[y]),
+                        prologue=prologue)
+
+    def grad(self):
+        # a loss from a value, then gradients with respect to some inputs and intermediates
+        loss = self.pick(lambda v: True)
+        mode = self.rng.choice(["sum", "mean", "global"])
+        lv = self.env[loss]
+        if mode == "global" and not lv.rep:
+            mode = "mean"
+        # mostly what the loss is computed from; sometimes anything (a zero gradient)
+        pool = self.deps[loss] if self.rng.random() < 0.85 else self.env
+        cands = sorted(n for n in pool if self.env[n].dtype != "i32" and n not in self.grads)
+        if not cands:
+            raise Skip("nothing to differentiate")
+        ws = self.rng.sample(cands, min(len(cands), self.rng.randrange(1, 3)))
+        names = [self.fresh("d") for _ in ws]
+        text = f"{', '.join(names)} = grad({loss}, {', '.join(ws)}, mode={mode})"
+
+        def sim(env, w, loss=loss, ws=ws, mode=mode):
+            return grad_sim(env[loss], [env[n] for n in ws], mode, w)
+        # one statement binding several names: the first holds the tuple, the others index it
+        try:
+            vals = sim(self.env, self.p.world)
+        except RuntimeError as e:
+            raise Skip(str(e))
+        st = Stmt(names[0], text, [loss] + ws, lambda env, w: sim(env, w)[0], kind="raw")
+        st.names, st.multi = names, sim
+        self.p.stmts.append(st)
+        for n, v in zip(names, vals):
+            self.env[n] = v
+            self.grads.append(n)
+            self.deps[n] = set().union(*[self.deps[a] for a in [loss] + ws]) | {n}
+        return names[0]
+
+
+def broadcastable(a, b):
+    """a broadcasts to b (NumPy)."""
+    if len(a) > len(b):
+        return False
+    return all(x == 1 or x == y for x, y in zip(a[::-1], b[::-1]))
+
+
+class Skip(Exception):
+    pass
+
+
+def generate(seed):
+    rng = random.Random(seed)
+    world = rng.choice([1, 2, 2, 3, 4])
+    g = Gen(rng, world)
+    for _ in range(rng.randrange(1, 4)):
+        shape = tuple(rng.choice([1, 2, 3, 4]) * (world if rng.random() < 0.4 else 1) for _ in range(rng.randrange(1, 3)))
+        g.input(shape)
+    kinds = [g.unary] * 4 + [g.binary] * 4 + [g.reduction] * 2 + [g.matmul] * 3 + [g.view] * 3 + [g.take] * 2 + \
+            [g.composite] * 2 + [g.collective] * 4 + [g.loop, g.call, g.batched_matmul]
+    target = rng.randrange(3, 10)
+    tries = 0
+    while len(g.p.stmts) < target and tries < 200:
+        tries += 1
+        try:
+            rng.choice(kinds)()
+        except Skip:
+            pass
+    grads = rng.choice([1, 1, 2])
+    for k in range(grads):
+        for _ in range(20):
+            try:
+                if k > 0 and rng.random() < 0.7:
+                    # second order: a loss made from the first gradient
+                    g.unary() if rng.random() < 0.5 else None
+                g.grad()
+                break
+            except Skip:
+                pass
+    outs = [s for s in g.env if s not in [i.name for i in g.p.inputs]]
+    g.p.outputs = rng.sample(outs, min(len(outs), 4))
+    for d in g.grads:
+        if d not in g.p.outputs:
+            g.p.outputs.append(d)
+    return g.p
+
+
+# ---------------------------------------------------------------------------------
+# Running gradc and comparing.
+
+
+def run_gradc(gradc, path, ins, extra, timeout=300):
+    cmd = [gradc, "run", path, f"--inputs={ins}", "--format=json"] + extra
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, "timeout"
+    if p.returncode != 0:
+        return None, f"exit {p.returncode}: {p.stderr.strip()[-2000:]}"
+    return json.loads(p.stdout), None
+
+
+def as_ranks(doc):
+    return {o: [np.array(r["outputs"][o]["data"], dtype=np.float64).reshape(r["outputs"][o]["shape"]) for r in doc["ranks"]]
+            for o in doc["ranks"][0]["outputs"]}, {o: doc["ranks"][0]["outputs"][o]["dtype"] for o in doc["ranks"][0]["outputs"]}
+
+
+def differ(a, b, dtype, rtol):
+    """The first element where a (got) and b (want) differ, or None. NaNs must match."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        return f"shape {a.shape} against {b.shape}"
+    scale = max(1.0, float(np.max(np.abs(b[np.isfinite(b)]))) if np.isfinite(b).any() else 1.0)
+    tol = {"f64": 1e-9, "f32": 1e-4, "i32": 0}[dtype] if rtol is None else rtol
+    for i, (x, y) in enumerate(zip(a.ravel(), b.ravel())):
+        if math.isnan(y) and math.isnan(x):
+            continue
+        if x == y:
+            continue
+        if not (abs(x - y) <= tol * (abs(y) + scale)):
+            return f"element {i}: {x!r} against {y!r}"
+    return None
+
+
+def compare(got, want, dtypes, what, rtol=None):
+    for o, ranks in want.items():
+        for r, w in enumerate(ranks):
+            d = differ(got[o][r], w, dtypes[o], rtol)
+            if d:
+                return f"{what}: output {o} on rank {r}: {d}"
+    return None
+
+
+def check(gradc, prog, folder, exe=False):
+    """None if every backend agrees, else (kind, message)."""
+    path, ins = prog.write(folder)
+    try:
+        want_sim, _ = simulate(prog)
+    except RuntimeError as e:
+        return None  # the simulation cannot run this (shrinking produced it): not gradc's fault
+    interp, err = run_gradc(gradc, path, ins, ["--backend=interp"])
+    if err:
+        return ("reject", f"the interpreter: {err}")
+    got, dtypes = as_ranks(interp)
+    sim = {o: [t.numpy() for t in v] for o, v in want_sim.items()}
+    # f32 outputs (creation ops make f32) are compared as f32 computations
+    d = compare(got, sim, dtypes, "interpreter against PyTorch (float64)")
+    if d:
+        return ("interp", d)
+    native, err = run_gradc(gradc, path, ins, ["--backend=native"])
+    if err:
+        return ("native-fail", f"the native backend: {err}")
+    d = compare(as_ranks(native)[0], got, dtypes, "native against the interpreter", rtol=1e-6)
+    if d:
+        return ("native", d)
+    if exe:
+        binary = os.path.join(folder, "p.exe")
+        p = subprocess.run([gradc, "build", path, "--target=cpu", "-o", binary], capture_output=True, text=True)
+        if p.returncode != 0:
+            return ("exe-build", p.stderr[-2000:])
+        w = str(prog.world)
+        for how, cmd in [("threads", [binary, f"--ranks={w}"]),
+                         ("mpirun", ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", w, binary])]:
+            p = subprocess.run(cmd + [f"--inputs={ins}", "--format=json"], capture_output=True, text=True, timeout=300)
+            if p.returncode != 0:
+                return (f"exe-{how}", p.stderr[-2000:])
+            d = compare(as_ranks(json.loads(p.stdout))[0], got, dtypes, f"executable ({how}) against the interpreter", rtol=1e-6)
+            if d:
+                return (f"exe-{how}", d)
+    return None
+
+
+# ---- shrinking -----------------------------------------------------------------------
+
+
+def used_by(prog):
+    need = set(prog.outputs)
+    keep = []
+    for s in reversed(prog.stmts):
+        names = getattr(s, "names", [s.name])
+        if any(n in need for n in names):
+            keep.append(s)
+            need.update(s.args)
+    keep.reverse()
+    return keep
+
+
+def shrink(gradc, prog, folder, kind, exe):
+    def same(p):
+        try:
+            r = check(gradc, p, folder, exe)
+        except Exception:  # noqa: BLE001 - a shrunk program the simulation cannot take
+            return False
+        return r is not None and r[0] == kind
+
+    def copy(p, stmts=None, outputs=None):
+        q = Program(p.world)
+        q.inputs = list(p.inputs)
+        q.stmts = list(p.stmts if stmts is None else stmts)
+        q.outputs = list(p.outputs if outputs is None else outputs)
+        q.stmts = used_by(q)
+        used = set(a for s in q.stmts for a in s.args) | set(q.outputs)
+        q.inputs = [i for i in q.inputs if i.name in used]
+        return q
+
+    best = copy(prog)
+    changed = True
+    while changed:
+        changed = False
+        for o in list(best.outputs):
+            if len(best.outputs) > 1:
+                cand = copy(best, outputs=[x for x in best.outputs if x != o])
+                if same(cand):
+                    best, changed = cand, True
+        for i, s in enumerate(list(best.stmts)):
+            if s.kind == "raw" and hasattr(s, "names"):
+                continue  # grads stay (what they differentiate is shrunk instead)
+            for a in s.args:
+                if s.text == a:
+                    continue  # bypassed already
+                bypass = Stmt(s.name, a, [a], (lambda env, w, a=a: env[a]))
+                stmts = best.stmts[:i] + [bypass] + best.stmts[i + 1:]
+                cand = copy(best, stmts=stmts)
+                try:
+                    ok = same(cand)
+                except Exception:  # noqa: BLE001
+                    ok = False
+                if ok:
+                    best, changed = cand, True
+                    break
+            if changed:
+                break
+    return best
+
+
+# ---------------------------------------------------------------------------------
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("gradc")
+    ap.add_argument("work")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--count", type=int, default=0)
+    ap.add_argument("--seconds", type=float, default=0)
+    ap.add_argument("--exe", action="store_true", help="also build executables and run them (threads and mpirun)")
+    ap.add_argument("--exe-every", type=int, default=1, help="with --exe, build every K-th program only")
+    ap.add_argument("--keep-going", action="store_true")
+    ap.add_argument("-v", "--verbose", action="store_true", help="a line per program")
+    args = ap.parse_args()
+    if not args.count and not args.seconds:
+        args.count = 50
+    os.makedirs(args.work, exist_ok=True)
+    start = time.time()
+    n = failures = 0
+    while (args.count and n < args.count) or (args.seconds and time.time() - start < args.seconds):
+        seed = args.seed * 1000003 + n
+        prog = generate(seed)
+        folder = os.path.join(args.work, "current")
+        exe = args.exe and n % args.exe_every == 0
+        t0 = time.time()
+        r = check(args.gradc, prog, folder, exe)
+        if args.verbose:
+            print(f"seed {seed}: world {prog.world}, {len(prog.stmts)} statements, "
+                  f"{'agrees' if r is None else r[0]} ({time.time() - t0:.1f} s)", flush=True)
+        n += 1
+        if r is None:
+            continue
+        failures += 1
+        kind, msg = r
+        small = shrink(args.gradc, prog, folder, kind, exe)
+        keep = os.path.join(args.work, f"failure-{seed}")
+        small.write(keep)
+        final = check(args.gradc, small, keep, exe) or r
+        print(f"DISAGREEMENT (seed {seed}, {kind}): {msg}\n  shrunk program: {keep}/p.dg, inputs {keep}/in\n"
+              f"  on it: {final[1]}\n{small.text()}", flush=True)
+        if not args.keep_going:
+            break
+    print(f"dgsmith: {n} programs, {failures} disagreements (seed {args.seed})")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
