@@ -274,6 +274,12 @@ class Body {
         in.insert(in.end(), idx.begin() + axis + ri, idx.end());
         return value(n.args[0], in);
       }
+      case Op::CheckLabels: {
+        const std::string x = arg(0);
+        line(fmt::format("if ({0} != {1} && ({0} < 0 || {0} >= {2})) gradc::label_error(\"{3}\", rank, {0}, {2}, {1}, {4}, \"{5}\");",
+                         x, n.attr_int("ignore"), n.attr_int("n"), where(n), flat_index(idx, t.shape), dims(t.shape)));
+        return x;
+      }
       case Op::FloorDiv:
       case Op::Mod: {
         std::string a = arg(0), d = arg(1);

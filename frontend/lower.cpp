@@ -787,7 +787,7 @@ V Lowerer::builtin(const Expr& e) {
     return V{finish_reduce(r, t.shape, axes, keep, loc)};
   }
   if (f == "softmax" || f == "log_softmax" || f == "normalize") {
-    Call c = bind_args(e, {"x", "axis"}, 1);
+    Call c = bind_args(e, f == "normalize" ? std::vector<std::string>{"x", "axis", "eps"} : std::vector<std::string>{"x", "axis"}, 1);
     ValueId x = float_tensor(arg(c, "x"), loc);
     int axis = axis1(c, "axis", g_.type(x), -1);
     if (f == "log_softmax") return V{log_softmax(x, axis, loc)};
@@ -795,12 +795,25 @@ V Lowerer::builtin(const Expr& e) {
       ValueId ex = op(Op::Exp, {op(Op::Sub, {x, max_keep(x, axis, loc)}, loc).id}, loc).id;
       return op(Op::Div, {ex, sum_keep(ex, axis, loc)}, loc);
     }
-    ValueId norm = op(Op::Sqrt, {sum_keep(op(Op::Mul, {x, x}, loc).id, axis, loc)}, loc).id;
-    ValueId eps = constant(Type{g_.type(x).dtype, {}}, 1e-12, loc);
-    return op(Op::Div, {x, op(Op::Maximum, {norm, eps}, loc).id}, loc);
+    // x / max(||x||, eps), as PyTorch's. The norm's derivative is 0 where it is 0 (as
+    // torch.norm's): sqrt(where(s > 0, s, 1)) * (s > 0), so a zero row's gradient is
+    // g / eps, finite, and not 0 * inf.
+    double eps = 1e-12;
+    if (const Expr* ee = c.get("eps")) {
+      V ev = expr(*ee);
+      if (!ev.is_lit() || !(ev.num > 0)) user_error(ee->loc, "normalize: eps must be a constant > 0");
+      eps = ev.num;
+    }
+    const DType dt = g_.type(x).dtype;
+    ValueId s = sum_keep(op(Op::Mul, {x, x}, loc).id, axis, loc);
+    ValueId some = op(Op::Gt, {s, constant(Type{dt, {}}, 0, loc)}, loc).id;
+    if (g_.type(some).dtype != dt) some = tensor(V{some}, dt, loc);
+    ValueId safe = op(Op::Where, {some, s, constant(Type{dt, {}}, 1, loc)}, loc).id;
+    ValueId norm = op(Op::Mul, {op(Op::Sqrt, {safe}, loc).id, some}, loc).id;
+    return op(Op::Div, {x, op(Op::Maximum, {norm, constant(Type{dt, {}}, eps, loc)}, loc).id}, loc);
   }
   if (f == "cross_entropy") {
-    Call c = bind_args(e, {"logits", "labels"}, 2);
+    Call c = bind_args(e, {"logits", "labels", "ignore_index"}, 2);
     ValueId logits = float_tensor(arg(c, "logits"), loc);
     ValueId labels = targ(c, "labels");
     const Type lt = g_.type(logits);
@@ -809,14 +822,26 @@ V Lowerer::builtin(const Expr& e) {
     if (g_.type(labels).shape != batch || g_.type(labels).dtype != DType::I32)
       user_error(c.loc_of("labels"), "cross_entropy: labels must be i32{} for logits {}, got {}",
                  shape_str(batch), type_str(lt), type_str(g_.type(labels)));
+    // PyTorch's: the mean over the rows whose label is not ignore_index of -log_softmax at
+    // the label. A label out of range is an error at run time; the label's entry is
+    // selected (a where, not a product with one_hot: a -inf logit elsewhere stays out).
+    const int64_t ignore = c.get("ignore_index") ? static_int(*c.get("ignore_index"), "ignore_index") : -100;
     int cls = lt.rank() - 1;
-    ValueId oh = one_hot(labels, lt.shape.back(), loc);
-    if (g_.type(oh).dtype != lt.dtype) oh = tensor(V{oh}, lt.dtype, loc);
-    ValueId picked = reduce(Op::ReduceSum, op(Op::Mul, {oh, log_softmax(logits, cls, loc)}, loc).id, {cls}, loc);
+    Attrs ca;
+    ca.set("n", Attr::of_int(lt.shape.back()));
+    ca.set("ignore", Attr::of_int(ignore));
+    labels = op(Op::CheckLabels, {labels}, loc, ca).id;
     std::vector<int> all;
     for (int d = 0; d < cls; ++d) all.push_back(d);
+    // The count first: the rows' forward and backward then run as one row group after it.
+    ValueId kept = op(Op::Ne, {labels, constant(Type{DType::I32, {}}, double(ignore), loc)}, loc).id;
+    if (g_.type(kept).dtype != lt.dtype) kept = tensor(V{kept}, lt.dtype, loc);
+    ValueId count = reduce(Op::ReduceSum, kept, all, loc);  // 0 when every row is ignored: NaN, as PyTorch's
+    ValueId hit = one_hot(labels, lt.shape.back(), loc);
+    ValueId zero = constant(Type{lt.dtype, {}}, 0, loc);
+    ValueId picked = reduce(Op::ReduceSum, op(Op::Where, {hit, log_softmax(logits, cls, loc), zero}, loc).id, {cls}, loc);
     ValueId total = reduce(Op::ReduceSum, picked, all, loc);
-    return op(Op::Neg, {div_scalar(total, double(std::max<int64_t>(num_elements(batch), 1)), loc)}, loc);
+    return op(Op::Neg, {op(Op::Div, {total, count}, loc).id}, loc);
   }
   if (f == "one_hot") {
     Call c = bind_args(e, {"labels", "n"}, 2);

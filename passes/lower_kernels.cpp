@@ -89,9 +89,10 @@ class Lowerer {
     std::vector<int>& uses = uses_;
     uses.assign(count, 0);
     buffered_.assign(count, false);
-    // A value computed from rank, iota and constants alone by a few elementwise ops
-    // (labels, a one-hot mask) reads no memory: it is computed wherever it is used,
-    // however many use it, instead of being written out and read back.
+    // A value computed from rank, iota, constants and one-element buffers alone by a few
+    // elementwise ops (labels, a one-hot mask, the gradient of a mean over them) reads
+    // next to no memory: it is computed wherever it is used, however many use it,
+    // instead of being written out and read back.
     std::vector<int> leaf_ops(count, 0);  // such a value's op count, 0 for any other
     // A transpose some BLAS call reads as a flag on its operand: that operand is the
     // buffer, so the transpose is never the one computing a folded matmul.
@@ -110,7 +111,11 @@ class Lowerer {
           if (op.trans) gemm_flag[size_t(a)] = true;
         }
       if (f == KernelForm::Comm) buffered_[size_t(n.args[0])] = true;
-      if (is_cheap(n)) {
+      // A one-element result of a reduction, BLAS call, collective or input is one load
+      // wherever it is read (cross_entropy's count of labels, a learning rate): as cheap.
+      const bool one_load = n.type->size() == 1 && (f == KernelForm::Reduce || f == KernelForm::Gemm ||
+                                                    f == KernelForm::Comm || n.op == Op::Input);
+      if (is_cheap(n) || one_load) {
         leaf_ops[i] = 1;
       } else if (is_elementwise(n.op) || n.op == Op::Reshape || n.op == Op::BroadcastTo) {
         int ops = 1;
@@ -166,7 +171,7 @@ class Lowerer {
     }
   }
   static constexpr int64_t kMaxFused = 256;
-  static constexpr int kMaxLeafOps = 16;
+  static constexpr int kMaxLeafOps = 24;
 
   int add_buffer(ValueId v, LBuffer::Kind kind) {
     LBuffer b;

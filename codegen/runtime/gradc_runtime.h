@@ -119,6 +119,20 @@ GRADC_HD inline void index_error(const char* where, int rank, int64_t index, int
 #endif
 }
 
+GRADC_HD inline void label_error(const char* where, int rank, int64_t label, int64_t n, int64_t ignore,
+                                 int64_t element, const char* dims) {
+#if defined(__CUDA_ARCH__)
+  printf("%s: error: cross_entropy: label %lld is out of range 0..%lld on rank %d, at element %s of the labels "
+         "(ignore_index is %lld)\n", where, (long long)label, (long long)(n - 1), rank, element_text(element, dims).s,
+         (long long)ignore);
+  __trap();
+#else
+  throw std::runtime_error(std::string(where) + ": cross_entropy: label " + std::to_string(label) + " is out of range 0.." +
+                           std::to_string(n - 1) + " on rank " + std::to_string(rank) + ", at element " +
+                           element_str(element, dims) + " of the labels (ignore_index is " + std::to_string(ignore) + ")");
+#endif
+}
+
 // ---- reductions over ranks, in rank order (as the interpreter combines them) ---
 template <class T>
 GRADC_HD inline T combine(ROp op, T a, T b) {

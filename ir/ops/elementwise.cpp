@@ -175,6 +175,26 @@ Tensor eval_int_division(const Node& n, const Args& a, const EvalCtx& ctx) {
   return eval_binary(n, a, ctx);
 }
 
+// cross_entropy's labels: each in 0..n-1 or the ignored value, else an error at the op
+// naming the label, the rank and the element (PyTorch: "Target 7 is out of bounds").
+Type infer_check_labels(const Graph& g, const Node& n) {
+  const Type& t = arg_type(g, n, 0);
+  if (t.dtype != DType::I32) user_error(n.loc, "check_labels: labels must be i32, got {}", type_str(t));
+  n.attr_int("n");
+  n.attr_int("ignore");
+  return t;
+}
+Tensor eval_check_labels(const Node& n, const Args& a, const EvalCtx& ctx) {
+  const int64_t classes = n.attr_int("n"), ignore = n.attr_int("ignore");
+  const int32_t* x = a[0]->data<int32_t>();
+  for (int64_t i = 0; i < a[0]->size(); ++i)
+    if (x[i] != ignore && (x[i] < 0 || x[i] >= classes))
+      throw UserError(n.loc, fmt::format("cross_entropy: label {} is out of range 0..{} on rank {}, at element {} of the "
+                                         "labels (ignore_index is {})",
+                                         x[i], classes - 1, ctx.rank, element_str(i, a[0]->shape()), ignore));
+  return *a[0];
+}
+
 Tensor eval_where(const Node& n, const Args& a, const EvalCtx&) {
   Tensor y = Tensor::empty(n.type);
   dispatch(a[0]->dtype(), [&](auto tc) {
@@ -313,6 +333,7 @@ void register_elementwise_ops(RuleTable& t) {
     t[op] = {infer_binary, eval_binary, nullptr};
   t[Op::FloorDiv] = t[Op::Mod] = {infer_binary, eval_int_division, nullptr};
   t[Op::Where] = {infer_where, eval_where, nullptr};
+  t[Op::CheckLabels] = {infer_check_labels, eval_check_labels, nullptr};
   const std::pair<Op, VjpFn> vjps[] = {
       {Op::Neg, vjp_neg},         {Op::Exp, vjp_exp},         {Op::Log, vjp_log},
       {Op::Sqrt, vjp_sqrt},       {Op::Rsqrt, vjp_rsqrt},     {Op::Abs, vjp_abs},

@@ -676,12 +676,17 @@ def generate(seed):
     rng = random.Random(seed)
     world = rng.choice([1, 2, 2, 3, 4])
     g = Gen(rng, world)
+    dense = rng.random() < 0.5  # square matrices of one size: chains of matmuls and transposes (linear layers)
+    d = rng.choice([2, 3, 4]) * (world if rng.random() < 0.3 else 1)
     for _ in range(rng.randrange(1, 4)):
-        shape = tuple(rng.choice([1, 2, 3, 4]) * (world if rng.random() < 0.4 else 1) for _ in range(rng.randrange(1, 3)))
+        shape = (d, d) if dense else tuple(rng.choice([1, 2, 3, 4]) * (world if rng.random() < 0.4 else 1)
+                                           for _ in range(rng.randrange(1, 3)))
         g.input(shape)
     kinds = [g.unary] * 4 + [g.binary] * 4 + [g.reduction] * 2 + [g.matmul] * 3 + [g.view] * 3 + [g.take] * 2 + \
             [g.composite] * 2 + [g.collective] * 4 + [g.loop, g.call, g.batched_matmul]
-    target = rng.randrange(3, 10)
+    if dense:
+        kinds += [g.matmul] * 8 + [g.take] * 2
+    target = rng.randrange(3, 13)
     tries = 0
     while len(g.p.stmts) < target and tries < 200:
         tries += 1
