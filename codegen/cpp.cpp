@@ -45,8 +45,8 @@ std::string flat_index(const std::vector<std::string>& idx, const Shape& shape) 
 // expressions, memoised within a scope.
 class Body {
  public:
-  Body(const Lowered& l, const LKernel& k, const std::string& source, const std::set<std::string>& buffer_names)
-      : l_(l), g_(l.graph), source_(source), buffer_names_(buffer_names), fused_(k.fused.begin(), k.fused.end()) {}
+  Body(const Lowered& l, const LKernel& k, const std::string& source)
+      : l_(l), g_(l.graph), source_(source), fused_(k.fused.begin(), k.fused.end()) {}
 
   // Splits flat index `flat` of `shape` into one variable per axis.
   std::vector<std::string> unflatten(const std::string& flat, const Shape& shape, const std::string& prefix) {
@@ -118,18 +118,11 @@ class Body {
   std::set<int> reads;  // buffers read
 
  private:
+  // A local: vK, or vK_NAME for a named value (never a field's b_NAME, an index variable or C++).
   std::string fresh(ValueId v) {
-    const std::string& n = g_[v].name;
-    std::string base = "v";
-    if (!n.empty() && (std::isalpha(static_cast<unsigned char>(n[0])) || n[0] == '_')) {
-      base = n;
-      std::replace(base.begin(), base.end(), '.', '_');
-    }
-    // not a buffer's name (a value named c.2 has the buffer c_2)
-    for (;;) {
-      std::string name = fmt::format("{}_{}", base, counter_++);
-      if (!buffer_names_.count(name)) return name;
-    }
+    std::string n = g_[v].name;
+    std::replace(n.begin(), n.end(), '.', '_');
+    return n.empty() ? fmt::format("v{}", counter_++) : fmt::format("v{}_{}", counter_++, n);
   }
   std::string def(ValueId v, const std::string& expr) {
     std::string name = fresh(v);
@@ -141,11 +134,11 @@ class Body {
     const LBuffer& x = l_.buffers[size_t(b)];
     const bool elem = !elem_flat_.empty() && idx == elem_idx_ && x.type->shape == elem_shape_;
     if (row_len_ > 0 && l_.buffers[size_t(base_buffer(l_, b))].row_local) {  // it holds the current row only
-      if (elem && !in_row_.empty()) return fmt::format("{}[{}]", x.name, in_row_);
-      return fmt::format("{}[{} - {} * {}]", x.name, elem ? elem_flat_ : flat_index(idx, x.type->shape), row_var_, row_len_);
+      if (elem && !in_row_.empty()) return fmt::format("b_{}[{}]", x.name, in_row_);
+      return fmt::format("b_{}[{} - {} * {}]", x.name, elem ? elem_flat_ : flat_index(idx, x.type->shape), row_var_, row_len_);
     }
-    if (elem) return fmt::format("{}[{}]", x.name, elem_flat_);
-    return fmt::format("{}[{}]", x.name, flat_index(idx, x.type->shape));
+    if (elem) return fmt::format("b_{}[{}]", x.name, elem_flat_);
+    return fmt::format("b_{}[{}]", x.name, flat_index(idx, x.type->shape));
   }
   static bool mentions(const std::string& line, const std::string& var) {
     for (size_t p = line.find(var); p != std::string::npos; p = line.find(var, p + 1)) {
@@ -303,7 +296,6 @@ class Body {
   const Lowered& l_;
   const Graph& g_;
   const std::string& source_;
-  const std::set<std::string>& buffer_names_;
   std::set<ValueId> fused_;
   std::vector<std::map<std::string, std::string>> memo_{1};
   std::vector<std::string> elem_idx_;
@@ -334,10 +326,77 @@ std::string blocks(const Shape& shape, int64_t axis, int64_t parts = 1) {
   return fmt::format("gradc::Blocks{{{}, {}, {}}}", outer, shape[size_t(axis)] / parts, inner);
 }
 
+// ---- names ------------------------------------------------------------------------
+// A user's names reach generated code in four places, each kept apart from what
+// gradc writes itself, so that no name of a program can break it:
+//   kernel fields   b_NAME (a buffer a functor reads); its locals are vK_NAME and its
+//                   index variables a letter and digits (i0, q1, f3): never b_ or v<digit>
+//   class members   in_NAME_, out_NAME_, default_NAME_ (gradc's own: stream_, ws_, ...)
+//   the class's API set_NAME, NAME(), NAME_type, ...: a name that would clash with C++
+//                   (a keyword, a macro, std), with the class's own members or with
+//                   another name's members takes a trailing _ until it does not
+//   the class       the program's name, likewise (codegen/cpp.h: cpp_safe)
+}  // namespace
+
+bool cpp_reserved(const std::string& n) {
+  static const std::set<std::string> words = {
+      "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch",
+      "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval", "constexpr",
+      "constinit", "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype", "default", "delete",
+      "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false", "float", "for",
+      "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
+      "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register", "reinterpret_cast",
+      "requires", "return", "short", "signed", "sizeof", "static", "static_assert", "static_cast", "struct",
+      "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid", "typename",
+      "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq", "final",
+      "override", "import", "module",
+      // names and macros of the headers generated code includes
+      "std", "gradc", "main", "NAN", "INFINITY", "NULL", "EOF", "assert", "errno", "stdin", "stdout", "stderr",
+      "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t", "size_t",
+      "ptrdiff_t", "M_PI", "M_E", "FLT_MAX", "DBL_MAX", "INT32_MAX", "INT32_MIN", "HUGE_VAL", "offsetof",
+      "cudaStream_t", "ncclComm_t", "cublasHandle_t", "MPI_Comm", "__global__", "__device__", "__host__"};
+  return words.count(n) > 0 || n.rfind("GRADC_", 0) == 0 || n.rfind("__", 0) == 0 ||
+         (n.size() > 1 && n[0] == '_' && std::isupper(static_cast<unsigned char>(n[1])));
+}
+
+namespace {
+
+// Each input's and output's name in the class's API (see above), by its name in the program.
+std::map<std::string, std::string> api_names(const Lowered& l, const std::string& cls) {
+  std::set<std::string> taken = {cls, "world", "workspace_bytes", "run", "keep_defaults", "check_shared_inputs",
+                                 "stream_", "comm_stream_", "comm_", "blas_", "events_", "scratch_bytes", "rank_",
+                                 "ws_", "partials_", "shared_checks_"};
+  std::map<std::string, std::string> api;
+  std::set<std::string> outputs;
+  for (const auto& o : l.outputs) outputs.insert(o.first);
+  auto members = [&](const std::string& a, const std::string& n) {
+    std::vector<std::string> m = {a + "_type", a + "_size", a + "_rank", a + "_shape"};
+    bool input = std::any_of(l.inputs.begin(), l.inputs.end(), [&](const auto& i) { return i.first == n; });
+    if (input) m.push_back("set_" + a);
+    if (outputs.count(n)) m.insert(m.end(), {a, "set_" + a + "_out"});
+    return m;
+  };
+  auto name = [&](const std::string& n) {
+    if (api.count(n)) return;
+    std::string a = n;
+    for (;;) {
+      std::vector<std::string> m = members(a, n);
+      if (!cpp_reserved(a) && std::none_of(m.begin(), m.end(), [&](const std::string& x) { return taken.count(x) > 0; }))
+        break;
+      a += "_";
+    }
+    for (const std::string& x : members(a, n)) taken.insert(x);
+    api[n] = a;
+  };
+  for (const auto& i : l.inputs) name(i.first);
+  for (const auto& o : l.outputs) name(o.first);
+  return api;
+}
+
 class Writer {
  public:
   Writer(const Lowered& l, Target t, std::string name, std::string source)
-      : l_(l), g_(l.graph), target_(t), name_(std::move(name)), source_(std::move(source)) {}
+      : l_(l), g_(l.graph), target_(t), name_(std::move(name)), source_(std::move(source)), api_(api_names(l, name_)) {}
 
   std::string header() {
     std::string s = fmt::format(
@@ -352,25 +411,32 @@ class Writer {
       if (described.insert(n).second) s += shape_members(n, l_.buffers[size_t(b)]);
     for (const auto& [n, b] : l_.outputs)
       if (described.insert(n).second) s += shape_members(n, l_.buffers[size_t(b)]);
+    for (const auto& [n, a] : api_)
+      if (n != a) s += fmt::format("  // '{}' of the program is {} here ({} is taken in C++ or in this class)\n", n, a, n);
     s += fmt::format("  static constexpr int64_t workspace_bytes = {};\n\n", l_.workspace_bytes);
     s += fmt::format("  {}({});\n  ~{}();\n  {}(const {}&) = delete;\n  {}& operator=(const {}&) = delete;\n\n", name_,
                      target_ == Target::Cuda ? "ncclComm_t comm, cudaStream_t stream" : "gradc::Comm& comm", name_,
                      name_, name_, name_, name_);
     for (const auto& [n, b] : l_.inputs) {
       const LBuffer& x = l_.buffers[size_t(b)];
-      s += fmt::format("  void set_{}(const {}* p) {{ {}_ = p; }}{}\n", n, ctype(x.type->dtype), n,
+      s += fmt::format("  void set_{}(const {}* p) {{ in_{}_ = p; }}{}\n", api(n), ctype(x.type->dtype), n,
                        l_.graph[x.value].args.empty() ? "  // required" : "  // optional: it has a default");
     }
     for (const auto& [n, b] : l_.outputs) {
       const LBuffer& x = l_.buffers[size_t(b)];
-      s += fmt::format("  {}* {}();\n", ctype(x.type->dtype), n);
-      s += fmt::format("  void set_{}_out({}* p) {{ {}_out_ = p; }}\n", n, ctype(x.type->dtype), n);
+      s += fmt::format("  {}* {}();\n", ctype(x.type->dtype), api(n));
+      s += fmt::format("  void set_{}_out({}* p) {{ out_{}_ = p; }}\n", api(n), ctype(x.type->dtype), n);
     }
     s += "  void run();  // enqueues one step; does not synchronise\n";
+    if (any_shared())
+      s += "  // Check that each shared input holds the same data on every rank in the next `steps`\n"
+           "  // runs (-1: every run), which then synchronise. Default: every run in debug builds,\n"
+           "  // none with NDEBUG (GRADC_CHECK_SHARED overrides it).\n"
+           "  void check_shared_inputs(int steps) { shared_checks_ = steps; }\n";
     s += "  // After a run(), inputs left unset keep the defaults it computed: later runs skip\n"
          "  // computing them (the inputs then count as given, and no longer change).\n  void keep_defaults() {";
     for (const auto& [n, b] : l_.inputs)
-      if (!l_.graph[l_.buffers[size_t(b)].value].args.empty()) s += fmt::format(" if (!{0}_) {0}_ = {0}_default_;", n);
+      if (!l_.graph[l_.buffers[size_t(b)].value].args.empty()) s += fmt::format(" if (!in_{0}_) in_{0}_ = default_{0}_;", n);
     s += " }\n\n private:\n";
     if (target_ == Target::Cuda)
       s += fmt::format("  cudaStream_t stream_, comm_stream_;  // compute, and communication\n  gradc::Comm comm_;\n"
@@ -380,13 +446,14 @@ class Writer {
     else
       s += "  gradc::Comm& comm_;\n  gradc::Stream stream_, comm_stream_;\n  gradc::Blas blas_;\n";
     s += "  int32_t rank_;\n  char* ws_ = nullptr;\n  gradc::Partials partials_;  // a reduction's partial results\n";
+    if (any_shared()) s += "  int shared_checks_ = GRADC_CHECK_SHARED;\n";
     for (const auto& [n, b] : l_.inputs)
-      s += fmt::format("  const {}* {}_ = nullptr;\n", ctype(l_.buffers[size_t(b)].type->dtype), n);
+      s += fmt::format("  const {}* in_{}_ = nullptr;\n", ctype(l_.buffers[size_t(b)].type->dtype), n);
     for (const auto& [n, b] : l_.outputs)
-      s += fmt::format("  {}* {}_out_ = nullptr;\n", ctype(l_.buffers[size_t(b)].type->dtype), n);
+      s += fmt::format("  {}* out_{}_ = nullptr;\n", ctype(l_.buffers[size_t(b)].type->dtype), n);
     for (const auto& [n, b] : l_.inputs)
       if (!l_.graph[l_.buffers[size_t(b)].value].args.empty())
-        s += fmt::format("  {}* {}_default_ = nullptr;  // where its default is computed\n",
+        s += fmt::format("  {}* default_{}_ = nullptr;  // where its default is computed\n",
                          ctype(l_.buffers[size_t(b)].type->dtype), n);
     return s + "};\n";
   }
@@ -407,13 +474,14 @@ class Writer {
     s += constructor();
     s += run();
     for (const auto& [n, b] : l_.outputs)  // where each output is: the caller's place, else the plan's
-      s += fmt::format("\n{}* {}::{}() {{ return {}_out_ ? {}_out_ : {}; }}\n", ctype(l_.buffers[size_t(b)].type->dtype),
-                       name_, n, n, n, raw(b, false));
+      s += fmt::format("\n{}* {}::{}() {{ return out_{}_ ? out_{}_ : {}; }}\n", ctype(l_.buffers[size_t(b)].type->dtype),
+                       name_, api(n), n, n, raw(b, false));
     return s;
   }
 
  private:
-  std::string shape_members(const std::string& n, const LBuffer& b) {
+  std::string shape_members(const std::string& name, const LBuffer& b) {
+    const std::string& n = api(name);
     std::string dims = b.type->shape.empty() ? "" : fmt::format("{}", fmt::join(b.type->shape, ", "));
     return fmt::format("  using {}_type = {};\n  static constexpr int64_t {}_size = {};\n"
                        "  static constexpr int {}_rank = {};\n  static constexpr int64_t {}_shape[{}] = {{{}}};\n",
@@ -442,7 +510,7 @@ class Writer {
   std::string ptr(int b, bool for_reading) {
     if (written(b))
       for (const auto& [n, ob] : l_.outputs)
-        if (ob == b) return fmt::format("{}()", n);
+        if (ob == b) return fmt::format("{}()", api(n));
     return raw(b, for_reading);
   }
   // Whether a kernel writes buffer b in every step (an input's default is written elsewhere).
@@ -457,7 +525,7 @@ class Writer {
     std::string p;
     if (base->kind == LBuffer::Input) {
       const std::string& n = g_[base->value].attr_sym("name");
-      p = g_[base->value].args.empty() ? n + "_" : fmt::format("({}_ ? {}_ : {}_default_)", n, n, n);
+      p = g_[base->value].args.empty() ? "in_" + n + "_" : fmt::format("(in_{0}_ ? in_{0}_ : default_{0}_)", n);
       if (!for_reading) p = fmt::format("const_cast<{}*>({})", t, p);
     } else if (base->kind == LBuffer::Const) {
       p = fmt::format("{}_data", base->name);
@@ -472,9 +540,7 @@ class Writer {
   std::string functor(int i) {
     const LKernel& k = l_.kernels[size_t(i)];
     const Type& out = l_.buffers[size_t(k.out)].type;
-    if (buffer_names_.empty())
-      for (const LBuffer& b : l_.buffers) buffer_names_.insert(b.name);
-    Body body(l_, k, source_, buffer_names_);
+    Body body(l_, k, source_);
     std::string result;
     std::string signature;
     if (k.kind == LKernel::Map && k.group >= 0) {
@@ -523,7 +589,7 @@ class Writer {
     std::string s = comment(k);
     s += fmt::format("struct {} {{\n", kernel_name(i));
     for (int b : body.reads)
-      s += fmt::format("  const {}* {};\n", ctype(l_.buffers[size_t(b)].type->dtype), l_.buffers[size_t(b)].name);
+      s += fmt::format("  const {}* b_{};\n", ctype(l_.buffers[size_t(b)].type->dtype), l_.buffers[size_t(b)].name);
     s += "  int32_t rank;\n";
     s += fmt::format("  {} {{\n{}  }}\n}};\n\n", signature, body.text());
     reads_[i] = std::vector<int>(body.reads.begin(), body.reads.end());
@@ -560,13 +626,13 @@ class Writer {
     s += "  ws_ = static_cast<char*>(gradc::alloc(workspace_bytes));\n  partials_ = gradc::alloc_partials();\n";
     for (const auto& [n, b] : l_.inputs)
       if (!g_[l_.buffers[size_t(b)].value].args.empty())
-        s += fmt::format("  {}_default_ = static_cast<{}*>(gradc::alloc({} * sizeof({})));\n", n,
+        s += fmt::format("  default_{}_ = static_cast<{}*>(gradc::alloc({} * sizeof({})));\n", n,
                          ctype(l_.buffers[size_t(b)].type->dtype), l_.buffers[size_t(b)].type->size(),
                          ctype(l_.buffers[size_t(b)].type->dtype));
     s += "}\n\n";
     s += fmt::format("{}::~{}() {{\n  gradc::release(ws_);\n  gradc::release(partials_);\n", name_, name_);
     for (const auto& [n, b] : l_.inputs)
-      if (!g_[l_.buffers[size_t(b)].value].args.empty()) s += fmt::format("  gradc::release({}_default_);\n", n);
+      if (!g_[l_.buffers[size_t(b)].value].args.empty()) s += fmt::format("  gradc::release(default_{}_);\n", n);
     if (target_ == Target::Cuda)
       s += "  gradc::release(comm_.scratch);\n  for (cudaEvent_t e : events_) cudaEventDestroy(e);\n"
            "  cublasDestroy(blas_);\n  cudaStreamDestroy(comm_stream_);\n";
@@ -584,13 +650,31 @@ class Writer {
                        type_str(b.type), fmt::join(b.type->shape, ", "));
   }
 
+  bool any_shared() const {
+    return std::any_of(l_.inputs.begin(), l_.inputs.end(),
+                       [&](const auto& in) { return g_[l_.buffers[size_t(in.second)].value].attrs.has("shared"); });
+  }
+  // A shared input's data checked against rank 0's (when this run checks).
+  std::string shared_check(int b) {
+    const LBuffer& x = l_.buffers[size_t(b)];
+    const Node& n = g_[x.value];
+    if (!n.attrs.has("shared")) return "";
+    return fmt::format("  if (check_shared) gradc::check_shared(comm_, stream_, {}, {}, {}, \"{}\", \"{}:{}:{}\");\n",
+                       ptr(b, true), x.type->size(), dtype_enum(x.type->dtype), n.attr_sym("name"), source_, n.loc.line,
+                       n.loc.col);
+  }
+
   std::string run() {
     std::string s = fmt::format("void {}::run() {{\n", name_);
+    if (any_shared())
+      s += "  const bool check_shared = shared_checks_ != 0;\n  if (shared_checks_ > 0) --shared_checks_;\n";
     for (const auto& [n, b] : l_.inputs)  // given inputs; a default is checked where it is computed
       if (g_[l_.buffers[size_t(b)].value].args.empty()) s += finite_check(b, "stream_");
     for (const auto& [n, b] : l_.inputs)
       if (g_[l_.buffers[size_t(b)].value].args.empty())
-        s += fmt::format("  if (!{}_) gradc::missing_input(\"{}\", \"{}\");\n", n, name_, n);
+        s += fmt::format("  if (!in_{}_) gradc::missing_input(\"{}\", \"{}\");\n", n, name_, api(n));
+    for (const auto& [n, b] : l_.inputs)  // a default is checked where it is computed
+      if (g_[l_.buffers[size_t(b)].value].args.empty()) s += shared_check(b);
     for (size_t i = 0; i < l_.kernels.size(); ++i) {
       const LKernel& k = l_.kernels[i];
       std::string stream = k.stream == LKernel::Compute ? "stream_" : "comm_stream_";
@@ -614,7 +698,7 @@ class Writer {
           const std::string n_arg = n_out == 1 ? "" : fmt::format("{}, ", n_out);
           call += fmt::format("  gradc::map{}({}, {}{}{{{}}}, {});\n", n_out == 1 ? "_one" : "", stream, n_arg,
                               kernel_name(int(i)), fmt::join(fields, ", "),
-                              k.guard >= 0 ? fmt::format("{}_default_", g_[out.value].attr_sym("name")) : ptr(k.out, false));
+                              k.guard >= 0 ? fmt::format("default_{}_", g_[out.value].attr_sym("name")) : ptr(k.out, false));
           break;
         }
         case LKernel::Reduce: {
@@ -642,9 +726,10 @@ class Writer {
       }
       if (k.guard >= 0) {
         const std::string& n = g_[out.value].attr_sym("name");
-        call = fmt::format("  if (!{}_) {{  // the default of {}\n{}  }}\n", n, n, indent(call));
+        call = fmt::format("  if (!in_{}_) {{  // the default of {}\n{}  }}\n", n, n, indent(call));
       }
       s += fmt::format("  // {} ({})\n", out.name, where) + call + finite_check(k.out, stream);
+      if (k.guard >= 0) s += shared_check(k.guard);
       if (target_ == Target::Cuda) s += fmt::format("  GRADC_CUDA(cudaEventRecord(events_[{}], {}), \"{}\");\n", i, stream, where);
     }
     if (target_ == Target::Cuda && !l_.kernels.empty())  // the step ends on the compute stream
@@ -656,7 +741,7 @@ class Writer {
       const auto& [n, b] = l_.outputs[k];
       if (written(b) && first.insert(b).second) continue;
       const LBuffer& x = l_.buffers[size_t(b)];
-      s += fmt::format("  if ({}_out_) gradc::copy(stream_, {}_out_, {}, {});\n", n, n, ptr(b, true), x.bytes());
+      s += fmt::format("  if (out_{0}_) gradc::copy(stream_, out_{0}_, {1}, {2});\n", n, ptr(b, true), x.bytes());
     }
     return s + "}\n";
   }
@@ -761,8 +846,9 @@ class Writer {
   const Graph& g_;
   Target target_;
   std::string name_, source_;
-  std::set<std::string> buffer_names_;  // filled on first use: kernel locals avoid them
   std::map<int, std::vector<int>> reads_;
+  std::map<std::string, std::string> api_;  // an input's or output's name in the API, by its name
+  const std::string& api(const std::string& n) const { return api_.at(n); }
 };
 
 }  // namespace
@@ -799,6 +885,7 @@ std::string cmake_file(const std::string& name, Target target) {
 
 GeneratedFile generate_main(const Lowered& l, Target target, const std::string& name) {
   const Graph& g = l.graph;
+  const std::map<std::string, std::string> api = api_names(l, name);
   auto arg = [&](const std::string& n, int b, bool has_default) {
     const LBuffer& x = l.buffers[size_t(b)];
     std::string dims = x.type->shape.empty() ? "0" : fmt::format("{}", fmt::join(x.type->shape, ", "));
@@ -808,6 +895,8 @@ GeneratedFile generate_main(const Lowered& l, Target target, const std::string& 
   std::vector<std::string> ins, outs;
   for (const auto& [n, b] : l.inputs) ins.push_back(arg(n, b, !g[l.buffers[size_t(b)].value].args.empty()));
   for (const auto& [n, b] : l.outputs) outs.push_back(arg(n, b, false));
+  const bool shared = std::any_of(l.inputs.begin(), l.inputs.end(),
+                                  [&](const auto& in) { return g[l.buffers[size_t(in.second)].value].attrs.has("shared"); });
   std::string s = fmt::format("// Generated by gradc: the standalone executable of {0}.\n#include \"{0}.h\"\n"
                               "#include \"gradc_main.h\"\n\n", name);
   s += "int main(int argc, char** argv) {\n";
@@ -817,25 +906,27 @@ GeneratedFile generate_main(const Lowered& l, Target target, const std::string& 
     s += "  return gradc::exe::main_cuda(program, argc, argv, [&](ncclComm_t comm, cudaStream_t stream, "
          "gradc::exe::DeviceData& d) {\n";
     s += fmt::format("    {} step(comm, stream);\n", name);
+    if (shared) s += "    step.check_shared_inputs(1);  // the first step: the inputs do not change\n";
   } else {
     s += "  return gradc::exe::main(program, argc, argv, [&](gradc::Comm& comm, gradc::exe::RankData& d, int iters, "
          "const gradc::exe::Barrier& barrier) {\n";
     s += fmt::format("    {} step(comm);\n", name);
+    if (shared) s += "    step.check_shared_inputs(1);  // the first step: the inputs do not change\n";
   }
   // Host vectors on the CPU, device pointers on CUDA: both bind by pointer, no copies.
   const bool cuda = target == Target::Cuda;
   for (size_t i = 0; i < l.inputs.size(); ++i) {
     const auto& [n, b] = l.inputs[i];
     const char* t = ctype(l.buffers[size_t(b)].type->dtype);
-    s += cuda ? fmt::format("    if (d.inputs[{0}]) step.set_{1}(static_cast<const {2}*>(d.inputs[{0}]));\n", i, n, t)
+    s += cuda ? fmt::format("    if (d.inputs[{0}]) step.set_{1}(static_cast<const {2}*>(d.inputs[{0}]));\n", i, api.at(n), t)
               : fmt::format("    if (!d.inputs[{0}].empty()) step.set_{1}(reinterpret_cast<const {2}*>(d.inputs[{0}].data()));\n",
-                            i, n, t);
+                            i, api.at(n), t);
   }
   for (size_t i = 0; i < l.outputs.size(); ++i) {
     const auto& [n, b] = l.outputs[i];
     const char* t = ctype(l.buffers[size_t(b)].type->dtype);
-    s += cuda ? fmt::format("    step.set_{}_out(static_cast<{}*>(d.outputs[{}]));\n", n, t, i)
-              : fmt::format("    step.set_{}_out(reinterpret_cast<{}*>(d.outputs[{}].data()));\n", n, t, i);
+    s += cuda ? fmt::format("    step.set_{}_out(static_cast<{}*>(d.outputs[{}]));\n", api.at(n), t, i)
+              : fmt::format("    step.set_{}_out(reinterpret_cast<{}*>(d.outputs[{}].data()));\n", api.at(n), t, i);
   }
   if (cuda)
     s += "    gradc::exe::cuda_steps(stream, d, [&] { step.run(); }, [&] { step.keep_defaults(); });\n  });\n}\n";
@@ -847,6 +938,7 @@ GeneratedFile generate_main(const Lowered& l, Target target, const std::string& 
 
 GeneratedFile generate_native_entry(const Lowered& l, const std::string& name) {
   const size_t ni = l.inputs.size(), no = l.outputs.size();
+  const std::map<std::string, std::string> api = api_names(l, name);
   std::string s = fmt::format(
       "// Generated by gradc: the entry the native backend of `gradc run` calls for {0}.\n"
       "#include \"{0}.h\"\n#include \"gradc_main.h\"\n\n"
@@ -859,14 +951,17 @@ GeneratedFile generate_native_entry(const Lowered& l, const std::string& name) {
       "  std::string why = gradc::exe::run_threads(world, [&](gradc::Comm& comm, int r, const gradc::exe::Barrier& barrier) {{\n"
       "    {0} step(comm);\n",
       name, std::max<size_t>(ni, 1), std::max<size_t>(no, 1));
+  if (std::any_of(l.inputs.begin(), l.inputs.end(),
+                  [&](const auto& in) { return l.graph[l.buffers[size_t(in.second)].value].attrs.has("shared"); }))
+    s += "    step.check_shared_inputs(1);  // the first step: the inputs do not change\n";
   for (size_t i = 0; i < ni; ++i) {
     const auto& [n, b] = l.inputs[i];
     s += fmt::format("    if (inputs[r * {0} + {1}]) step.set_{2}(static_cast<const {3}*>(inputs[r * {0} + {1}]));\n",
-                     std::max<size_t>(ni, 1), i, n, ctype(l.buffers[size_t(b)].type->dtype));
+                     std::max<size_t>(ni, 1), i, api.at(n), ctype(l.buffers[size_t(b)].type->dtype));
   }
   for (size_t i = 0; i < no; ++i) {
     const auto& [n, b] = l.outputs[i];
-    s += fmt::format("    step.set_{}_out(static_cast<{}*>(outputs[r * {} + {}]));\n", n,
+    s += fmt::format("    step.set_{}_out(static_cast<{}*>(outputs[r * {} + {}]));\n", api.at(n),
                      ctype(l.buffers[size_t(b)].type->dtype), std::max<size_t>(no, 1), i);
   }
   s += "    std::vector<double> mine;\n"

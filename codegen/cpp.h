@@ -13,6 +13,10 @@ namespace gradc {
 
 enum class Target { Cpu, Cuda };
 
+// Whether a name would clash with C++ in generated code (a keyword, a macro or a name
+// of the headers it includes): a program's class name that does takes a trailing _.
+bool cpp_reserved(const std::string& name);
+
 struct GeneratedFile {
   std::string name;  // relative to the output folder
   std::string text;

@@ -8,7 +8,9 @@ Graph dce(Graph g) {
   for (size_t i = g.nodes.size(); i-- > 0;) {
     __builtin_prefetch(&g.nodes[i >= 8 ? i - 8 : 0]);  // the array streams from memory
     // A collective is an exchange every rank takes part in: it stays even when unused.
-    if (is_collective(g.nodes[i].op)) live[i] = true;
+    // An input is the program's interface: it stays too (a backend takes its data, and
+    // checks that a shared one is the same on every rank, whether or not it is read).
+    if (is_collective(g.nodes[i].op) || g.nodes[i].op == Op::Input) live[i] = true;
     if (live[i])
       for (ValueId a : g.nodes[i].args) live[size_t(a)] = true;
   }

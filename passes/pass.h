@@ -28,7 +28,7 @@ Graph run_passes(Graph g, const std::vector<const PassInfo*>& passes, const Pipe
 
 // The passes (one file each in passes/).
 Graph infer_shapes(Graph g);  // re-derives every type; reports errors at source locations
-Graph dce(Graph g);           // drops values nothing uses; keeps every collective
+Graph dce(Graph g);           // drops values nothing uses; keeps every collective and input
 Graph cse(Graph g);           // merges identical local ops; never merges collectives
 Graph fold(Graph g);          // evaluates local ops on constants (small results only)
 

@@ -13,7 +13,7 @@ const std::vector<PassInfo>& all_passes() {
       {"replication", replication, "mark every value replicated or varying"},
       {"fold", fold, "evaluate local ops whose operands are constants"},
       {"cse", cse, "merge identical local ops (never collectives)"},
-      {"dce", dce, "remove values nothing uses (never collectives)"},
+      {"dce", dce, "remove values nothing uses (never collectives or inputs)"},
   };
   return passes;
 }

@@ -72,8 +72,11 @@ std::vector<std::vector<Tensor>> evaluate(const Graph& g, const RankInputs& inpu
   for (ValueId v : wanted) needed[size_t(v)] = keep[size_t(v)] = true;
   for (size_t i = g.nodes.size(); i-- > 0;) {
     const Node& n = g.nodes[i];
-    if (!needed[i] && !(every_collective && is_collective(n.op))) continue;
-    needed[i] = true;  // collectives always run: every rank takes part in every exchange
+    // Collectives always run: every rank takes part in every exchange. A run also
+    // reads every shared input, to check it is the same on every rank.
+    const bool shared = n.op == Op::Input && n.attrs.has("shared");
+    if (!needed[i] && !(every_collective && (is_collective(n.op) || shared))) continue;
+    needed[i] = true;
     if (n.op == Op::Input && supplied(n)) continue;
     for (ValueId a : n.args) needed[size_t(a)] = true;
   }

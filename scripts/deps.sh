@@ -2,8 +2,9 @@
 # Installs what gradc needs from Debian's packages, only where it is missing.
 set -euo pipefail
 # clang-19 with its sanitizer and libFuzzer runtimes: the sanitizer build and the fuzzers (scripts/sanitize.sh, scripts/fuzz.sh).
-# With arguments, those packages instead (bench/native.py: scripts/deps.sh python3-torch python3-numpy).
-pkgs=(cmake g++ ninja-build python3 libfmt-dev libcli11-dev libmimalloc-dev doctest-dev libopenblas-dev llvm-19-dev llvm-19-tools
+# python3-torch and python3-numpy: the checks against PyTorch (tests/edges.py, tests/difftest/dgsmith.py).
+# With arguments, those packages instead.
+pkgs=(cmake g++ ninja-build python3 python3-numpy python3-torch libfmt-dev libcli11-dev libmimalloc-dev doctest-dev libopenblas-dev llvm-19-dev llvm-19-tools
       clang-19 libclang-rt-19-dev libfuzzer-19-dev openmpi-bin libopenmpi-dev)
 [ $# -gt 0 ] && pkgs=("$@")
 missing=()

@@ -7,7 +7,7 @@ config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".dg", ".ir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(os.path.dirname(config.gradc), "tests", "lit-out")
-config.excludes = ["unit", "data", "fuzz", "codegen", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in", "expect_exit.sh", "check_json.py", "mutate.py", "long_chains.py", "check_verify.py", "compare_backends.py"]
+config.excludes = ["unit", "data", "fuzz", "codegen", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in", "expect_exit.sh", "check_json.py", "mutate.py", "long_chains.py", "check_verify.py", "compare_backends.py", "edges.py", "difftest"]
 config.substitutions.append(("%gradc_dir", os.path.dirname(config.gradc)))
 config.substitutions.append(("%gradc", config.gradc))
 expect = os.path.join(os.path.dirname(__file__), "expect_exit.sh")
@@ -27,3 +27,10 @@ config.environment["XDG_CACHE_HOME"] = os.path.join(os.path.dirname(config.gradc
 for var in ("HOME", "GRADC_NATIVE_CXX"):
     if var in os.environ:
         config.environment[var] = os.environ[var]
+# PyTorch for the checks against it (tests/edges.py, tests/difftest/dgsmith.py): Debian's
+# python3-torch, which scripts/deps.sh installs, is /usr/bin/python3's.
+for candidate in (sys.executable, "/usr/bin/python3"):
+    if subprocess.run([candidate, "-c", "import torch, numpy"], capture_output=True).returncode == 0:
+        config.substitutions.append(("%torch_python", candidate))
+        config.available_features.add("torch")
+        break

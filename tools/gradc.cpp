@@ -463,6 +463,7 @@ std::string program_name(const CommandLine& cl) {
   for (char& c : n)
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   if (n.empty() || std::isdigit(static_cast<unsigned char>(n[0]))) n = "p" + n;
+  while (cpp_reserved(n)) n += "_";  // default.dg is the class default_
   return n;
 }
 

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <cstring>
 #include <vector>
 
 #include "gradc_scalar.h"
@@ -1128,6 +1129,52 @@ inline void copy(Stream, void* dst, const void* src, int64_t bytes) {
 [[noreturn]] inline void missing_input(const char* name, const char* input) {
   fprintf(stderr, "gradc: error: %s::run(): input '%s' has no default and was not set (set_%s)\n", name, input, input);
   abort();
+}
+
+// A shared input (LANGUAGE.md section 3) must hold the same bytes on every rank: each
+// rank compares its data with rank 0's, the ranks exchange the verdicts, and every rank
+// stops with the first rank that differs, in the interpreter's words. It synchronises
+// and allocates: a class checks in debug builds only (every step), unless told
+// (check_shared_inputs(): executables and gradc run check their first step).
+#if !defined(GRADC_CHECK_SHARED)
+#if defined(NDEBUG)
+#define GRADC_CHECK_SHARED 0
+#else
+#define GRADC_CHECK_SHARED -1
+#endif
+#endif
+inline void check_shared(Comm& c, Stream compute, const void* data, int64_t count, DType t, const char* name,
+                         const char* where) {
+  const size_t bytes = size_t(count * dtype_size(t));
+  std::vector<char> first(bytes), mine(bytes);
+#if defined(__CUDACC__)
+  const int rank = c.rank, size = c.size;
+  GRADC_CUDA(cudaStreamSynchronize(compute), where);
+  char* dev = static_cast<char*>(alloc(int64_t(bytes) + 4 * (size + 1)));
+  int32_t* flags = reinterpret_cast<int32_t*>(dev + (bytes + 3) / 4 * 4);
+  GRADC_NCCL(ncclBroadcast(data, dev, size_t(count), nccl_type(t), 0, c.nccl, c.stream), where);
+  GRADC_CUDA(cudaStreamSynchronize(c.stream), where);
+  GRADC_CUDA(cudaMemcpy(first.data(), dev, bytes, cudaMemcpyDeviceToHost), where);
+  GRADC_CUDA(cudaMemcpy(mine.data(), data, bytes, cudaMemcpyDeviceToHost), where);
+  const int32_t differs = std::memcmp(first.data(), mine.data(), bytes) != 0;
+  std::vector<int32_t> all(static_cast<size_t>(size));
+  GRADC_CUDA(cudaMemcpy(flags + rank, &differs, 4, cudaMemcpyHostToDevice), where);
+  GRADC_NCCL(ncclAllGather(flags + rank, flags, 1, ncclInt32, c.nccl, c.stream), where);
+  GRADC_CUDA(cudaStreamSynchronize(c.stream), where);
+  GRADC_CUDA(cudaMemcpy(all.data(), flags, 4 * size_t(size), cudaMemcpyDeviceToHost), where);
+  release(dev);
+#else
+  (void)compute;
+  const int size = c.size();
+  c.broadcast(data, first.data(), count, t, 0);
+  const int32_t differs = std::memcmp(first.data(), data, bytes) != 0;
+  std::vector<int32_t> all(static_cast<size_t>(size));
+  c.all_gather(&differs, all.data(), Blocks{1, 1, 1}, DType::I32);
+#endif
+  for (int r = 1; r < size; ++r)
+    if (all[size_t(r)])
+      throw std::runtime_error(std::string(where) + ": shared input '" + name + "' differs between ranks 0 and " +
+                               std::to_string(r));
 }
 
 // gradc run --check-finite: the first NaN or infinity of an op's result stops the

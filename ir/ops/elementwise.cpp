@@ -289,12 +289,14 @@ void vjp_div(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) {
   if (ad.needs(0)) ct[0] = ad.sum_to(gb, ad.shape(a));
   if (ad.needs(1)) ct[1] = ad.sum_to(ad.neg(ad.mul(gb, y)), ad.shape(b));
 }
-// d/da a^b = b a^(b-1);  d/db a^b = a^b log(a), taken as 0 where a = 0 (as PyTorch does)
+// d/da a^b = b a^(b-1), taken as 0 where b = 0 (0^0 is 1: no 0 * inf);
+// d/db a^b = a^b log(a), taken as 0 where a = 0 (as PyTorch does both)
 void vjp_pow(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) {
   ValueId a = ad.arg(0), b = ad.arg(1);
   DType dt = ad.dtype(a);
   if (ad.needs(0)) {
-    ValueId d = ad.mul(b, ad.emit(Op::Pow, {a, ad.sub(b, ad.scalar(1, dt))}));
+    ValueId zero = ad.scalar(0, dt);
+    ValueId d = ad.where(ad.cmp(Op::Eq, b, zero), zero, ad.mul(b, ad.emit(Op::Pow, {a, ad.sub(b, ad.scalar(1, dt))})));
     ct[0] = ad.sum_to(ad.mul(g, d), ad.shape(a));
   }
   if (ad.needs(1)) {

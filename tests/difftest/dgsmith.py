@@ -224,10 +224,14 @@ class Gen:
         self.env = {}
         self.grads = []  # names of gradient results
         self.deps = {}  # name: the names it is computed from, itself included
+        self.pool = list(RISKY_NAMES)
+        rng.shuffle(self.pool)
 
     # -- helpers --
     def fresh(self, prefix="v"):
         self.n += 1
+        if prefix != "f" and self.pool and self.rng.random() < 0.25:
+            return self.pool.pop()  # a name the generated C++ might trip over
         return f"{prefix}{self.n}"
 
     def dims(self):
@@ -613,7 +617,8 @@ class Gen:
             if k == 0:  # `acc = x * 1.0` alone: a new value equal to x
                 acc = Val([t * 1.0 for t in acc.ranks], dt, acc.rep)
             return acc
-        return self.add(f"@@ = {x} * 1.0\nfor i in range({k}) {{\n  @@ = @@ * {c} + tanh({y}) * i\n}}", [x, y], sim,
+        it = f"it{self.n}"  # the loop variable: no value's name
+        return self.add(f"@@ = {x} * 1.0\nfor {it} in range({k}) {{\n  @@ = @@ * {c} + tanh({y}) * {it}\n}}", [x, y], sim,
                         kind="raw")
 
     def call(self):
@@ -659,6 +664,15 @@ class Gen:
             self.grads.append(n)
             self.deps[n] = set().union(*[self.deps[a] for a in [loss] + ws]) | {n}
         return names[0]
+
+
+# Names that generated code could trip over: its functors' parameters and index
+# variables, its own members and helpers, C++ keywords and macros, standard names.
+RISKY_NAMES = ["o", "r", "i", "j", "a0", "b0", "q0", "i0", "r0_", "b_x", "v1_x", "rank_", "int", "class",
+               "new", "delete", "default", "template", "this", "register", "std", "gradc", "main", "NAN", "INFINITY",
+               "assert", "errno", "int32_t", "size_t", "run", "keep_defaults", "check_shared_inputs", "ws", "ws_",
+               "stream", "comm", "blas", "events", "partials", "workspace_bytes", "set_x", "x_type", "k0_x", "t12",
+               "program", "in_x", "out_x", "default_x"]
 
 
 def broadcastable(a, b):

@@ -1,0 +1,147 @@
+"""Every op and composite at the edges of its domain, against PyTorch in float64: one
+row per case, the value and the gradient from gradc's interpreter and from its native
+backend, each equal to PyTorch's (NaN where PyTorch has NaN, the same infinities,
+finite values within 1e-9 relative). A NaN where PyTorch is finite fails its row.
+
+usage: edges.py GRADC WORKDIR
+Needs PyTorch (Debian's python3-torch) and NumPy.
+"""
+import json
+import math
+import os
+import subprocess
+import sys
+
+import torch
+import torch.nn.functional as F
+
+torch.set_default_dtype(torch.float64)
+INF = math.inf
+
+# name, the .dg expression of `y` from `x` (and `b`), x, b (or None), the same in PyTorch.
+# The loss is sum(y * c) with c = 1, 2, 3, ... so that every element's cotangent differs.
+ROWS = [
+    ("normalize of a zero row", "normalize(x)", [[0.0, 0.0, 0.0], [3.0, 4.0, 0.0]], None, lambda x, b: F.normalize(x, dim=-1)),
+    ("normalize eps=0.5", "normalize(x, eps=0.5)", [[0.1, 0.2, 0.0], [3.0, 4.0, 0.0]], None,
+     lambda x, b: F.normalize(x, dim=-1, eps=0.5)),
+    ("sqrt at 0", "sqrt(x)", [0.0, 1.0, 4.0], None, lambda x, b: torch.sqrt(x)),
+    ("rsqrt at 0", "rsqrt(x)", [0.0, 1.0, 4.0], None, lambda x, b: torch.rsqrt(x)),
+    ("log at 0", "log(x)", [0.0, 1.0, 2.0], None, lambda x, b: torch.log(x)),
+    ("reciprocal at 0", "reciprocal(x)", [0.0, 2.0], None, lambda x, b: torch.reciprocal(x)),
+    ("pow at base 0", "pow(x, b)", [0.0, 0.0, 2.0], [2.0, 0.5, 3.0], lambda x, b: torch.pow(x, b)),
+    ("pow at exponent 0", "pow(x, b)", [0.0, 3.0], [0.0, 0.0], lambda x, b: torch.pow(x, b)),
+    ("softplus far out", "softplus(x)", [-100.0, 0.0, 100.0, 800.0], None, lambda x, b: F.softplus(x)),
+    ("logsumexp of large values", "logsumexp(x, axis=-1)", [[1000.0, 1000.0, -1000.0]], None,
+     lambda x, b: torch.logsumexp(x, -1)),
+    ("logsumexp with -inf", "logsumexp(x, axis=-1)", [[-INF, 0.0, 1.0]], None, lambda x, b: torch.logsumexp(x, -1)),
+    ("log_softmax of large values", "log_softmax(x)", [[1000.0, -1000.0, 0.0]], None, lambda x, b: F.log_softmax(x, -1)),
+    ("softmax of large values", "softmax(x)", [[1000.0, -1000.0, 999.0]], None, lambda x, b: F.softmax(x, -1)),
+    ("cross_entropy with a -inf logit", "cross_entropy(x, [2, 0])", [[0.0, -INF, 1.0], [2.0, 1.0, -INF]], None,
+     lambda x, b: F.cross_entropy(x, torch.tensor([2, 0]))),
+    ("cross_entropy with ignore_index", "cross_entropy(x, [2, -100, 1])", [[0.0, 1.0, 1.0], [2.0, 1.0, 0.0], [1.0, 3.0, 0.5]],
+     None, lambda x, b: F.cross_entropy(x, torch.tensor([2, -100, 1]))),
+    ("cross_entropy ignore_index=1", "cross_entropy(x, [2, 1, 1], ignore_index=1)", [[0.0, 1.0, 1.0], [2.0, 1.0, 0.0], [1.0, 3.0, 0.5]],
+     None, lambda x, b: F.cross_entropy(x, torch.tensor([2, 1, 1]), ignore_index=1)),
+    ("layer_norm of a constant row", "layer_norm(x)", [[2.0, 2.0, 2.0], [1.0, 2.0, 4.0]], None,
+     lambda x, b: F.layer_norm(x, x.shape[-1:])),
+    ("rms_norm of a zero row", "rms_norm(x)", [[0.0, 0.0, 0.0], [1.0, 2.0, 4.0]], None,
+     lambda x, b: x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6)),
+    ("gelu far out", "gelu(x)", [-40.0, -6.0, 0.0, 6.0, 40.0], None, lambda x, b: F.gelu(x)),
+    ("gelu tanh far out", "gelu(x, approximate=tanh)", [-40.0, -6.0, 0.0, 6.0, 40.0], None,
+     lambda x, b: F.gelu(x, approximate="tanh")),
+    ("erf far out", "erf(x)", [-10.0, -3.0, 0.0, 3.0, 10.0], None, lambda x, b: torch.erf(x)),
+    ("sigmoid far out", "sigmoid(x)", [-800.0, 0.0, 800.0], None, lambda x, b: torch.sigmoid(x)),
+    ("tanh far out", "tanh(x)", [-400.0, 0.0, 400.0], None, lambda x, b: torch.tanh(x)),
+    ("silu far out", "silu(x)", [-800.0, 0.0, 800.0], None, lambda x, b: F.silu(x)),
+    ("exp overflow", "exp(x)", [800.0, 0.0], None, lambda x, b: torch.exp(x)),
+    ("relu and abs at 0", "relu(x) + abs(x)", [0.0, -1.0, 1.0], None, lambda x, b: torch.relu(x) + torch.abs(x)),
+    ("maximum and minimum at a tie", "maximum(x, b) + 2 * minimum(x, b)", [1.0, 2.0], [1.0, 3.0],
+     lambda x, b: torch.maximum(x, b) + 2 * torch.minimum(x, b)),
+    ("max over a tie", "max(x, axis=-1)", [[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]], None, lambda x, b: torch.amax(x, -1)),
+    ("min over a tie", "min(x, axis=-1)", [[1.0, 1.0, 3.0], [2.0, 2.0, 2.0]], None, lambda x, b: torch.amin(x, -1)),
+    ("mean of a variance 0", "mean(square(x - mean(x)))", [5.0, 5.0, 5.0], None, lambda x, b: torch.square(x - x.mean()).mean()),
+]
+
+
+def dg_literal(v):
+    if isinstance(v, list):
+        return "[" + ", ".join(dg_literal(e) for e in v) + "]"
+    if v == INF:
+        return "1.0 / 0.0"
+    if v == -INF:
+        return "-1.0 / 0.0"
+    return repr(float(v))
+
+
+def shape(v):
+    s = []
+    while isinstance(v, list):
+        s.append(len(v))
+        v = v[0]
+    return s
+
+
+def same(a, b):
+    if math.isnan(b):
+        return math.isnan(a)
+    if math.isinf(b):
+        return a == b
+    return math.isfinite(a) and abs(a - b) <= 1e-9 * max(1.0, abs(b))
+
+
+def main():
+    gradc, work = sys.argv[1], sys.argv[2]
+    os.makedirs(work, exist_ok=True)
+    import numpy as np
+    failed = 0
+    print(f"{'case':<36} {'backend':<8} {'value':<8} {'gradient':<8}")
+    for name, expr, x, b, fn in ROWS:
+        xt = torch.tensor(x, requires_grad=True)
+        bt = torch.tensor(b, requires_grad=True) if b is not None else None
+        y = fn(xt, bt)
+        c = torch.arange(1, y.numel() + 1, dtype=torch.float64).reshape(y.shape)
+        (y * c).sum().backward()
+        want = {"y": y.detach().numpy().ravel(), "dx": xt.grad.numpy().ravel()}
+        if bt is not None:
+            want["db"] = bt.grad.numpy().ravel()
+        folder = os.path.join(work, name.replace(" ", "_"))
+        os.makedirs(folder, exist_ok=True)
+        np.save(os.path.join(folder, "x.npy"), np.array(x, dtype=np.float64))
+        if b is not None:
+            np.save(os.path.join(folder, "b.npy"), np.array(b, dtype=np.float64))
+        ys = list(y.shape)
+        src = ["world 1", f"input x : f64[{', '.join(map(str, shape(x)))}]"]
+        if b is not None:
+            src.append(f"input b : f64[{', '.join(map(str, shape(b)))}]")
+        count = max(1, y.numel())
+        src.append(f"y = {expr}")
+        src.append(f"c = reshape(cast(iota({count}) + 1, f64), [{', '.join(map(str, ys))}])")
+        src.append(f"dx{', db' if b is not None else ''} = grad(sum(y * c), x{', b' if b is not None else ''})")
+        src.append(f"output y, dx{', db' if b is not None else ''}")
+        path = os.path.join(folder, "p.dg")
+        with open(path, "w") as f:
+            f.write("\n".join(src) + "\n")
+        for backend in ("interp", "native"):
+            p = subprocess.run([gradc, "run", path, f"--inputs={folder}", "--format=json", f"--backend={backend}"],
+                               capture_output=True, text=True)
+            if p.returncode != 0:
+                print(f"{name:<36} {backend:<8} FAILED: {p.stderr.strip()}")
+                failed += 1
+                continue
+            got = json.loads(p.stdout)["ranks"][0]["outputs"]
+            verdict = {}
+            for k, w in want.items():
+                g = [float(v) for v in got[k]["data"]]
+                bad = [i for i, (a, e) in enumerate(zip(g, w)) if not same(a, float(e))]
+                verdict[k] = "ok" if not bad and len(g) == len(w) else f"element {bad[0] if bad else '?'}: {g} against {list(w)}"
+            ok = all(v == "ok" for v in verdict.values())
+            failed += not ok
+            grads = "ok" if all(verdict[k] == "ok" for k in verdict if k != "y") else "; ".join(
+                f"{k} {v}" for k, v in verdict.items() if k != "y" and v != "ok")
+            print(f"{name:<36} {backend:<8} {verdict['y'] if verdict['y'] == 'ok' else 'y ' + verdict['y']:<8} {grads}")
+    print(f"{len(ROWS)} cases on 2 backends: {'all equal PyTorch' if not failed else f'{failed} differ from PyTorch'}")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
