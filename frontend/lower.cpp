@@ -836,7 +836,9 @@ V Lowerer::builtin(const Expr& e) {
     // The count first: the rows' forward and backward then run as one row group after it.
     ValueId kept = op(Op::Ne, {labels, constant(Type{DType::I32, {}}, double(ignore), loc)}, loc).id;
     // an ignored row selects no class, even when ignore_index is one (-1 is none)
-    ValueId hit = one_hot(op(Op::Where, {kept, labels, constant(Type{DType::I32, {}}, -1, loc)}, loc).id, lt.shape.back(), loc);
+    const bool a_class = ignore >= 0 && ignore < lt.shape.back();
+    ValueId hit = one_hot(a_class ? op(Op::Where, {kept, labels, constant(Type{DType::I32, {}}, -1, loc)}, loc).id : labels,
+                          lt.shape.back(), loc);
     if (g_.type(kept).dtype != lt.dtype) kept = tensor(V{kept}, lt.dtype, loc);
     ValueId count = reduce(Op::ReduceSum, kept, all, loc);  // 0 when every row is ignored: NaN, as PyTorch's
     ValueId zero = constant(Type{lt.dtype, {}}, 0, loc);
