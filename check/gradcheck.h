@@ -37,7 +37,12 @@ struct GradCheckRow {
   int64_t fd_checked = 0, fd_total = 0;
   int64_t kinks = 0;  // elements where the one-sided differences disagree and the gradient lies between them
   bool ok = true;
-  std::string status() const;  // "ok", "ok, 2 kinks" or "MISMATCH"
+  // Where a failing row fails first: the check ("reference", "finite differences" or
+  // the default backend's name), the rank and the element ("[1, 0]").
+  std::string failed_check, failed_element;
+  int failed_rank = -1;
+  void fail(const std::string& check, int rank, const std::string& element);
+  std::string status() const;  // "ok", "ok, 2 kinks" or "MISMATCH (reference, rank 1, [1, 0])"
 };
 
 // `g` is the program lowered in f64 (grad nodes still in it); `inputs` its data.

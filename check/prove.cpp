@@ -656,4 +656,19 @@ std::string proof_table(const std::vector<ProofRow>& rows, int max_ranks) {
   return s;
 }
 
+std::string proof_json(const std::vector<ProofRow>& rows, int max_ranks) {
+  size_t bad = 0;
+  std::string s;
+  for (const ProofRow& r : rows) {
+    bad += !(r.proved && r.checked);
+    s += fmt::format("{}\n  {{\"collective\": {}, \"op\": {}, \"forward\": {}, \"adjoint\": {}, \"proved\": {}, "
+                     "\"proof_note\": {}, \"checked\": {}, \"counterexample\": {}}}",
+                     s.empty() ? "" : ",", quote(std::string(op_name(r.c.op))), quote(r.c.reduction), quote(r.forward),
+                     quote(r.adjoint), r.proved ? "true" : "false", quote(r.proof_note), r.checked ? "true" : "false",
+                     quote(r.counterexample));
+  }
+  return fmt::format("{{\"max_ranks\": {}, \"ok\": {},\n \"collectives\": [{}]}}\n", max_ranks,
+                     bad ? "false" : "true", s);
+}
+
 }  // namespace gradc

@@ -53,5 +53,6 @@ struct ProveOptions {
 
 ProofRow prove(const ProofCase& c, const ProveOptions& opt);
 std::string proof_table(const std::vector<ProofRow>& rows, int max_ranks);
+std::string proof_json(const std::vector<ProofRow>& rows, int max_ranks);  // the same rows, for scripts
 
 }  // namespace gradc

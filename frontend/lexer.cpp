@@ -1,5 +1,7 @@
 #include "frontend/lexer.h"
 
+#include "frontend/lower.h"
+
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -52,8 +54,7 @@ Token Lexer::scan() {
       while (j < s.size() && ident_char(s[j])) ++j;
       const std::string attr = s.substr(i + 1, j - i - 1);
       if (attr == "T") user_error(loc, "'.T' is not gradc: write transpose(x) (it reverses the axes, as x.T does)");
-      user_error(loc, "'.{}': gradc values have no attributes or methods; call a function instead, such as {}(x)",
-                 attr, attr);
+      user_error(loc, "'.{}': gradc values have no attributes or methods; {}", attr, method_advice(attr));
     } else if (c == '%' && syntax_ == Syntax::Ir) {
       size_t j = i + 1;
       while (j < s.size() && (ident_char(s[j]) || s[j] == '.')) ++j;

@@ -718,7 +718,7 @@ const char* const kBuiltins[] = {
 // Names from PyTorch and NumPy that gradc spells differently.
 const std::map<std::string, std::string> kAliases = {
     {"mm", "matmul (or a @ b)"}, {"bmm", "matmul (or a @ b)"}, {"dot", "matmul (or a @ b)"},
-    {"cat", "concat"}, {"concatenate", "concat"}, {"view", "reshape"}, {"unsqueeze", "expand_dims"},
+    {"cat", "concat([a, b], axis=0)"}, {"concatenate", "concat([a, b], axis=0)"}, {"view", "reshape"}, {"unsqueeze", "expand_dims"},
     {"amax", "max"}, {"amin", "min"}, {"embedding", "take"}, {"index_select", "take"},
     {"clamp", "maximum and minimum"}, {"clip", "maximum and minimum"}, {"swapaxes", "transpose"},
     {"sigmoid_", "sigmoid"}, {"average", "mean"}, {"expand", "broadcast_to"}, {"full_like", "full"},
@@ -1170,6 +1170,14 @@ void Lowerer::unknown_function(const Expr& e) {
 }
 
 }  // namespace
+
+std::string method_advice(const std::string& attr) {
+  if (auto a = kAliases.find(attr); a != kAliases.end()) return "call gradc's " + a->second + " instead";
+  const bool known = kUnary.count(attr) || kCollective.count(attr) ||
+                     std::find(std::begin(kBuiltins), std::end(kBuiltins), attr) != std::end(kBuiltins);
+  if (known) return fmt::format("call a function instead, such as {}(x)", attr);
+  return fmt::format("and gradc has no function '{}'", attr);
+}
 
 int declared_world(const ast::Program& p) {
   int world = 0;

@@ -18,4 +18,9 @@ inline Graph lower_program(const ast::Program& p, int ranks = 0) { return lower_
 // The world a program declares (0 when it declares none).
 int declared_world(const ast::Program& p);
 
+// What to write instead of a method call `x.NAME(...)`, for the lexer's error: a
+// function gradc has (sum(x)), the gradc spelling of a PyTorch or NumPy name
+// (torch.cat: concat([a, b], axis=0)), or that there is none.
+std::string method_advice(const std::string& name);
+
 }  // namespace gradc

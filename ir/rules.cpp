@@ -36,8 +36,8 @@ Type infer_type(const Graph& g, const Node& n) {
   for (int64_t d : t.shape)
     if (d < 0) user_error(n.loc, "{}: negative dimension in {}", op_name(n.op), type_str(t));
   if (too_large(t.shape))
-    user_error(n.loc, "{}: {} is too large (its nonzero dimensions multiply to more than 2^40)", op_name(n.op),
-               type_str(t));
+    user_error(n.loc, "{}: {} is too large (its {} multiply to more than {})", op_name(n.op), type_str(t),
+               t.size() == 0 ? "nonzero dimensions" : "dimensions", t.size() == 0 ? "2^62" : "2^40");
   return t;
 }
 

@@ -1,5 +1,7 @@
 #include "ir/types.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace gradc {
@@ -31,10 +33,14 @@ uint64_t TypeTraits::hash(const Type& t) {
 int dtype_size(DType t) { return t == DType::F64 ? 8 : 4; }
 
 bool too_large(const Shape& s) {
+  // An empty tensor holds nothing: its other dimensions may be as large as NumPy allows,
+  // up to 2^62 multiplied, so that no product of them overflows int64.
+  const bool empty = std::count(s.begin(), s.end(), 0) > 0;
+  const int64_t most = empty ? int64_t(1) << 62 : kMaxElements;
   int64_t size = 1;
   for (int64_t d : s) {
     if (d == 0) continue;
-    if (d < 0 || size > kMaxElements / d) return true;
+    if (d < 0 || size > most / d) return true;
     size *= d;
   }
   return false;

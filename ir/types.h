@@ -26,8 +26,10 @@ using Shape = std::vector<int64_t>;
 int64_t num_elements(const Shape& s);
 // Row-major strides in elements: the last axis is contiguous.
 Shape row_major_strides(const Shape& s);
-// Sizes and strides are int64: a shape is too large when its nonzero dimensions
-// multiply to more than 2^40 (so f32[0, 2^62, 2^62] is refused too: its strides overflow).
+// Sizes and strides are int64: a shape is too large when its dimensions multiply to
+// more than 2^40 elements, or, for an empty one (a dimension 0, as f32[10^9, 10^9, 0]),
+// when its nonzero dimensions multiply to more than 2^62 (f32[0, 2^62, 2^62] would
+// overflow its strides).
 inline constexpr int64_t kMaxElements = int64_t(1) << 40;
 bool too_large(const Shape& s);
 std::string shape_str(const Shape& s);  // "[2, 3]"

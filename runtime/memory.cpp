@@ -43,17 +43,20 @@ int64_t available_memory() {
 }
 
 std::string readable_bytes(double b) {
-  const char* units[] = {"bytes", "KB", "MB", "GB", "TB", "PB"};
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB"};
   int u = 0;
-  while (b >= 1000 && u < 5) {
-    b /= 1000;
+  while (b >= 1024 && u < 5) {
+    b /= 1024;
     ++u;
   }
-  return u == 0 ? fmt::format("{} bytes", b) : fmt::format("{:.1f} {}", b, units[u]);
+  return u == 0 ? fmt::format("{} bytes", b) : fmt::format("{:.3g} {}", b, units[u]);
 }
 
 void check_memory(const Graph& g, double copies, const std::string& what) {
-  const double per_rank = graph_cost(g).peak_bytes * copies;
+  check_memory_bytes(g, graph_cost(g).peak_bytes * copies, what);
+}
+
+void check_memory_bytes(const Graph& g, double per_rank, const std::string& what) {
   const double need = per_rank * g.world;
   const int64_t avail = available_memory();
   if (need <= double(avail)) return;

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang-19, ASan + UBSan) into build-fuzz/ and runs
-# each for SECONDS (default 60) on a copy of its seed corpus, with its dictionary.
+# each for SECONDS (default 60) on a copy of its seed corpus, with its dictionary;
+# then the differential tester (random programs on every backend, against PyTorch)
+# for SECONDS with a new seed, on build/gradc (scripts/build.sh).
 #   scripts/fuzz.sh [SECONDS]
 # Seeds: tests/fuzz/corpus/<target>/, plus the examples and the programs of
 # tests/error for the .dg targets. A crash leaves its input in build-fuzz/findings/
@@ -27,4 +29,11 @@ for target in frontend ir npy run; do
     -max_len=4096 -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
     -artifact_prefix=build-fuzz/findings/${target}- 2>&1 | tail -n 12
 done
-echo "fuzz: no crashes"
+# The differential tester on random programs (tests/difftest/dgsmith.py): a new seed
+# each run (DGSMITH_SEED to repeat one), the executables too, for SECONDS.
+scripts/build.sh
+seed=${DGSMITH_SEED:-$(date +%s)}
+echo "fuzz: dgsmith for ${secs}s, seed $seed"
+/usr/bin/python3 tests/difftest/dgsmith.py build/gradc build-fuzz/findings/dgsmith --seed "$seed" --seconds "$secs" \
+  --exe --exe-every 5
+echo "fuzz: no crashes, no disagreements"

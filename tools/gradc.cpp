@@ -118,7 +118,8 @@ const char* kCheckHelp =
     "each is, and whether the value is replicated or varying.\n";
 
 int cmd_check(const CommandLine& cl) {
-  Graph g = autodiff(load_program(cl.one_file("FILE.dg"), ranks_flag(cl)));
+  std::vector<GradInfo> grads;
+  Graph g = autodiff(load_program(cl.one_file("FILE.dg"), ranks_flag(cl)), &grads);
   verify(g);
   if (!cl.has("verbose")) return 0;
   // One line per input, collective (forward, then the derived backward) and output.
@@ -141,6 +142,11 @@ int cmd_check(const CommandLine& cl) {
                        op_name(n.op), fmt::join(attrs, ", "), type_str(g.type(n.args[0])), type_str(n.type), rep(n), at(n),
                        n.backward ? " (backward)" : "");
     }
+  for (const GradInfo& gi : grads)  // a non-scalar loss means the sum of its elements (LANGUAGE.md section 6)
+    if (g.type(gi.loss).rank() > 0)
+      s += fmt::format("grad       {}: of a {} loss, which is summed first, at {}:{}:{}\n",
+                       gi.name.empty() ? "(unnamed)" : gi.name, type_str(g.type(gi.loss)), g_source.path, gi.loc.line,
+                       gi.loc.col);
   for (const auto& [name, v] : g.outputs)
     s += fmt::format("output     {}: {} {}\n", name, type_str(g.type(v)), rep(g[v]));
   std::cout << s;
@@ -351,13 +357,18 @@ int cmd_run(const CommandLine& cl) {
   }
   int iters = cl.get_int("iters", 0, 0, 1000000);
   Graph g = autodiff(load_program(cl.one_file("FILE.dg"), ranks_flag(cl)));
-  check_memory(g, 1, "the program");
+  Lowered l;
+  if (backend == "native") {
+    l = lowered(g, cl.has("check-finite"));
+    check_memory_bytes(g, double(plan_bytes(l)), "the program (its buffer plan, as gradc cost reports it)");
+  } else {
+    check_memory(g, 1, "the program");
+  }
   RankInputs inputs = load_inputs(g, cl.get("inputs"));
   RankOutputs outs;
   std::vector<double> ms;
   if (backend == "native") {
-    NativeRun run = run_native(lowered(g, cl.has("check-finite")), cl.one_file("FILE.dg"),
-                               complete_inputs(g, inputs, false), iters);
+    NativeRun run = run_native(l, cl.one_file("FILE.dg"), complete_inputs(g, inputs, false), iters);
     outs = std::move(run.outputs);
     ms = std::move(run.step_ms);
   } else {
@@ -524,7 +535,7 @@ int cmd_build(const CommandLine& cl) {
 }
 
 const char* kProveHelp =
-    "usage: gradc prove [--op=OP] [--max-ranks=K]\n"
+    "usage: gradc prove [--op=OP] [--max-ranks=K] [--format=text|json]\n"
     "For every collective and reduction op: its adjoint as the autodiff pass derives it,\n"
     "a proof that it is the transpose for every number of ranks and every shape (symbolic,\n"
     "over the collective's routing), and an exact check for 1..K ranks (default 8): the\n"
@@ -541,8 +552,14 @@ int cmd_prove(const CommandLine& cl) {
   for (const ProofCase& c : all_proof_cases())
     if (only.empty() || only == op_name(c.op)) rows.push_back(prove(c, opt));
   if (rows.empty()) throw UsageError(fmt::format("--op: '{}' is not a collective", only));
-  std::cout << proof_table(rows, opt.max_ranks);
-  if (!only.empty())
+  const std::string format = cl.get("format", "text");
+  if (format != "text" && format != "json") throw UsageError(fmt::format("--format must be text or json, got '{}'", format));
+  if (format == "json") {
+    std::cout << proof_json(rows, opt.max_ranks);
+  } else {
+    std::cout << proof_table(rows, opt.max_ranks);
+  }
+  if (!only.empty() && format == "text")
     for (const ProofRow& r : rows)
       std::cout << fmt::format("\n== {}{} ==\n{}", op_name(r.c.op), r.c.reduction.empty() ? "" : " op=" + r.c.reduction,
                                r.derivation);
@@ -587,7 +604,9 @@ const std::vector<Command>& commands() {
        {kRanks, {"rtol", "relative tolerance"}, {"atol", "absolute tolerance"}, {"inputs", "DIR: .npy inputs"},
         {"samples", "K: finite differences per gradient"}, {"format", "text or json"}}},
       {"cost", cmd_cost, kCostHelp, {kRanks, {"format", "text or json"}}},
-      {"prove", cmd_prove, kProveHelp, {{"op", "OP: one collective, with its derivation"}, {"max-ranks", "K: check 1..K ranks exactly"}}},
+      {"prove", cmd_prove, kProveHelp,
+       {{"op", "OP: one collective, with its derivation"}, {"max-ranks", "K: check 1..K ranks exactly"},
+        {"format", "text or json"}}},
       {"emit", cmd_emit, kEmitHelp,
        {{"target", "cpu or cuda"}, {"o", "DIR: where the sources go"}, {"name", "the class name"}, kRanks}},
       {"build", cmd_build, kBuildHelp, {{"target", "cpu or cuda"}, {"o", "EXE: the executable"}, kRanks}},
@@ -609,7 +628,8 @@ CommandLine parse_command(const Command& c, int argc, char** argv, bool& help) {
     if (f.is_switch) app.add_flag(spelling, switched[f.name], f.help);
     else app.add_option(spelling, values[f.name], f.help)->expected(1)->type_name("VALUE");
   }
-  app.add_option("FILE", cl.positional, "the program (or IR) file")->expected(0, 1)->type_name("");
+  app.add_option("FILE", cl.positional, std::string(c.name) == "opt" ? "the textual IR file" : "the program (.dg) file")
+      ->expected(0, 1)->type_name("");
   std::vector<std::string> args;
   for (int i = argc - 1; i >= 2; --i) args.push_back(argv[i]);  // CLI11 takes them reversed
   try {

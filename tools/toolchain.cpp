@@ -24,6 +24,17 @@ std::string native_cxx() {
 std::string cuda_home() { return env("CUDA_HOME", GRADC_CUDA_HOME); }
 std::string quote(const std::string& s) { return "'" + s + "'"; }
 
+// No floating-point contraction: each op rounds as the interpreter's does. With clang,
+// exp, log, sin and cos in a loop become glibc's vector functions (libmvec).
+std::string speed_flags(const std::string& compiler) {
+  const bool clang = compiler.find("clang") != std::string::npos;
+  return std::string("-O3 -march=native -ffp-contract=off -fno-math-errno") +
+         (clang ? " -Wno-invalid-feature-combination -fveclib=libmvec" : "");
+}
+std::string vector_math(const std::string& compiler) {
+  return compiler.find("clang") != std::string::npos ? " -lmvec" : "";
+}
+
 // Runs a shell command; its output, and whether it succeeded.
 std::pair<bool, std::string> shell(const std::string& cmd) {
   std::string out;
@@ -83,9 +94,12 @@ std::string compile(bool cuda, const std::string& dir, const std::vector<std::st
                       "-I{}{} -o {} -L{}/lib64 -lcublas -lnccl{}",
                       quote(home + "/bin/nvcc"), quote(dir), files, quote(exe), quote(home), mpi_flags(true));
   } else {
-    // With MPI, the executable also runs under mpirun.
-    cmd = fmt::format("{} -O2 -std=c++17 -march=native -I{} -I{}{} -o {} {} -lpthread{}", quote(cxx()), quote(dir),
-                      quote(GRADC_CBLAS_INCLUDE), files, quote(exe), quote(GRADC_OPENBLAS), mpi_flags(false));
+    // As the native backend compiles (its compiler, where found, and its flags), so that
+    // an executable runs at gradc run's speed; with MPI it also runs under mpirun.
+    const std::string compiler = native_toolchain().found ? native_cxx() : cxx();
+    cmd = fmt::format("{} {} -std=c++17 -I{} -I{}{} -o {} {} -lpthread{}{}", quote(compiler), speed_flags(compiler),
+                      quote(dir), quote(GRADC_CBLAS_INCLUDE), files, quote(exe), quote(GRADC_OPENBLAS),
+                      vector_math(compiler), mpi_flags(false));
   }
   return run_compile(cmd);
 }
@@ -110,13 +124,9 @@ Toolchain native_toolchain() {
 std::string native_command(const std::string& dir, const std::vector<std::string>& sources, const std::string& so) {
   std::string files;
   for (const std::string& s : sources) files += fmt::format(" '{}/{}'", dir, s);
-  // No floating-point contraction: each op rounds as the interpreter's does. With
-  // clang, exp, log, sin and cos in a loop become glibc's vector functions (libmvec).
-  const bool clang = native_cxx().find("clang") != std::string::npos;
-  return fmt::format("{} -O3 -march=native -ffp-contract=off -fno-math-errno -std=c++17 -fPIC -shared{} -I{} -I{}{} -o {} {} "
-                     "-lpthread{}",
-                     quote(native_cxx()), clang ? " -Wno-invalid-feature-combination -fveclib=libmvec" : "", quote(dir),
-                     quote(GRADC_CBLAS_INCLUDE), files, quote(so), quote(GRADC_OPENBLAS), clang ? " -lmvec" : "");
+  return fmt::format("{} {} -std=c++17 -fPIC -shared -I{} -I{}{} -o {} {} -lpthread{}", quote(native_cxx()),
+                     speed_flags(native_cxx()), quote(dir), quote(GRADC_CBLAS_INCLUDE), files, quote(so),
+                     quote(GRADC_OPENBLAS), vector_math(native_cxx()));
 }
 
 std::string native_fingerprint() {

@@ -210,9 +210,10 @@ inline std::string npy_bytes(const Arg& a, const std::vector<char>& data) {
 struct Options {
   int ranks = 0, iters = 0;
   std::string inputs, outputs, format = "text";
+  bool quiet = false;  // print no outputs (errors and the median step still go to stderr)
 };
 [[noreturn]] inline void usage(const Program& p, const std::string& why) {
-  fprintf(stderr, "%s: %s\nusage: %s [--ranks=N] [--inputs=DIR] [--outputs=DIR] [--iters=K] [--format=text|json]\n",
+  fprintf(stderr, "%s: %s\nusage: %s [--ranks=N] [--inputs=DIR] [--outputs=DIR] [--iters=K] [--format=text|json] [--quiet]\n",
           p.name, why.c_str(), p.name);
   exit(2);
 }
@@ -234,6 +235,7 @@ inline Options parse(const Program& p, int argc, char** argv) {
     else if (key == "--inputs") o.inputs = value;
     else if (key == "--outputs") o.outputs = value;
     else if (key == "--format") o.format = value;
+    else if (a == "--quiet") o.quiet = true;
     else usage(p, "unknown option " + key);
   }
   if (o.format != "text" && o.format != "json") usage(p, "--format must be text or json, got '" + o.format + "'");
@@ -343,6 +345,7 @@ inline int finish(const Program& p, const Options& o, const std::vector<std::str
     if (!errors[r].empty()) throw Error{"rank " + std::to_string(r) + ": " + errors[r]};
   if (o.iters > 0) fprintf(stderr, "median step: %.3f ms\n", median(ranks[0].step_ms));
   if (!o.outputs.empty()) write_outputs(p, o.outputs, ranks);
+  if (o.quiet) return 0;
   std::string out = o.format == "json" ? json(p, ranks) : text(p, ranks);
   fwrite(out.data(), 1, out.size(), stdout);
   return 0;
@@ -355,9 +358,8 @@ inline int finish(const Program& p, const Options& o, const std::vector<std::str
 // `run_rank` runs this process's rank on its data (it may throw Error).
 using RankRun = std::function<void(int rank, int size, RankData& data)>;
 [[noreturn]] inline void mpi_abort(const Program& p, int rank, const std::string& why) {
-  fprintf(stderr, "gradc: error: rank %d: %s\n", rank, why.c_str());
+  fprintf(stderr, "%s: error: rank %d: %s\n", p.name, rank, why.c_str());
   fflush(stderr);
-  (void)p;
   MPI_Abort(MPI_COMM_WORLD, 1);
   _Exit(1);
 }
@@ -408,8 +410,10 @@ inline int main_mpi(const Program& p, const Options& o, const RankRun& run_rank)
   }
   if (rank == 0) {
     if (o.iters > 0) fprintf(stderr, "median step: %.3f ms\n", median(d.step_ms));
-    std::string out = o.format == "json" ? json(p, all) : text(p, all);
-    fwrite(out.data(), 1, out.size(), stdout);
+    if (!o.quiet) {
+      std::string out = o.format == "json" ? json(p, all) : text(p, all);
+      fwrite(out.data(), 1, out.size(), stdout);
+    }
   }
   MPI_Finalize();
   return 0;
@@ -430,11 +434,7 @@ using Step = std::function<void(Comm& comm, RankData& data, int iters, const Bar
 // communicator; a failing rank stops the others. The first failure's message
 // ("rank R: why"), or "".
 inline std::string run_threads(int world, const std::function<void(Comm&, int, const Barrier&)>& body) {
-  // Each rank's BLAS calls get an equal share of the cores (OpenBLAS would start
-  // a thread per core for every rank).
-  const unsigned cores = std::thread::hardware_concurrency();
-  openblas_set_num_threads(int(cores > unsigned(world) ? cores / unsigned(world) : 1));
-  ThreadGroup group(world);
+  ThreadGroup group(world);  // which shares the cores among the ranks' BLAS calls
   std::vector<std::string> errors(static_cast<size_t>(world));
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r)

@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <string>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "gradc_scalar.h"
@@ -752,9 +753,18 @@ class Comm {
 // The in-process communicator: N ranks as threads of one process. A collective
 // publishes each rank's buffers, and each rank then reads the others' operands
 // directly, once (no staging copies); a barrier before and after.
+// Each rank's BLAS calls get an equal share of this machine's cores: `ranks_here` ranks
+// (threads of this process, or processes on this node) each calling a BLAS that starts
+// a thread per core would oversubscribe them. OPENBLAS_NUM_THREADS, when set, wins.
+inline void share_blas_threads(int ranks_here) {
+  if (getenv("OPENBLAS_NUM_THREADS")) return;
+  const unsigned cores = std::thread::hardware_concurrency();
+  openblas_set_num_threads(int(cores > unsigned(ranks_here) ? cores / unsigned(ranks_here) : 1));
+}
+
 class ThreadGroup {
  public:
-  explicit ThreadGroup(int n) : n_(n), in_(size_t(n)), out_(size_t(n)) {}
+  explicit ThreadGroup(int n) : n_(n), in_(size_t(n)), out_(size_t(n)) { share_blas_threads(n); }
   int size() const { return n_; }
   void barrier() {
     std::unique_lock<std::mutex> lock(m_);
@@ -968,6 +978,13 @@ class MpiComm : public Comm {
   explicit MpiComm(MPI_Comm c) : c_(c) {
     MPI_Comm_rank(c, &rank_);
     MPI_Comm_size(c, &size_);
+    MPI_Comm node;  // the ranks on this node share its cores
+    int here = 1;
+    if (MPI_Comm_split_type(c, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+      MPI_Comm_size(node, &here);
+      MPI_Comm_free(&node);
+    }
+    share_blas_threads(here);
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
