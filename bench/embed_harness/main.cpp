@@ -1,0 +1,39 @@
+// Times the embedded class's step: its ranks as threads of this process, each with
+// gradc's in-process communicator; a step is timed from a barrier to a barrier, as the
+// executables time theirs. Prints "median step: X ms" after ITERS steps.
+#include <algorithm>
+#include <barrier>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#include "prog.h"
+
+int main(int argc, char** argv) {
+  const int iters = argc > 1 ? std::atoi(argv[1]) : 50;
+  const int world = prog::world;
+  gradc::ThreadGroup group(world);
+  std::barrier sync(world);
+  std::vector<double> ms;
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < world; ++r)
+    ranks.emplace_back([&, r] {
+      gradc::ThreadComm comm(group, r);
+      prog step(comm);
+      step.run();  // the inputs' defaults, once, as gradc run evaluates them before timing
+      step.keep_defaults();
+      for (int i = 0; i < iters; ++i) {
+        sync.arrive_and_wait();
+        const auto t0 = std::chrono::steady_clock::now();
+        step.run();
+        sync.arrive_and_wait();
+        if (r == 0) ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      }
+    });
+  for (std::thread& t : ranks) t.join();
+  std::sort(ms.begin(), ms.end());
+  std::printf("median step: %.3f ms\n", ms.empty() ? 0.0 : ms[ms.size() / 2]);
+  return 0;
+}
