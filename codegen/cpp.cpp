@@ -871,38 +871,10 @@ std::string cmake_file(const std::string& name, Target target) {
         name);
   } else {
     s += fmt::format(
-        "find_package(Threads REQUIRED)\n"
-        "find_path(GRADC_CBLAS_INCLUDE cblas.h PATH_SUFFIXES openblas REQUIRED)\n"
-        "find_library(GRADC_OPENBLAS openblas REQUIRED)\n"
-        "# The kernels are compiled as gradc run's native backend compiles them, whatever the\n"
-        "# application's build type and compiler (as add_halide_library builds its pipelines):\n"
-        "# -O3 for this machine, no floating-point contraction (each op rounds as gradc's\n"
-        "# interpreter does), and with clang exp, log, sin and cos vectorised through glibc's\n"
-        "# libmvec. GCC reaches libmvec only with -ffast-math, which would change the values,\n"
-        "# so where the application's compiler is not clang the kernels are compiled with\n"
-        "# clang++ when one is found (GRADC_KERNEL_CXX to choose another).\n"
-        "set(GRADC_KERNEL_FLAGS -O3 -march=native -ffp-contract=off -fno-math-errno)\n"
-        "set(GRADC_CLANG_FLAGS -fveclib=libmvec -Wno-invalid-feature-combination)\n"
-        "find_program(GRADC_KERNEL_CXX NAMES clang++-19 clang++)\n"
-        "if(CMAKE_CXX_COMPILER_ID STREQUAL \"Clang\" OR NOT GRADC_KERNEL_CXX)\n"
-        "  add_library({0} STATIC ${{CMAKE_CURRENT_LIST_DIR}}/{0}.cpp)\n"
-        "  target_compile_options({0} PRIVATE ${{GRADC_KERNEL_FLAGS}} $<$<CXX_COMPILER_ID:Clang>:${{GRADC_CLANG_FLAGS}}>)\n"
-        "  target_link_libraries({0} PUBLIC $<$<CXX_COMPILER_ID:Clang>:mvec>)\n"
-        "else()\n"
-        "  file(GLOB GRADC_HEADERS ${{CMAKE_CURRENT_LIST_DIR}}/*.h)\n"
-        "  add_custom_command(OUTPUT ${{CMAKE_CURRENT_BINARY_DIR}}/{0}_kernels.o\n"
-        "    COMMAND ${{GRADC_KERNEL_CXX}} ${{GRADC_KERNEL_FLAGS}} ${{GRADC_CLANG_FLAGS}} -std=c++17 -fPIC\n"
-        "            -I${{CMAKE_CURRENT_LIST_DIR}} -I${{GRADC_CBLAS_INCLUDE}} -c ${{CMAKE_CURRENT_LIST_DIR}}/{0}.cpp\n"
-        "            -o ${{CMAKE_CURRENT_BINARY_DIR}}/{0}_kernels.o\n"
-        "    DEPENDS ${{CMAKE_CURRENT_LIST_DIR}}/{0}.cpp ${{GRADC_HEADERS}}\n"
-        "    COMMENT \"gradc: compiling {0}'s kernels with ${{GRADC_KERNEL_CXX}}\")\n"
-        "  add_library({0} STATIC ${{CMAKE_CURRENT_BINARY_DIR}}/{0}_kernels.o)\n"
-        "  set_target_properties({0} PROPERTIES LINKER_LANGUAGE CXX)\n"
-        "  target_link_libraries({0} PUBLIC mvec)\n"
-        "endif()\n"
-        "target_compile_features({0} PUBLIC cxx_std_17)\n"
-        "target_include_directories({0} PUBLIC ${{CMAKE_CURRENT_LIST_DIR}} ${{GRADC_CBLAS_INCLUDE}})\n"
-        "target_link_libraries({0} PUBLIC ${{GRADC_OPENBLAS}} Threads::Threads)\n",
+        "# The kernels are compiled as gradc run compiles them, whatever the application's\n"
+        "# build type and compiler: gradc_kernels.cmake says how.\n"
+        "include(${{CMAKE_CURRENT_LIST_DIR}}/gradc_kernels.cmake)\n"
+        "gradc_cpu_library({0} ${{CMAKE_CURRENT_LIST_DIR}}/{0}.cpp)\n",
         name);
   }
   return s;
@@ -1010,6 +982,7 @@ std::vector<GeneratedFile> generate(const Lowered& l, Target target, const std::
   files.push_back({"gradc_main.h", main_header()});
   files.push_back({"gradc_npy.h", npy_header()});
   files.push_back({"CMakeLists.txt", cmake_file(name, target)});
+  if (target == Target::Cpu) files.push_back({"gradc_kernels.cmake", cmake_kernels()});
   return files;
 }
 

@@ -10,5 +10,6 @@ const std::string& runtime_header();  // codegen/runtime/gradc_runtime.h
 const std::string& main_header();     // codegen/runtime/gradc_main.h: what an executable's main uses
 const std::string& scalar_header();   // ir/scalar.h
 const std::string& npy_header();      // runtime/npy_format.h: reading .npy files (gradc_npy.h)
+const std::string& cmake_kernels();   // cmake/gradc_kernels.cmake: the CPU library's CMake function
 
 }  // namespace gradc
