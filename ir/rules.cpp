@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace gradc {
 
 namespace {
@@ -35,9 +37,12 @@ Type infer_type(const Graph& g, const Node& n) {
   Type t = f(g, n);
   for (int64_t d : t.shape)
     if (d < 0) user_error(n.loc, "{}: negative dimension in {}", op_name(n.op), type_str(t));
-  if (too_large(t.shape))
+  if (too_large(t.shape)) {
+    // Not t.size(): the product of a too large shape's dimensions overflows.
+    const bool empty = std::count(t.shape.begin(), t.shape.end(), 0) > 0;
     user_error(n.loc, "{}: {} is too large (its {} multiply to more than {})", op_name(n.op), type_str(t),
-               t.size() == 0 ? "nonzero dimensions" : "dimensions", t.size() == 0 ? "2^62" : "2^40");
+               empty ? "nonzero dimensions" : "dimensions", empty ? "2^62" : "2^40");
+  }
   return t;
 }
 

@@ -56,6 +56,7 @@ struct TypeTraits {
 class TypeRef : public Interned<Type, TypeTraits> {
  public:
   using Interned::Interned;
+  bool operator==(const TypeRef& o) const { return Interned::operator==(o); }  // not ambiguous in C++20
   bool operator==(const Type& t) const { return **this == t; }
 };
 
