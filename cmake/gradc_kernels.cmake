@@ -37,3 +37,12 @@ function(gradc_cpu_library target source)
   target_include_directories(${target} PUBLIC "${dir}" "${GRADC_CBLAS_INCLUDE}")
   target_link_libraries(${target} PUBLIC "${GRADC_OPENBLAS}" Threads::Threads)
 endfunction()
+
+# gradc_use_mpi(TARGET): a program's library (gradc_cpu_library, or the CMakeLists.txt
+# that gradc emit writes) with MPI: it links MPI::MPI_CXX and defines GRADC_WITH_MPI for
+# itself and its users, which gives a cpu class its constructor on an MPI_Comm.
+function(gradc_use_mpi target)
+  find_package(MPI REQUIRED COMPONENTS CXX)
+  target_link_libraries(${target} PUBLIC MPI::MPI_CXX)
+  target_compile_definitions(${target} PUBLIC GRADC_WITH_MPI)
+endfunction()

@@ -420,9 +420,23 @@ class Writer {
     for (const auto& [n, a] : api_)
       if (n != a) s += fmt::format("  // '{}' of the program is {} here ({} is taken in C++ or in this class)\n", n, a, n);
     s += fmt::format("  static constexpr int64_t workspace_bytes = {};\n\n", l_.workspace_bytes);
-    s += fmt::format("  {}({});\n  ~{}();\n  {}(const {}&) = delete;\n  {}& operator=(const {}&) = delete;\n\n", name_,
-                     target_ == Target::Cuda ? "ncclComm_t comm, cudaStream_t stream" : "gradc::Comm& comm", name_,
-                     name_, name_, name_, name_);
+    if (target_ == Target::Cuda)
+      s += fmt::format("  // The NCCL communicator of the world's ranks (this rank's, on its device) and the\n"
+                       "  // stream to run on; both stay the application's.\n  {}(ncclComm_t comm, cudaStream_t stream);\n",
+                       name_);
+    else
+      s += fmt::format(
+          "  // The world's ranks as threads of this process: this rank's place in gradc's\n"
+          "  // in-process group (one gradc::ThreadGroup of `world` ranks, shared by the threads).\n"
+          "  {0}(gradc::ThreadGroup& group, int rank) : {0}(std::make_unique<gradc::ThreadComm>(group, rank), nullptr) {{}}\n"
+          "#if defined(GRADC_WITH_MPI)\n"
+          "  // The world's ranks as MPI processes (gradc_add_program(... MPI) defines GRADC_WITH_MPI).\n"
+          "  explicit {0}(MPI_Comm comm) : {0}(std::make_unique<gradc::MpiComm>(comm), nullptr) {{}}\n"
+          "#endif\n"
+          "  // Any gradc::Comm; it must outlive this object.\n"
+          "  explicit {0}(gradc::Comm& comm) : {0}(nullptr, &comm) {{}}\n",
+          name_);
+    s += fmt::format("  ~{0}();\n  {0}(const {0}&) = delete;\n  {0}& operator=(const {0}&) = delete;\n\n", name_);
     for (const auto& [n, b] : l_.inputs) {
       const LBuffer& x = l_.buffers[size_t(b)];
       s += fmt::format("  void set_{}(const {}* p) {{ in_{}_ = p; }}{}\n", api(n), ctype(x.type->dtype), n,
@@ -450,7 +464,10 @@ class Writer {
                        "  static constexpr int64_t scratch_bytes = {};  // a collective's rearranged blocks\n",
                        std::max<size_t>(1, l_.kernels.size()), scratch_bytes());
     else
-      s += "  gradc::Comm& comm_;\n  gradc::Stream stream_, comm_stream_;\n  gradc::Blas blas_;\n";
+      s += fmt::format("  {}(std::unique_ptr<gradc::Comm> owned, gradc::Comm* comm);\n"
+                       "  std::unique_ptr<gradc::Comm> owned_;  // the communicator made for this object, if any\n"
+                       "  gradc::Comm& comm_;\n  gradc::Stream stream_, comm_stream_;\n  gradc::Blas blas_;\n",
+                       name_);
     s += "  int32_t rank_;\n  char* ws_ = nullptr;\n  gradc::Partials partials_;  // a reduction's partial results\n";
     if (any_shared()) s += "  int shared_checks_ = GRADC_CHECK_SHARED;\n";
     for (const auto& [n, b] : l_.inputs)
@@ -626,8 +643,9 @@ class Writer {
       s += "  GRADC_CUBLAS(cublasCreate(&blas_), \"constructor\");\n  GRADC_CUBLAS(cublasSetStream(blas_, stream_), \"constructor\");\n";
       s += "  for (cudaEvent_t& e : events_) GRADC_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), \"constructor\");\n";
     } else {
-      s += fmt::format("{}::{}(gradc::Comm& comm) : comm_(comm), rank_(comm.rank()) {{\n", name_, name_);
-      s += fmt::format("  if (comm.size() != world) gradc::wrong_world(\"{}\", world, comm.size());\n", name_);
+      s += fmt::format("{0}::{0}(std::unique_ptr<gradc::Comm> owned, gradc::Comm* comm)\n"
+                       "    : owned_(std::move(owned)), comm_(comm ? *comm : *owned_), rank_(comm_.rank()) {{\n", name_);
+      s += fmt::format("  if (comm_.size() != world) gradc::wrong_world(\"{}\", world, comm_.size());\n", name_);
     }
     s += "  ws_ = static_cast<char*>(gradc::alloc(workspace_bytes));\n  partials_ = gradc::alloc_partials();\n";
     for (const auto& [n, b] : l_.inputs)
@@ -667,6 +685,22 @@ class Writer {
                        n.loc.col);
   }
 
+  // The memory the application gave for outputs must not overlap its inputs' or
+  // another output's (gradc::check_disjoint).
+  std::string disjoint_check() {
+    if (l_.outputs.empty()) return "";
+    std::vector<std::string> spans;
+    auto span = [&](const std::string& ptr, int b, const char* kind, const std::string& n) {
+      const LBuffer& x = l_.buffers[size_t(b)];
+      spans.push_back(fmt::format("{{{}, {}, \"{} '{}'\", {}}}", ptr, x.type->size() * dtype_size(x.type->dtype), kind,
+                                  n, kind[0] == 'o'));
+    };
+    for (const auto& [n, b] : l_.inputs) span(fmt::format("in_{}_", n), b, "input", n);
+    for (const auto& [n, b] : l_.outputs) span(fmt::format("out_{}_", n), b, "output", n);
+    return fmt::format("  const gradc::Span spans[] = {{\n      {}}};\n  gradc::check_disjoint(\"{}\", spans);\n",
+                       fmt::join(spans, ",\n      "), name_);
+  }
+
   std::string run() {
     std::string s = fmt::format("void {}::run() {{\n", name_);
     if (any_shared())
@@ -676,6 +710,7 @@ class Writer {
     for (const auto& [n, b] : l_.inputs)
       if (g_[l_.buffers[size_t(b)].value].args.empty())
         s += fmt::format("  if (!in_{}_) gradc::missing_input(\"{}\", \"{}\");\n", n, name_, api(n));
+    s += disjoint_check();
     for (const auto& [n, b] : l_.inputs)  // a default is checked where it is computed
       if (g_[l_.buffers[size_t(b)].value].args.empty()) s += shared_check(b);
     for (size_t i = 0; i < l_.kernels.size(); ++i) {

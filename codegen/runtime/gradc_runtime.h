@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -1146,6 +1147,30 @@ inline void copy(Stream, void* dst, const void* src, int64_t bytes) {
 [[noreturn]] inline void missing_input(const char* name, const char* input) {
   fprintf(stderr, "gradc: error: %s::run(): input '%s' has no default and was not set (set_%s)\n", name, input, input);
   abort();
+}
+
+// A step writes its outputs while it still reads its inputs (and the outputs it wrote
+// before), so memory given with set_<name>_out must not overlap an input's or another
+// output's: run() checks the pointers it was given (a few comparisons) and stops.
+struct Span {
+  const void* p;  // null: not set
+  int64_t bytes;
+  const char* what;  // "input 'x'", "output 'y'"
+  bool output;
+};
+template <size_t N>
+inline void check_disjoint(const char* name, const Span (&spans)[N]) {
+  for (size_t i = 0; i < N; ++i) {
+    if (!spans[i].output || !spans[i].p) continue;
+    const char* a = static_cast<const char*>(spans[i].p);
+    for (size_t j = 0; j < N; ++j) {
+      const char* b = static_cast<const char*>(spans[j].p);
+      if (j == i || !b || a >= b + spans[j].bytes || b >= a + spans[i].bytes) continue;
+      fprintf(stderr, "gradc: error: %s::run(): the memory of %s overlaps that of %s: an output needs memory of its own\n",
+              name, spans[i].what, spans[j].what);
+      abort();
+    }
+  }
 }
 
 // A shared input (LANGUAGE.md section 3) must hold the same bytes on every rank: each

@@ -1,5 +1,5 @@
-// Embeds layer.dg on the CPU: two ranks as threads of this process, each with
-// gradc's in-process communicator, the data in the application's own arrays.
+// Embeds layer.dg on the CPU: two ranks as threads of this process in gradc's
+// in-process group, the data in the application's own arrays.
 #include <thread>
 #include <vector>
 
@@ -18,8 +18,7 @@ int main() {
         for (int j = 0; j < 3; ++j) x[3 * i + j] = embed::x_of(r, i, j);
       for (int i = 0; i < 3; ++i)
         for (int j = 0; j < 2; ++j) w[2 * i + j] = embed::w_of(i, j);
-      gradc::ThreadComm comm(group, r);
-      layer step(comm);  // allocates its workspace once
+      layer step(group, r);  // allocates its workspace once
       step.set_x(x);
       step.set_w(w);
       step.set_y_out(y);
