@@ -109,6 +109,7 @@ std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inpu
     row.wrt = spmd[gi.w].name.empty() ? "%" + names[size_t(gi.w)] : spmd[gi.w].name.str();
     row.type = type_str(spmd.type(gi.w));
     row.mode = gi.mode;
+    row.loc = gi.loc;
     const std::vector<Tensor>& got = vals[size_t(gi.result)];
 
     // A replicated value is one variable (LANGUAGE.md section 6): its gradient is the
@@ -282,13 +283,20 @@ std::string gradcheck_table(const std::vector<GradCheckRow>& rows, const GradChe
     if (!backend) return std::string();
     return fmt::format(" {:>12}", std::isfinite(r.backend_err) ? fmt::format("{:.3e}", r.backend_err) : "DIFFERS");
   };
+  // Where each grad is, when some are inside a def's body: two calls of one def give
+  // rows of the same name, told apart by their call sites.
+  const bool in_defs = std::any_of(rows.begin(), rows.end(), [](const GradCheckRow& r) { return r.loc.site != 0; });
+  size_t status_width = 6;
+  for (const GradCheckRow& r : rows) status_width = std::max(status_width, r.status().size());
+  auto at_col = [&](const GradCheckRow& r) { return in_defs ? "  " + loc_str(opt.source, r.loc) : std::string(); };
   std::string s = fmt::format("{:<12} {:<12} {:<16} {:<7} {:>12} {:>12} {:>14} {:>12}{}  {}\n", "gradient", "of", "type",
                               "mode", "fd max err", "fd tol", "fd elements", "ref max err",
-                              backend ? fmt::format(" {:>12}", opt.default_name + " err") : "", "status");
+                              backend ? fmt::format(" {:>12}", opt.default_name + " err") : "",
+                              in_defs ? fmt::format("{:<{}}  at", "status", status_width) : "status");
   for (const GradCheckRow& r : rows)
-    s += fmt::format("{:<12} {:<12} {:<16} {:<7} {:>12.3e} {:>12.3e} {:>14} {:>12.3e}{}  {}\n", r.name, r.wrt, r.type,
+    s += fmt::format("{:<12} {:<12} {:<16} {:<7} {:>12.3e} {:>12.3e} {:>14} {:>12.3e}{}  {}{}\n", r.name, r.wrt, r.type,
                      r.mode, r.fd_err, r.fd_tol, fmt::format("{}/{}", r.fd_checked, r.fd_total), r.ref_err,
-                     backend_col(r), r.status());
+                     backend_col(r), in_defs ? fmt::format("{:<{}}", r.status(), status_width) : r.status(), at_col(r));
   for (const std::string& o : outputs_differ) s += "MISMATCH: " + o + "\n";
   s += fmt::format("{} gradient{} checked in f64 (rtol {}, atol {}, plus each finite difference's estimated error){}: {}\n",
                    rows.size(), rows.size() == 1 ? "" : "s", opt.rtol, opt.atol,
@@ -319,6 +327,7 @@ std::string gradcheck_json(const std::vector<GradCheckRow>& rows, const GradChec
         r.fd_checked, r.fd_total, r.kinks, num(r.ref_err),
         r.backend_err >= 0 ? fmt::format(", \"backend\": {}, \"backend_max_err\": {}", quoted(opt.default_name), num(r.backend_err)) : "",
         r.ok ? "true" : "false", quoted(r.status()));
+    if (r.loc.known()) s.insert(s.size() - 1, fmt::format(", \"at\": {}", quoted(loc_str(opt.source, r.loc))));
     if (!r.ok)
       s.insert(s.size() - 1, fmt::format(", \"failed\": {{\"check\": {}, \"rank\": {}, \"element\": {}}}",
                                          quoted(r.failed_check), r.failed_rank, quoted(r.failed_element)));

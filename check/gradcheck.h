@@ -23,6 +23,7 @@ struct GradCheckOptions {
   // interpreter's gradients are checked.
   std::function<RankOutputs(const Graph&, const RankInputs&)> run_default;
   std::string default_name = "native";
+  std::string source;  // the program's path, for each gradient's place
 };
 
 struct GradCheckRow {
@@ -30,6 +31,7 @@ struct GradCheckRow {
   std::string wrt;   // the value it is the gradient of
   std::string type;
   std::string mode;
+  Loc loc;  // where the grad is (with the def calls it was reached through)
   double fd_err = 0;   // largest |gradient - finite difference| (kinks left out)
   double fd_tol = 0;   // the tolerance at the element closest to failing (see check_gradients)
   double ref_err = 0;  // largest |gradient - reference gradient|

@@ -290,7 +290,7 @@ class Body {
   }
 
   // file:line:col of a node, for the run-time errors at it
-  std::string where(const Node& n) const { return fmt::format("{}:{}:{}", source_, n.loc.line, n.loc.col); }
+  std::string where(const Node& n) const { return loc_str(source_, n.loc); }
   static std::string dims(const Shape& s) { return fmt::format("{}", fmt::join(s, ", ")); }
 
   const Lowered& l_;
@@ -669,8 +669,8 @@ class Writer {
     const LBuffer& b = l_.buffers[size_t(buffer)];
     if (!l_.check_finite || !is_float(b.type->dtype)) return "";
     const Node& n = g_[b.value];
-    return fmt::format("  gradc::check_finite({}, {}, {}, rank_, \"{}:{}:{}\", \"{}\", \"{}\", \"{}\");\n", stream,
-                       ptr(buffer, true), b.type->size(), source_, n.loc.line, n.loc.col, checked_op_name(n),
+    return fmt::format("  gradc::check_finite({}, {}, {}, rank_, \"{}\", \"{}\", \"{}\", \"{}\");\n", stream,
+                       ptr(buffer, true), b.type->size(), loc_str(source_, n.loc), checked_op_name(n),
                        type_str(b.type), fmt::join(b.type->shape, ", "));
   }
 
@@ -680,9 +680,8 @@ class Writer {
     const LBuffer& x = l_.buffers[size_t(b)];
     const Node& n = g_[x.value];
     if (!n.attrs.has("shared")) return "";
-    return fmt::format("  if (check_shared) gradc::check_shared(comm_, stream_, {}, {}, {}, \"{}\", \"{}:{}:{}\");\n",
-                       ptr(b, true), x.type->size(), dtype_enum(x.type->dtype), n.attr_sym("name"), source_, n.loc.line,
-                       n.loc.col);
+    return fmt::format("  if (check_shared) gradc::check_shared(comm_, stream_, {}, {}, {}, \"{}\", \"{}\");\n",
+                       ptr(b, true), x.type->size(), dtype_enum(x.type->dtype), n.attr_sym("name"), loc_str(source_, n.loc));
   }
 
   // The memory the application gave for outputs must not overlap its inputs' or
@@ -716,7 +715,10 @@ class Writer {
     for (size_t i = 0; i < l_.kernels.size(); ++i) {
       const LKernel& k = l_.kernels[i];
       std::string stream = k.stream == LKernel::Compute ? "stream_" : "comm_stream_";
-      std::string where = k.lines.empty() ? source_ : fmt::format("{}:{}", source_, k.lines.front());
+      // The kernel's first line, and the def calls its value was computed in.
+      std::string where = k.lines.empty() ? source_
+                                          : fmt::format("{}:{}{}", source_, k.lines.front(),
+                                                        call_chain(source_, g_[l_.buffers[size_t(k.out)].value].loc, false));
       std::string call;
       if (target_ == Target::Cuda)
         for (int w : k.waits) call += fmt::format("  gradc::wait({}, events_[{}]);\n", stream, w);

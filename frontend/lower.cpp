@@ -85,12 +85,18 @@ class Lowerer {
   const Type& type(const V& v) const { return g_.type(v.id); }
 
   ValueId constant(const Type& t, double value, Loc loc) { return add(const_node(t, value, loc)); }
+  // A place in the source as a node keeps it: with the def calls being lowered.
+  Loc here(Loc loc) const {
+    if (loc.site == 0) loc.site = site_;
+    return loc;
+  }
   ValueId add(Node n) {
+    n.loc = here(n.loc);
     n.type = infer_type(g_, n);
     return g_.append(std::move(n));
   }
   V op(Op o, std::vector<ValueId> args, Loc loc, Attrs attrs = {}) {
-    return V{emit(g_, o, std::move(args), std::move(attrs), loc)};
+    return V{emit(g_, o, std::move(args), std::move(attrs), here(loc))};
   }
   // The value as a tensor of dtype `dt`: a literal becomes a constant, a value of
   // another dtype is cast.
@@ -656,9 +662,20 @@ class Lowerer {
     statics_.for_each([&](const std::string& k, const Binding& b) { s.names.try_emplace(k, b); });
     stack_.push_back(f.name.text);
     scopes_.push_back(&s);
-    for (const ast::Stmt& st : f.body) statement(st);
+    // The body's values and errors keep this call with their places (in `f` called at ...).
+    const uint16_t outer = site_;
+    site_ = uint16_t(call_site(f.name.text, here(e.loc)));
     std::vector<V> out;
-    for (const auto& r : f.results) out.push_back(expr(*r));
+    try {
+      for (const ast::Stmt& st : f.body) statement(st);
+      for (const auto& r : f.results) out.push_back(expr(*r));
+    } catch (UserError& err) {
+      err.loc = here(err.loc);
+      for (auto& note : err.notes) note.first = here(note.first);
+      site_ = outer;
+      throw;
+    }
+    site_ = outer;
     scopes_.pop_back();
     stack_.pop_back();
     return out;
@@ -694,6 +711,7 @@ class Lowerer {
   [[noreturn]] void unknown_function(const Expr& e);
 
   const ast::Program& prog_;
+  uint16_t site_ = 0;  // the def calls being lowered (a call_site), 0 at the top level
   bool f64_;
   Graph g_;
   std::vector<Scope*> scopes_;

@@ -3,6 +3,8 @@
 // invariant inside gradc is an InternalError (a bug in gradc, never the user's).
 #pragma once
 #include <fmt/format.h>
+
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -10,10 +12,39 @@
 
 namespace gradc {
 
+// A place in the program: its line and column (1-based; 0: none), and the chain of
+// `def` calls it was reached through, as MLIR's CallSiteLoc keeps it: `site` numbers
+// an entry of the process's call-site table (0: not inside a call). Eight bytes, so a
+// node stays one cache line; a column past 65535 is kept as 65535.
 struct Loc {
-  int line = 0, col = 0;  // 1-based; 0 means "no location"
+  int32_t line = 0;
+  uint16_t col = 0;
+  uint16_t site = 0;
+  Loc() = default;
+  Loc(int l, int c, int s = 0) : line(l), col(uint16_t(c < 0 ? 0 : c > 65535 ? 65535 : c)), site(uint16_t(s)) {}
   bool known() const { return line > 0; }
 };
+
+// One call of a `def`: the callee and where it was called (whose own `site` is the
+// call that one was made in, and so on out to the program's top level).
+struct CallSite {
+  std::string callee;
+  Loc call;
+};
+// The site of a call of `callee` at `call`: the same number for the same call chain.
+// A program with more than 65535 distinct chains keeps the rest without one (0).
+int call_site(const std::string& callee, Loc call);
+CallSite call_site(int site);
+// Where `loc` is, for messages and reports: "prog.dg:3:9", then each call it was
+// reached through, innermost first: "prog.dg:3:9 in `bn` called at prog.dg:8:5".
+// With `col` false, "prog.dg:3" (and the calls as "prog.dg:8").
+std::string loc_str(const std::string& path, Loc loc, bool col = true);
+// The calls alone: " in `bn` called at prog.dg:8:5" ("" at the top level; with no
+// path, " in `bn` called at line 8").
+std::string call_chain(const std::string& path, Loc loc, bool col = true);
+// Reads what loc_str wrote, at the start of `s` ("prog.dg:" already consumed: `s`
+// starts at the line); `used` is how many characters it read. Loc{} where it is none.
+Loc parse_loc_str(const std::string& path, const char* s, size_t* used);
 
 struct UserError : std::runtime_error {
   Loc loc;

@@ -64,6 +64,18 @@ class TextParser {
     Token t = expect(Tok::Int, what);
     return neg ? -t.ival : t.ival;
   }
+  // "file":line:col, in a loc(...)
+  Loc file_line_col() {
+    if (peek().kind != Tok::String) user_error(peek().loc, "expected a file name in loc(...), got {}", describe(peek()));
+    next();
+    expect_punct(":");
+    const Loc at = peek().loc;
+    const int64_t line = expect_int("a line number");
+    expect_punct(":");
+    const int64_t col = expect_int("a column number");
+    if (line < 0 || line > INT32_MAX || col < 0 || col > INT32_MAX) user_error(at, "loc(...): line or column out of range");
+    return Loc{int(line), int(col)};
+  }
   ValueId value_ref() {
     Token t = expect(Tok::ValueRef, "a value such as %x");
     auto it = ids_.find(t.text);
@@ -152,18 +164,25 @@ class TextParser {
       else if (m.text == "grad_of") {
         expect_punct("=");
         n.grad_of = value_ref();
-      } else if (m.text == "loc") {  // loc("file":line:col), as `gradc ir --loc` prints it
+      } else if (m.text == "loc") {
+        // loc("file":line:col in "f" called at "file":line:col ...), as `gradc ir --loc` prints it
         expect_punct("(");
-        if (peek().kind != Tok::String) user_error(peek().loc, "expected a file name in loc(...), got {}", describe(peek()));
-        next();
-        expect_punct(":");
-        const Loc at = peek().loc;
-        const int64_t line = expect_int("a line number");
-        expect_punct(":");
-        const int64_t col = expect_int("a column number");
-        if (line < 0 || line > INT32_MAX || col < 0 || col > INT32_MAX) user_error(at, "loc(...): line or column out of range");
+        const Loc place = file_line_col();
+        std::vector<std::pair<std::string, Loc>> calls;  // innermost first
+        while (peek().is_ident("in")) {
+          next();
+          if (peek().kind != Tok::String) user_error(peek().loc, "expected a def's name in loc(...), got {}", describe(peek()));
+          std::string callee = next().text;
+          for (const char* word : {"called", "at"}) {
+            if (!peek().is_ident(word)) user_error(peek().loc, "expected '{}' in loc(...), got {}", word, describe(peek()));
+            next();
+          }
+          calls.push_back({callee, file_line_col()});
+        }
         expect_punct(")");
-        n.loc = Loc{int(line), int(col)};
+        int site = 0;
+        for (size_t c = calls.size(); c-- > 0;) site = call_site(calls[c].first, Loc{calls[c].second.line, calls[c].second.col, site});
+        n.loc = Loc{place.line, place.col, site};
       } else {
         user_error(m.loc, "unknown annotation '{}'", m.text);
       }

@@ -112,16 +112,19 @@ std::string call_str(const Node& n) {
 
 std::string cost_report(const Graph& g, const GraphCost& c, const std::string& source) {
   std::string s = fmt::format("{} ranks; bytes each rank sends and receives under ring algorithms\n", g.world);
-  s += fmt::format("{:<9} {:<22} {:<26} {:<34} {:<14} {:>11} {:>11}\n", "phase", "at", "value", "collective", "operand",
-                   "sent", "received");
+  // The "at" column is as wide as its longest place (a place in a def carries its calls).
+  size_t at_width = 22;
+  for (const CollectiveCost& cc : c.collectives) at_width = std::max(at_width, loc_str(source, g[cc.node].loc, false).size());
+  s += fmt::format("{:<9} {:<{}} {:<26} {:<34} {:<14} {:>11} {:>11}\n", "phase", "at", at_width, "value", "collective",
+                   "operand", "sent", "received");
   double totals[2][2] = {{0, 0}, {0, 0}};
   int counts[2] = {0, 0};
   for (const CollectiveCost& cc : c.collectives) {
     const Node& n = g[cc.node];
     std::string call = call_str(n);
     if (call.size() > 34) call = call.substr(0, 31) + "...";
-    s += fmt::format("{:<9} {:<22} {:<26} {:<34} {:<14} {:>11} {:>11}\n", cc.backward ? "backward" : "forward",
-                     fmt::format("{}:{}", source, n.loc.line), source_value(n), call, type_str(g.type(n.args[0])),
+    s += fmt::format("{:<9} {:<{}} {:<26} {:<34} {:<14} {:>11} {:>11}\n", cc.backward ? "backward" : "forward",
+                     loc_str(source, n.loc, false), at_width, source_value(n), call, type_str(g.type(n.args[0])),
                      readable(cc.sent, "B", true), readable(cc.received, "B", true));
     totals[cc.backward][0] += cc.sent;
     totals[cc.backward][1] += cc.received;
@@ -144,9 +147,16 @@ std::string cost_json(const Graph& g, const GraphCost& c, const std::string& sou
     const CollectiveCost& cc = c.collectives[i];
     const Node& n = g[cc.node];
     totals[cc.backward] += cc.sent;
-    s += fmt::format("{}\n  {{\"phase\": \"{}\", \"file\": {}, \"line\": {}, \"col\": {}, \"value\": {}, "
+    std::vector<std::string> calls;  // the def calls it was reached through, innermost first
+    for (int site = n.loc.site; site > 0;) {
+      const CallSite cs = call_site(site);
+      calls.push_back(fmt::format("{{\"def\": {}, \"line\": {}, \"col\": {}}}", quote(cs.callee), cs.call.line, cs.call.col));
+      site = cs.call.site;
+    }
+    s += fmt::format("{}\n  {{\"phase\": \"{}\", \"file\": {}, \"line\": {}, \"col\": {}, \"calls\": [{}], \"value\": {}, "
                      "\"collective\": {}, \"call\": {}, \"operand\": \"{}\", \"sent_bytes\": {}, \"received_bytes\": {}}}",
                      i ? "," : "", cc.backward ? "backward" : "forward", quote(source), n.loc.line, n.loc.col,
+                     fmt::join(calls, ", "),
                      quote(source_value(n)), quote(std::string(op_name(n.op))), quote(call_str(n)),
                      type_str(g.type(n.args[0])), bytes_str(cc.sent), bytes_str(cc.received));
   }

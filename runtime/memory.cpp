@@ -71,7 +71,7 @@ void check_memory_bytes(const Graph& g, double per_rank, const std::string& what
     const Node& n = g[v];
     std::string name = n.name.empty() ? std::string(op_name(n.op)) : "'" + n.name.str() + "'";
     list += fmt::format("\n  {} {} ({} per rank){}", name, type_str(n.type), readable_bytes(bytes(v)),
-                        n.loc.known() ? fmt::format(" at line {}", n.loc.line) : "");
+                        n.loc.known() ? fmt::format(" at line {}{}", n.loc.line, call_chain("", n.loc, false)) : "");
   }
   throw UserError(big.empty() ? Loc{} : g[big[0]].loc,
                   fmt::format("{} needs about {} of memory at its peak ({} ranks, {} each), but {} is available; "

@@ -123,7 +123,7 @@ int cmd_check(const CommandLine& cl) {
   verify(g);
   if (!cl.has("verbose")) return 0;
   // One line per input, collective (forward, then the derived backward) and output.
-  auto at = [&](const Node& n) { return fmt::format("{}:{}:{}", g_source.path, n.loc.line, n.loc.col); };
+  auto at = [&](const Node& n) { return loc_str(g_source.path, n.loc); };
   auto rep = [](const Node& n) { return n.rep == Rep::Unknown ? "" : rep_name(n.rep); };
   std::string s = fmt::format("{}: {} rank{}\n", g_source.path, g.world, g.world == 1 ? "" : "s");
   for (const Node& n : g.nodes)
@@ -144,9 +144,8 @@ int cmd_check(const CommandLine& cl) {
     }
   for (const GradInfo& gi : grads)  // a non-scalar loss means the sum of its elements (LANGUAGE.md section 6)
     if (g.type(gi.loss).rank() > 0)
-      s += fmt::format("grad       {}: of a {} loss, which is summed first, at {}:{}:{}\n",
-                       gi.name.empty() ? "(unnamed)" : gi.name, type_str(g.type(gi.loss)), g_source.path, gi.loc.line,
-                       gi.loc.col);
+      s += fmt::format("grad       {}: of a {} loss, which is summed first, at {}\n",
+                       gi.name.empty() ? "(unnamed)" : gi.name, type_str(g.type(gi.loss)), loc_str(g_source.path, gi.loc));
   for (const auto& [name, v] : g.outputs)
     s += fmt::format("output     {}: {} {}\n", name, type_str(g.type(v)), rep(g[v]));
   std::cout << s;
@@ -428,6 +427,7 @@ int cmd_verify(const CommandLine& cl) {
     };
   Graph written = load_program(cl.one_file("FILE.dg"), ranks_flag(cl));
   const std::vector<std::string> differ = check_backend(written, load_inputs(written, cl.get("inputs")), rows, opt);
+  opt.source = g_source.path;
   std::cout << (format == "json" ? gradcheck_json(rows, opt, differ) : gradcheck_table(rows, opt, differ));
   for (const GradCheckRow& r : rows)
     if (!r.ok) return 1;

@@ -79,11 +79,12 @@ std::string library(const std::vector<GeneratedFile>& files, const std::string& 
 UserError run_error(const std::string& error, const std::string& source_path) {
   const std::string at = ": " + source_path + ":";
   const size_t p = error.find(at);
-  int line = 0, col = 0, used = 0;
-  if (error.rfind("rank ", 0) == 0 && p != std::string::npos &&
-      std::sscanf(error.c_str() + p + at.size(), "%d:%d: %n", &line, &col, &used) == 2 && used > 0)
-    return UserError(Loc{line, col}, error.substr(p + at.size() + size_t(used)));
-  return UserError({}, error);
+  if (error.rfind("rank ", 0) != 0 || p == std::string::npos) return UserError({}, error);
+  size_t used = 0;
+  const Loc loc = parse_loc_str(source_path, error.c_str() + p + at.size(), &used);
+  const size_t rest = p + at.size() + used;
+  if (!loc.known() || error.compare(rest, 2, ": ") != 0) return UserError({}, error);
+  return UserError(loc, error.substr(rest + 2));
 }
 
 }  // namespace

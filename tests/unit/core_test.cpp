@@ -25,6 +25,27 @@ TEST_CASE("every op has the rules it needs") {
   for (int i = 0; i < kNumOps; ++i) CHECK(op_by_name(op_name(Op(i))) == Op(i));
 }
 
+TEST_CASE("a place with its def calls: printed, read back, the same chain the same site") {
+  const int outer = call_site("block", Loc{15, 5});
+  const int inner = call_site("norm", Loc{12, 10, outer});
+  CHECK(inner != outer);
+  CHECK(call_site("norm", Loc{12, 10, outer}) == inner);  // interned
+  const Loc at{9, 12, inner};
+  const std::string text = loc_str("p.dg", at);
+  CHECK(text == "p.dg:9:12 in `norm` called at p.dg:12:10 in `block` called at p.dg:15:5");
+  CHECK(loc_str("p.dg", at, false) == "p.dg:9 in `norm` called at p.dg:12 in `block` called at p.dg:15");
+  size_t used = 0;
+  const std::string message = text + ": cross_entropy: label 6";
+  const Loc back = parse_loc_str("p.dg", message.c_str() + 5, &used);  // after "p.dg:"
+  CHECK(back.line == 9);
+  CHECK(back.col == 12);
+  CHECK(back.site == inner);
+  CHECK(message.substr(5 + used) == ": cross_entropy: label 6");
+  CHECK(Loc{1, 100000}.col == 65535);  // columns saturate
+  CHECK(parse_loc_str("p.dg", "x:1", &used).line == 0);
+  CHECK(used == 0);
+}
+
 TEST_CASE("Philox4x32-10 matches Random123's known-answer vectors") {
   using A4 = std::array<uint32_t, 4>;
   auto philox = [](A4 c, uint32_t k0, uint32_t k1) {
