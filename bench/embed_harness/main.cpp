@@ -1,5 +1,5 @@
-// Times the embedded class's step: its ranks as threads of this process, each with
-// gradc's in-process communicator; a step is timed from a barrier to a barrier, as the
+// Times the embedded class's step: its ranks as threads of this process in gradc's
+// in-process group; a step is timed from a barrier to a barrier, as the
 // executables time theirs. Prints "median step: X ms" after ITERS steps.
 #include <algorithm>
 #include <barrier>
@@ -20,8 +20,7 @@ int main(int argc, char** argv) {
   std::vector<std::thread> ranks;
   for (int r = 0; r < world; ++r)
     ranks.emplace_back([&, r] {
-      gradc::ThreadComm comm(group, r);
-      prog step(comm);
+      prog step(group, r);
       step.run();  // the inputs' defaults, once, as gradc run evaluates them before timing
       step.keep_defaults();
       for (int i = 0; i < iters; ++i) {
