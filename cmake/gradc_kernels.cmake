@@ -9,8 +9,21 @@
 # glibc's libmvec. GCC reaches libmvec only with -ffast-math, which would change the
 # values, so where the application's compiler is not clang the kernels are compiled by
 # clang++ when one is found (GRADC_KERNEL_CXX chooses another).
+#
+# With MPI, the library links MPI::MPI_CXX and defines GRADC_WITH_MPI for itself and
+# its users, which gives the class its constructor on an MPI_Comm (compiled with the
+# kernels, as its collectives' host loops are).
 function(gradc_cpu_library target source)
+  cmake_parse_arguments(G "MPI" "" "" ${ARGN})
   find_package(Threads REQUIRED)
+  set(mpi_flags)
+  if(G_MPI)
+    find_package(MPI REQUIRED COMPONENTS CXX)
+    set(mpi_flags -DGRADC_WITH_MPI)
+    foreach(d ${MPI_CXX_INCLUDE_DIRS})
+      list(APPEND mpi_flags "-I${d}")
+    endforeach()
+  endif()
   find_path(GRADC_CBLAS_INCLUDE cblas.h PATH_SUFFIXES openblas REQUIRED)
   find_library(GRADC_OPENBLAS openblas REQUIRED)
   find_program(GRADC_KERNEL_CXX NAMES clang++-19 clang++)
@@ -25,7 +38,7 @@ function(gradc_cpu_library target source)
     get_filename_component(name "${source}" NAME_WE)
     set(object "${CMAKE_CURRENT_BINARY_DIR}/${target}_kernels.o")
     add_custom_command(OUTPUT "${object}"
-      COMMAND "${GRADC_KERNEL_CXX}" ${flags} ${clang_flags} -std=c++17 -fPIC "-I${dir}" "-I${GRADC_CBLAS_INCLUDE}"
+      COMMAND "${GRADC_KERNEL_CXX}" ${flags} ${clang_flags} ${mpi_flags} -std=c++17 -fPIC "-I${dir}" "-I${GRADC_CBLAS_INCLUDE}"
               -c "${source}" -o "${object}"
       DEPENDS "${source}" "${dir}/${name}.h" "${dir}/gradc_runtime.h" "${dir}/gradc_scalar.h"
       COMMENT "gradc: compiling ${target}'s kernels with ${GRADC_KERNEL_CXX}")
@@ -36,13 +49,9 @@ function(gradc_cpu_library target source)
   target_compile_features(${target} PUBLIC cxx_std_17)
   target_include_directories(${target} PUBLIC "${dir}" "${GRADC_CBLAS_INCLUDE}")
   target_link_libraries(${target} PUBLIC "${GRADC_OPENBLAS}" Threads::Threads)
+  if(G_MPI)
+    target_link_libraries(${target} PUBLIC MPI::MPI_CXX)
+    target_compile_definitions(${target} PUBLIC GRADC_WITH_MPI)
+  endif()
 endfunction()
 
-# gradc_use_mpi(TARGET): a program's library (gradc_cpu_library, or the CMakeLists.txt
-# that gradc emit writes) with MPI: it links MPI::MPI_CXX and defines GRADC_WITH_MPI for
-# itself and its users, which gives a cpu class its constructor on an MPI_Comm.
-function(gradc_use_mpi target)
-  find_package(MPI REQUIRED COMPONENTS CXX)
-  target_link_libraries(${target} PUBLIC MPI::MPI_CXX)
-  target_compile_definitions(${target} PUBLIC GRADC_WITH_MPI)
-endfunction()

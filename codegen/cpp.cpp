@@ -428,13 +428,14 @@ class Writer {
       s += fmt::format(
           "  // The world's ranks as threads of this process: this rank's place in gradc's\n"
           "  // in-process group (one gradc::ThreadGroup of `world` ranks, shared by the threads).\n"
-          "  {0}(gradc::ThreadGroup& group, int rank) : {0}(std::make_unique<gradc::ThreadComm>(group, rank), nullptr) {{}}\n"
+          "  {0}(gradc::ThreadGroup& group, int rank);\n"
           "#if defined(GRADC_WITH_MPI)\n"
           "  // The world's ranks as MPI processes (gradc_add_program(... MPI) defines GRADC_WITH_MPI).\n"
-          "  explicit {0}(MPI_Comm comm) : {0}(std::make_unique<gradc::MpiComm>(comm), nullptr) {{}}\n"
+          "  explicit {0}(MPI_Comm comm);\n"
           "#endif\n"
-          "  // Any gradc::Comm; it must outlive this object.\n"
-          "  explicit {0}(gradc::Comm& comm) : {0}(nullptr, &comm) {{}}\n",
+          "  // Any gradc::Comm; it must outlive this object. (The communicators above are made\n"
+          "  // in {0}'s own source, so that their code is compiled with the kernels' flags.)\n"
+          "  explicit {0}(gradc::Comm& comm);\n",
           name_);
     s += fmt::format("  ~{0}();\n  {0}(const {0}&) = delete;\n  {0}& operator=(const {0}&) = delete;\n\n", name_);
     for (const auto& [n, b] : l_.inputs) {
@@ -643,6 +644,15 @@ class Writer {
       s += "  GRADC_CUBLAS(cublasCreate(&blas_), \"constructor\");\n  GRADC_CUBLAS(cublasSetStream(blas_, stream_), \"constructor\");\n";
       s += "  for (cudaEvent_t& e : events_) GRADC_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), \"constructor\");\n";
     } else {
+      // The communicators are made here, not inline in the header: their collectives'
+      // loops are then compiled with the kernels (as gradc run compiles them), not by the
+      // application's compiler at its own optimisation level.
+      s += fmt::format("{0}::{0}(gradc::ThreadGroup& group, int rank) : {0}(std::make_unique<gradc::ThreadComm>(group, rank), nullptr) {{}}\n"
+                       "#if defined(GRADC_WITH_MPI)\n"
+                       "{0}::{0}(MPI_Comm comm) : {0}(std::make_unique<gradc::MpiComm>(comm), nullptr) {{}}\n"
+                       "#endif\n"
+                       "{0}::{0}(gradc::Comm& comm) : {0}(nullptr, &comm) {{}}\n\n",
+                       name_);
       s += fmt::format("{0}::{0}(std::unique_ptr<gradc::Comm> owned, gradc::Comm* comm)\n"
                        "    : owned_(std::move(owned)), comm_(comm ? *comm : *owned_), rank_(comm_.rank()) {{\n", name_);
       s += fmt::format("  if (comm_.size() != world) gradc::wrong_world(\"{}\", world, comm_.size());\n", name_);
@@ -912,9 +922,14 @@ std::string cmake_file(const std::string& name, Target target) {
   } else {
     s += fmt::format(
         "# The kernels are compiled as gradc run compiles them, whatever the application's\n"
-        "# build type and compiler: gradc_kernels.cmake says how.\n"
+        "# build type and compiler: gradc_kernels.cmake says how. Set GRADC_WITH_MPI before\n"
+        "# add_subdirectory() for the class's constructor on an MPI_Comm.\n"
         "include(${{CMAKE_CURRENT_LIST_DIR}}/gradc_kernels.cmake)\n"
-        "gradc_cpu_library({0} ${{CMAKE_CURRENT_LIST_DIR}}/{0}.cpp)\n",
+        "if(GRADC_WITH_MPI)\n"
+        "  gradc_cpu_library({0} ${{CMAKE_CURRENT_LIST_DIR}}/{0}.cpp MPI)\n"
+        "else()\n"
+        "  gradc_cpu_library({0} ${{CMAKE_CURRENT_LIST_DIR}}/{0}.cpp)\n"
+        "endif()\n",
         name);
   }
   return s;
