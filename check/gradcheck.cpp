@@ -11,7 +11,7 @@
 #include "ir/print.h"
 #include "passes/autodiff.h"
 #include "passes/unroll.h"
-#include "runtime/memory.h"
+#include "check/memory.h"
 
 namespace gradc {
 

@@ -10,6 +10,8 @@
 #include "ir/print.h"
 #include "passes/autodiff.h"
 #include "runtime/interp.h"
+#include "runtime/kernels.h"
+#include "passes/ad.h"
 
 namespace gradc {
 
@@ -149,7 +151,7 @@ Matrix kernel_matrix(const Instance& in) {
     for (int64_t j = 0; j < xt.size(); ++j) {
       std::vector<Tensor> x(size_t(N), Tensor::zeros(xt));
       x[size_t(k)] = unit(xt, j);
-      std::vector<Tensor> y = rule(n.op).collective(lin, x);
+      std::vector<Tensor> y = kernels()[n.op].collective(lin, x);
       for (int r = 0; r < N; ++r)
         for (int64_t i = 0; i < y[size_t(r)].size(); ++i)
           if (double v = y[size_t(r)].get(i); v != 0) A[{r * n.type->size() + i, k * xt.size() + j}] += v;
@@ -519,7 +521,7 @@ std::string check_linear(const Instance& in, const ProveOptions& opt) {
   for (uint64_t seed = 1; seed <= 3; ++seed) {
     std::vector<Tensor> x = integer_vector(in.g.type(0), N, seed, -5, 5);
     std::vector<Tensor> y = integer_vector(in.g.type(in.y), N, seed + 100, -5, 5);
-    double lhs = dot(rule(n.op).collective(lin, x), y);
+    double lhs = dot(kernels()[n.op].collective(lin, x), y);
     double rhs = dot(x, apply(adj, x, y));
     if (lhs != rhs)
       return fmt::format("<A x, y> = {} but <x, A^T y> = {} for x = {}, y = {}", lhs, rhs, values_str(x), values_str(y));
@@ -609,12 +611,8 @@ ProofRow prove(const ProofCase& c, const ProveOptions& opt) {
   ProofRow row;
   row.c = c;
   prove_symbolic(c, opt, row);
-  std::unique_ptr<ScopedRuleOverride> swap;
-  if (opt.rule) {
-    OpRule r = rule(c.op);
-    r.vjp = opt.rule;
-    swap = std::make_unique<ScopedRuleOverride>(c.op, r);
-  }
+  std::unique_ptr<ScopedOverride<VjpFn>> swap;
+  if (opt.rule) swap = std::make_unique<ScopedOverride<VjpFn>>(derivatives(), c.op, opt.rule);
   const bool linear = c.reduction.empty() || c.reduction == "sum";
   row.checked = true;
   row.derivation += fmt::format("  exact checks (integer and dyadic values in f64: no rounding), N = 1..{}:\n", opt.max_ranks);

@@ -20,6 +20,7 @@
 
 #include "ir/collectives.h"
 #include "ir/rules.h"
+#include "passes/ad.h"
 
 namespace gradc {
 

@@ -1,7 +1,5 @@
 #include "codegen/cpp.h"
 
-#include "runtime/interp.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,7 +8,7 @@
 #include <set>
 
 #include "codegen/runtime_files.h"
-#include "ir/stack.h"
+#include "support/stack.h"
 
 namespace gradc {
 namespace {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/diag.h"
+#include "support/diag.h"
 
 namespace gradc::ast {
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/diag.h"
+#include "support/diag.h"
 
 namespace gradc {
 

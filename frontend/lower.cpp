@@ -6,9 +6,9 @@
 #include <map>
 #include <set>
 
-#include "ir/name_map.h"
+#include "support/name_map.h"
 #include "ir/rules.h"
-#include "ir/stack.h"
+#include "support/stack.h"
 #include "ir/collectives.h"
 
 namespace gradc {

@@ -1,7 +1,7 @@
 // A recursive-descent parser for .dg programs (LANGUAGE.md sections 2 and 3).
 #include "frontend/ast.h"
 #include "frontend/lexer.h"
-#include "ir/stack.h"
+#include "support/stack.h"
 
 namespace gradc {
 namespace {

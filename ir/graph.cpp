@@ -139,4 +139,24 @@ ValueId emit(Graph& g, Op op, std::vector<ValueId> args, Attrs attrs, Loc loc, N
   return g.append(std::move(n));
 }
 
+std::string checked_op_name(const Node& n) {
+  if (n.backward) return fmt::format("in the gradient of {}: {}", op_name(n.fwd_op), op_name(n.op));
+  return std::string(op_name(n.op));
+}
+
+void verify(const Graph& g) {
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    for (ValueId a : n.args)
+      GRADC_ASSERT(a >= 0 && size_t(a) < i, "{} (node {}) uses value {} before it is defined",
+                   op_name(n.op), i, a);
+    Type t = infer_type(g, n);
+    GRADC_ASSERT(t == n.type, "{} (node {}) has type {} but its shape rule gives {}", op_name(n.op),
+                 i, type_str(n.type), type_str(t));
+  }
+  for (const auto& [name, v] : g.outputs)
+    GRADC_ASSERT(v >= 0 && v < g.size(), "output {} names no value", name);
+}
+
+
 }  // namespace gradc

@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "ir/diag.h"
-#include "ir/intern.h"
+#include "support/diag.h"
+#include "support/intern.h"
 #include "ir/op.h"
 #include "ir/types.h"
 
@@ -46,7 +46,7 @@ struct Attrs {
   bool operator==(const Attrs&) const = default;
 };
 
-// A node's attributes: a handle to an interned set (ir/intern.h), so copying a
+// A node's attributes: a handle to an interned set (support/intern.h), so copying a
 // node copies a pointer, and two nodes' attributes are equal as printed (floats
 // bit for bit: -0.0 is not 0.0, a NaN equals the same NaN) exactly when their
 // handles are. Most sets recur (axes=[0], op=sum, a constant used on every
@@ -64,7 +64,7 @@ class AttrsRef : public Interned<Attrs, AttrsTraits> {
   void set(const std::string& key, Attr v);  // interns the set with key = v
 };
 
-// A value's readable name hint: a handle to an interned string (ir/intern.h),
+// A value's readable name hint: a handle to an interned string (support/intern.h),
 // so a node holds a pointer instead of a string of its own.
 struct NameTraits {
   static uint64_t hash(const std::string& s) { return std::hash<std::string>()(s); }
@@ -104,6 +104,8 @@ struct Node {
   std::vector<std::vector<int64_t>> attr_int_lists(std::string_view key) const;
 };
 static_assert(sizeof(Node) == 64 || sizeof(void*) != 8);
+// The op as a run-time error names it: "log", or "in the gradient of log: mul".
+std::string checked_op_name(const Node& n);
 
 struct Graph {
   int world = 1;  // the number of ranks this graph is specialised for, 1 to kMaxWorld
@@ -119,6 +121,9 @@ struct Graph {
   }
   int size() const { return int(nodes.size()); }
 };
+// Checks that operands are defined before use, that every node's declared type
+// is what its shape rule gives, and that outputs name existing values.
+void verify(const Graph& g);
 
 // A constant node holding `value` in every element of `t` (an integer attribute for i32).
 Node const_node(const Type& t, double value, Loc loc);

@@ -1,5 +1,6 @@
 // The Op enum and its static facts, generated from ops.def.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -24,6 +25,36 @@ std::string_view op_name(Op op);
 int op_arity(Op op);  // -1: variadic
 uint32_t op_flags(Op op);
 std::optional<Op> op_by_name(std::string_view name);
+
+// A table with one row per op, owned by the layer that reads it (ir/rules.h: shapes
+// and replication; runtime/kernels.h: the interpreter's kernels; passes/ad.h:
+// derivatives; passes/lower_kernels.h: kernel forms), as JAX's ad.py owns its
+// primitive_jvps. ops/<group>.cpp fills in every table's row of an op in one block,
+// when register_all() (ops/register.h) runs at the start of main.
+template <class Row>
+class OpTable {
+ public:
+  Row& operator[](Op op) { return rows_[size_t(op)]; }
+  const Row& operator[](Op op) const { return rows_[size_t(op)]; }
+
+ private:
+  std::array<Row, size_t(kNumOps)> rows_{};
+};
+
+// For tests that show a check can fail: one op's row of a table replaced while it lives.
+template <class Row>
+class ScopedOverride {
+ public:
+  ScopedOverride(OpTable<Row>& t, Op op, Row r) : t_(t), op_(op), saved_(t[op]) { t[op] = r; }
+  ~ScopedOverride() { t_[op_] = saved_; }
+  ScopedOverride(const ScopedOverride&) = delete;
+  ScopedOverride& operator=(const ScopedOverride&) = delete;
+
+ private:
+  OpTable<Row>& t_;
+  Op op_;
+  Row saved_;
+};
 
 inline bool is_elementwise(Op op) { return op_flags(op) & ELEM; }
 inline bool is_collective(Op op) { return op_flags(op) & COLL; }

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <map>
 
-#include "ir/name_map.h"
+#include "support/name_map.h"
 
 namespace gradc {
 

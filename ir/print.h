@@ -34,11 +34,5 @@ std::string print_text(const Graph& g, const std::string& loc_file = "");
 std::string print_dot(const Graph& g);
 std::string print_json(const Graph& g);
 
-// Parses the textual form; errors are UserErrors at positions in `text`.
-Graph parse_text(const std::string& text);
-
-// Checks that operands are defined before use, that every node's declared type
-// is what its shape rule gives, and that outputs name existing values.
-void verify(const Graph& g);
 
 }  // namespace gradc

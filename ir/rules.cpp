@@ -6,33 +6,17 @@
 
 namespace gradc {
 
-namespace {
-RuleTable& table() {
-  static RuleTable* t = [] {
-    auto* rt = new RuleTable();
-    register_leaf_ops(*rt);
-    register_elementwise_ops(*rt);
-    register_reduce_ops(*rt);
-    register_shape_ops(*rt);
-    register_collective_ops(*rt);
-    register_grad_op(*rt);
-    return rt;
-  }();
-  return *t;
+OpTable<ShapeRule>& shape_rules() {
+  static OpTable<ShapeRule> t;
+  return t;
 }
-}  // namespace
-
-const OpRule& rule(Op op) { return table().rules[int(op)]; }
-
-ScopedRuleOverride::ScopedRuleOverride(Op op, const OpRule& r) : op_(op), saved_(table()[op]) { table()[op] = r; }
-ScopedRuleOverride::~ScopedRuleOverride() { table()[op_] = saved_; }
 
 Type infer_type(const Graph& g, const Node& n) {
   int arity = op_arity(n.op);
   if (arity >= 0 && int(n.args.size()) != arity)
     user_error(n.loc, "{}: expects {} operand{}, got {}", op_name(n.op), arity,
                arity == 1 ? "" : "s", n.args.size());
-  InferFn f = rule(n.op).infer;
+  InferFn f = shape_rules()[n.op].infer;
   GRADC_ASSERT(f, "no shape rule for {}", op_name(n.op));
   Type t = f(g, n);
   for (int64_t d : t.shape)
@@ -46,26 +30,9 @@ Type infer_type(const Graph& g, const Node& n) {
   return t;
 }
 
-std::vector<std::string> missing_rules() {
-  std::vector<std::string> out;
-  for (int i = 0; i < kNumOps; ++i) {
-    Op op = Op(i);
-    const OpRule& r = rule(op);
-    if (!r.infer) out.push_back(fmt::format("{}: no shape rule", op_name(op)));
-    if (r.lower == KernelForm::None) out.push_back(fmt::format("{}: no lowering (kernel form)", op_name(op)));
-    if (op == Op::Grad) continue;  // replaced by the autodiff pass before any backend runs
-    if (is_collective(op) && !r.collective)
-      out.push_back(fmt::format("{}: no collective kernel", op_name(op)));
-    if (!is_collective(op) && !r.local)
-      out.push_back(fmt::format("{}: no interpreter kernel", op_name(op)));
-    if (is_differentiable(op) && !r.vjp) out.push_back(fmt::format("{}: no derivative rule", op_name(op)));
-  }
-  return out;
-}
-
 Rep infer_rep(const Graph& g, const Node& n) {
   if (g.world == 1) return Rep::Replicated;  // one rank: every value is the same on all ranks
-  if (RepFn f = rule(n.op).rep) return f(g, n);
+  if (RepFn f = shape_rules()[n.op].rep) return f(g, n);
   for (ValueId a : n.args)
     if (g[a].rep != Rep::Replicated) return Rep::Varying;
   return Rep::Replicated;

@@ -46,6 +46,15 @@ bool too_large(const Shape& s) {
   return false;
 }
 
+bool broadcasts_to(const Shape& from, const Shape& to) {
+  if (from.size() > to.size()) return false;
+  for (size_t i = 0; i < from.size(); ++i) {
+    int64_t d = from[from.size() - 1 - i];
+    if (d != 1 && d != to[to.size() - 1 - i]) return false;
+  }
+  return true;
+}
+
 Shape row_major_strides(const Shape& s) {
   Shape st(s.size());
   int64_t acc = 1;

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/intern.h"
+#include "support/intern.h"
 #include "ir/scalar.h"  // saturate_i32
 
 namespace gradc {
@@ -25,6 +25,8 @@ using Shape = std::vector<int64_t>;
 
 int64_t num_elements(const Shape& s);
 // Row-major strides in elements: the last axis is contiguous.
+// Whether a value of shape `from` broadcasts (NumPy rules) to exactly `to`.
+bool broadcasts_to(const Shape& from, const Shape& to);
 Shape row_major_strides(const Shape& s);
 // Sizes and strides are int64: a shape is too large when its dimensions multiply to
 // more than 2^40 elements, or, for an empty one (a dimension 0, as f32[10^9, 10^9, 0]),
@@ -45,7 +47,7 @@ struct Type {
 };
 std::string type_str(const Type& t);  // "f32[2, 3]"
 
-// A node's result type: a handle to an interned Type (ir/intern.h). A program's
+// A node's result type: a handle to an interned Type (support/intern.h). A program's
 // values share a few types, so a node holds a pointer, not a shape of its own,
 // and two types are equal exactly when their handles are.
 struct TypeTraits {

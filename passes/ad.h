@@ -1,12 +1,19 @@
-// The builder that derivative rules use to emit backward ops (see OpRule::vjp).
-// Every node it makes is marked `backward`, typed by its shape rule, given its
-// replication, and located at the forward op it differentiates.
+// The derivative rules' table, and the builder they use to emit backward ops. Every
+// node it makes is marked `backward`, typed by its shape rule, given its replication,
+// and located at the forward op it differentiates.
 #pragma once
 #include <vector>
 
 #include "ir/rules.h"
 
 namespace gradc {
+
+// The derivative (a vector-Jacobian product): given the cotangent `ct` of node
+// `y`'s result, sets cts[i] to the cotangent of operand i for each operand the
+// Ad context says is needed. One row per differentiable op (ops/<group>.cpp).
+class Ad;
+using VjpFn = void (*)(Ad& ad, ValueId y, ValueId ct, std::vector<ValueId>& cts);
+OpTable<VjpFn>& derivatives();
 
 class Ad {
  public:

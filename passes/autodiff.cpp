@@ -10,6 +10,11 @@
 
 namespace gradc {
 
+OpTable<VjpFn>& derivatives() {
+  static OpTable<VjpFn> t;
+  return t;
+}
+
 // ---- the builder used by the derivative rules ---------------------------------
 
 void Ad::begin(ValueId y, const std::vector<bool>& need) {
@@ -166,7 +171,7 @@ std::vector<ValueId> backward(Graph& g, ValueId loss, const std::vector<ValueId>
     if (!any) continue;
     std::vector<ValueId> cts(args.size(), -1);
     ad.begin(v, need);
-    rule(op).vjp(ad, v, ct[size_t(v)], cts);
+    derivatives()[op](ad, v, ct[size_t(v)], cts);
     for (size_t i = 0; i < args.size(); ++i)
       if (need[i]) {
         GRADC_ASSERT(cts[i] >= 0, "{}: derivative rule gave no cotangent for operand {}", op_name(op), i);

@@ -9,9 +9,15 @@
 #include "ir/rules.h"
 
 namespace gradc {
+
+OpTable<KernelForm>& kernel_forms() {
+  static OpTable<KernelForm> t;
+  return t;
+}
+
 namespace {
 
-KernelForm form(Op op) { return rule(op).lower; }
+KernelForm form(Op op) { return kernel_forms()[op]; }
 // Leaves cheap enough to compute wherever they are used, however often.
 bool splat_const(const Node& n) { return n.op == Op::Const && n.attrs.find("value")->kind != Attr::List; }
 // A constant with one element, or a splat: what a BLAS call's alpha can be.

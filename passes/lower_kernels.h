@@ -6,6 +6,18 @@
 
 namespace gradc {
 
+// How lowering and the code generators treat an op (one row per op, ops/<group>.cpp):
+//   Leaf    an input or constant, or computed from the element's index (rank, iota, rand)
+//   Scalar  elementwise: its value per element is gradc::op::NAME (ir/scalar.h),
+//           the function the interpreter's kernel calls too
+//   View    index arithmetic on its operand (reshape, transpose, slice, pad, concat, broadcast_to)
+//   Reduce  a reduction over axes, of a fused expression
+//   Gemm    a BLAS call
+//   Comm    a collective on buffers
+//   Removed replaced by a pass before lowering (grad)
+enum class KernelForm : uint8_t { None, Leaf, Scalar, View, Reduce, Gemm, Comm, Removed };
+OpTable<KernelForm>& kernel_forms();
+
 // With `check_finite` (gradc run --check-finite), every value but constants, views and
 // the cheapest leaves is its own kernel's buffer, checked for NaN and infinity after
 // the kernel, so a run stops at the first op, in program order, that makes one.

@@ -1,6 +1,6 @@
 #include "runtime/comm.h"
 
-#include "ir/diag.h"
+#include "support/diag.h"
 
 namespace gradc::comm {
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "ir/rules.h"
+#include "runtime/kernels.h"
 
 namespace gradc {
 
@@ -33,11 +34,6 @@ std::vector<Tensor> input_values(const Graph& g, const Node& n, const RankInputs
   return out;
 }
 }  // namespace
-
-std::string checked_op_name(const Node& n) {
-  if (n.backward) return fmt::format("in the gradient of {}: {}", op_name(n.fwd_op), op_name(n.op));
-  return std::string(op_name(n.op));
-}
 
 namespace {
 // --check-finite: the first NaN or infinity of a result, as an error at its op.
@@ -93,9 +89,9 @@ std::vector<std::vector<Tensor>> evaluate(const Graph& g, const RankInputs& inpu
     if (n.op == Op::Input) {
       out = input_values(g, n, inputs, n.args.empty() ? nullptr : &vals[size_t(n.args[0])]);
     } else if (is_collective(n.op)) {
-      out = rule(n.op).collective(n, vals[size_t(n.args[0])]);
+      out = kernels()[n.op].collective(n, vals[size_t(n.args[0])]);
     } else {
-      LocalFn f = rule(n.op).local;
+      LocalFn f = kernels()[n.op].local;
       if (!f) throw UserError(n.loc, fmt::format("{}: this op must be removed by a pass before running "
                                                  "(run the autodiff pass first)", op_name(n.op)));
       Args args(n.args.size());

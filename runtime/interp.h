@@ -20,8 +20,6 @@ using RankOutputs = std::vector<std::vector<std::pair<std::string, Tensor>>>;
 // holds a NaN or an infinity, with an error at the op naming it, the rank and the
 // element (gradc run --check-finite); constants are not checked.
 RankOutputs interpret(const Graph& g, const RankInputs& inputs, bool check_finite = false);
-// The op a --check-finite error names: "log", or "in the gradient of log: mul".
-std::string checked_op_name(const Node& n);
 
 // The inputs as a run sees them, checked as interpret checks them (the declared
 // type; a shared input the same on every rank; an input without a default given

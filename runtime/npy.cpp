@@ -8,7 +8,8 @@
 #include <cctype>
 #include <cstring>
 
-#include "ir/diag.h"
+#include "support/diag.h"
+#include "support/file.h"
 
 namespace gradc {
 

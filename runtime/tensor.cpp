@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "ir/diag.h"
+#include "support/diag.h"
 
 namespace gradc {
 
@@ -88,15 +88,6 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, bool* ok) {
     out[i] = da == 1 ? db : da;
   }
   return out;
-}
-
-bool broadcasts_to(const Shape& from, const Shape& to) {
-  if (from.size() > to.size()) return false;
-  for (size_t i = 0; i < from.size(); ++i) {
-    int64_t d = from[from.size() - 1 - i];
-    if (d != 1 && d != to[to.size() - 1 - i]) return false;
-  }
-  return true;
 }
 
 namespace {

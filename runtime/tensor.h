@@ -50,8 +50,6 @@ using Strides = std::vector<int64_t>;
 // aligned to `out`'s axes, 0 where `in` is missing the axis or has size 1.
 Strides broadcast_strides(const Shape& in, const Shape& out);
 Shape broadcast_shapes(const Shape& a, const Shape& b, bool* ok);
-// Whether a value of shape `from` broadcasts (NumPy rules) to exactly `to`.
-bool broadcasts_to(const Shape& from, const Shape& to);
 
 // Visits every element of `shape` in row-major order, calling body(i, off),
 // where i is the flat index and off[k] = base[k] + sum_d idx[d] * strides[k][d]

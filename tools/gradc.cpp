@@ -13,6 +13,9 @@
 #include <set>
 
 #include "frontend/ast.h"
+#include "support/file.h"
+#include "frontend/ir_reader.h"
+#include "ops/register.h"
 #include "frontend/lower.h"
 #include "ir/print.h"
 #include "ir/rules.h"
@@ -25,7 +28,7 @@
 #include "passes/pass.h"
 #include "check/gradcheck.h"
 #include "runtime/interp.h"
-#include "runtime/memory.h"
+#include "check/memory.h"
 #include "check/prove.h"
 #include "runtime/npy.h"
 #include "runtime/npy_format.h"
@@ -685,6 +688,7 @@ int main(int argc, char** argv) {
   // program: 92k page faults instead of 99k).
   mi_option_set(mi_option_decommit_delay, 1000 * 1000);  // ms
 #endif
+  register_all();
   std::vector<std::string> missing = missing_rules();
   if (!missing.empty()) {
     for (const auto& m : missing) std::cerr << "gradc: internal error: " << m << "\n";

@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "codegen/cpp.h"
-#include "ir/diag.h"
+#include "support/diag.h"
 #include "tools/toolchain.h"
 
 namespace fs = std::filesystem;

@@ -9,7 +9,14 @@
 #include <exception>
 #include <string>
 
-#include "ir/diag.h"
+#include "ops/register.h"
+#include "support/diag.h"
+
+// libFuzzer's start-up hook: every op's rules into every layer's tables, as main does.
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  gradc::register_all();
+  return 0;
+}
 
 namespace gradc::fuzz {
 

@@ -340,9 +340,7 @@ TEST_CASE("gradient checking catches a wrong collective rule") {
   const char* src = "input x : f32[2] = randn([2], seed=rank)\ng = all_gather(x)\nloss = sum(g * g * (rank + 1))\n"
                     "dx = grad(loss, x)\noutput dx\n";
   require_ok(check(src, 2), 1);
-  OpRule wrong = rule(Op::AllGather);
-  wrong.vjp = gatherlayer_vjp;
-  ScopedRuleOverride swap(Op::AllGather, wrong);
+  ScopedOverride<VjpFn> swap(derivatives(), Op::AllGather, gatherlayer_vjp);
   auto rows = check(src, 2);
   REQUIRE(rows.size() == 1);
   CHECK(!rows[0].ok);

@@ -1,4 +1,4 @@
-#include "runtime/memory.h"
+#include "check/memory.h"
 
 #include <sys/resource.h>
 
@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "ir/diag.h"
+#include "support/diag.h"
 #include "passes/cost.h"
 
 namespace gradc {

@@ -1,4 +1,4 @@
-#include "ir/stack.h"
+#include "support/stack.h"
 
 #include <pthread.h>
 

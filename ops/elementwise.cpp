@@ -1,7 +1,7 @@
 // Elementwise ops: NumPy broadcasting of operands of one dtype.
 #include <cmath>
 
-#include "ir/rules.h"
+#include "ops/ops.h"
 #include "ir/scalar.h"
 #include "passes/ad.h"
 
@@ -325,29 +325,39 @@ void vjp_where(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
 
 }  // namespace
 
-void register_elementwise_ops(RuleTable& t) {
-  for (Op op : {Op::Neg, Op::Exp, Op::Log, Op::Sqrt, Op::Rsqrt, Op::Abs, Op::Relu, Op::Sigmoid,
-                Op::Tanh, Op::Sin, Op::Cos, Op::Square, Op::Reciprocal, Op::Sign, Op::Erf, Op::StopGradient})
-    t[op] = {infer_unary, eval_unary, nullptr};
-  t[Op::Cast] = {infer_cast, eval_cast, nullptr};
-  for (Op op : {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Pow, Op::Maximum, Op::Minimum, Op::Eq,
-                Op::Ne, Op::Lt, Op::Le, Op::Gt, Op::Ge})
-    t[op] = {infer_binary, eval_binary, nullptr};
-  t[Op::FloorDiv] = t[Op::Mod] = {infer_binary, eval_int_division, nullptr};
-  t[Op::Where] = {infer_where, eval_where, nullptr};
-  t[Op::CheckLabels] = {infer_check_labels, eval_check_labels, nullptr};
-  const std::pair<Op, VjpFn> vjps[] = {
-      {Op::Neg, vjp_neg},         {Op::Exp, vjp_exp},         {Op::Log, vjp_log},
-      {Op::Sqrt, vjp_sqrt},       {Op::Rsqrt, vjp_rsqrt},     {Op::Abs, vjp_abs},
-      {Op::Relu, vjp_relu},       {Op::Sigmoid, vjp_sigmoid}, {Op::Tanh, vjp_tanh},
-      {Op::Sin, vjp_sin},         {Op::Cos, vjp_cos},         {Op::Square, vjp_square},
-      {Op::Reciprocal, vjp_reciprocal}, {Op::Erf, vjp_erf}, {Op::Cast, vjp_cast}, {Op::Add, vjp_add},
-      {Op::Sub, vjp_sub},         {Op::Mul, vjp_mul},         {Op::Div, vjp_div},
-      {Op::Pow, vjp_pow},         {Op::Maximum, vjp_extremum}, {Op::Minimum, vjp_extremum},
-      {Op::Where, vjp_where}};
-  for (const auto& [op, f] : vjps) t[op].vjp = f;
-  for (int i = 0; i < kNumOps; ++i)  // each one's value per element is gradc::op::NAME in ir/scalar.h
-    if (is_elementwise(Op(i))) t[Op(i)].lower = KernelForm::Scalar;
+void register_elementwise_ops() {
+  // Each one's value per element is gradc::op::NAME in ir/scalar.h, for the
+  // interpreter's kernel and the generated code alike (KernelForm::Scalar).
+  auto unary = [](Op op, VjpFn vjp) { def(op).infer(infer_unary).eval(eval_unary).vjp(vjp).form(KernelForm::Scalar); };
+  unary(Op::Neg, vjp_neg);
+  unary(Op::Exp, vjp_exp);
+  unary(Op::Log, vjp_log);
+  unary(Op::Sqrt, vjp_sqrt);
+  unary(Op::Rsqrt, vjp_rsqrt);
+  unary(Op::Abs, vjp_abs);
+  unary(Op::Relu, vjp_relu);
+  unary(Op::Sigmoid, vjp_sigmoid);
+  unary(Op::Tanh, vjp_tanh);
+  unary(Op::Sin, vjp_sin);
+  unary(Op::Cos, vjp_cos);
+  unary(Op::Square, vjp_square);
+  unary(Op::Reciprocal, vjp_reciprocal);
+  unary(Op::Erf, vjp_erf);
+  unary(Op::Sign, nullptr);          // not differentiable: no derivative rule
+  unary(Op::StopGradient, nullptr);  // the autodiff pass stops at it
+  def(Op::Cast).infer(infer_cast).eval(eval_cast).vjp(vjp_cast).form(KernelForm::Scalar);
+  auto binary = [](Op op, VjpFn vjp) { def(op).infer(infer_binary).eval(eval_binary).vjp(vjp).form(KernelForm::Scalar); };
+  binary(Op::Add, vjp_add);
+  binary(Op::Sub, vjp_sub);
+  binary(Op::Mul, vjp_mul);
+  binary(Op::Div, vjp_div);
+  binary(Op::Pow, vjp_pow);
+  binary(Op::Maximum, vjp_extremum);
+  binary(Op::Minimum, vjp_extremum);
+  for (Op op : {Op::Eq, Op::Ne, Op::Lt, Op::Le, Op::Gt, Op::Ge}) binary(op, nullptr);  // comparisons
+  for (Op op : {Op::FloorDiv, Op::Mod}) def(op).infer(infer_binary).eval(eval_int_division).form(KernelForm::Scalar);
+  def(Op::Where).infer(infer_where).eval(eval_where).vjp(vjp_where).form(KernelForm::Scalar);
+  def(Op::CheckLabels).infer(infer_check_labels).eval(eval_check_labels).form(KernelForm::Scalar);
 }
 
 }  // namespace gradc

@@ -1,8 +1,7 @@
 // Collectives (LANGUAGE.md section 5): shape rules and kernels. The exchange
 // itself is runtime/comm.cpp, the in-process communicator.
 #include "ir/collectives.h"
-#include "ir/rules.h"
-#include "passes/ad.h"
+#include "ops/ops.h"
 #include "runtime/comm.h"
 
 namespace gradc {
@@ -250,25 +249,21 @@ void vjp_collective(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) {
 
 }  // namespace
 
-void register_collective_ops(RuleTable& t) {
-  t[Op::AllReduce] = {infer_all_reduce, nullptr, run_all_reduce};
-  t[Op::AllGather] = {infer_all_gather, nullptr, run_all_gather};
-  t[Op::ReduceScatter] = {infer_reduce_scatter, nullptr, run_reduce_scatter};
-  t[Op::Broadcast] = {infer_broadcast, nullptr, run_broadcast};
-  t[Op::Reduce] = {infer_reduce, nullptr, run_reduce};
-  t[Op::Gather] = {infer_gather, nullptr, run_gather};
-  t[Op::Scatter] = {infer_scatter, nullptr, run_scatter};
-  t[Op::AllToAll] = {infer_all_to_all, nullptr, run_all_to_all};
-  t[Op::Permute] = {infer_permute, nullptr, run_permute};
-  for (Op op : {Op::AllReduce, Op::AllGather, Op::ReduceScatter, Op::Broadcast, Op::Reduce, Op::Gather,
-                Op::Scatter, Op::AllToAll, Op::Permute})
-    t[op].vjp = vjp_collective;
-  for (Op op : {Op::AllReduce, Op::AllGather, Op::Broadcast}) t[op].rep = rep_same_everywhere;
-  for (Op op : {Op::ReduceScatter, Op::Reduce, Op::Gather, Op::Scatter, Op::AllToAll}) t[op].rep = rep_differs;
-  t[Op::Permute].rep = rep_permute;
-  for (Op op : {Op::AllReduce, Op::AllGather, Op::ReduceScatter, Op::Broadcast, Op::Reduce, Op::Gather,
-                Op::Scatter, Op::AllToAll, Op::Permute})
-    t[op].lower = KernelForm::Comm;
+void register_collective_ops() {
+  // Every collective: one kernel for all ranks, the derivative its routing's adjoint
+  // (ir/collectives.h), lowered to a collective on buffers.
+  auto collective = [](Op op, InferFn infer, CollectiveFn run, RepFn rep) {
+    def(op).infer(infer).rep(rep).collective(run).vjp(vjp_collective).form(KernelForm::Comm);
+  };
+  collective(Op::AllReduce, infer_all_reduce, run_all_reduce, rep_same_everywhere);
+  collective(Op::AllGather, infer_all_gather, run_all_gather, rep_same_everywhere);
+  collective(Op::ReduceScatter, infer_reduce_scatter, run_reduce_scatter, rep_differs);
+  collective(Op::Broadcast, infer_broadcast, run_broadcast, rep_same_everywhere);
+  collective(Op::Reduce, infer_reduce, run_reduce, rep_differs);
+  collective(Op::Gather, infer_gather, run_gather, rep_differs);
+  collective(Op::Scatter, infer_scatter, run_scatter, rep_differs);
+  collective(Op::AllToAll, infer_all_to_all, run_all_to_all, rep_differs);
+  collective(Op::Permute, infer_permute, run_permute, rep_permute);
 }
 
 }  // namespace gradc

@@ -2,7 +2,7 @@
 // (the language's keepdims=true adds a reshape after).
 #include <algorithm>
 
-#include "ir/rules.h"
+#include "ops/ops.h"
 #include "ir/scalar.h"
 #include "passes/ad.h"
 
@@ -81,12 +81,10 @@ void vjp_reduce_extremum(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct)
 
 }  // namespace
 
-void register_reduce_ops(RuleTable& t) {
-  for (Op op : {Op::ReduceSum, Op::ReduceMax, Op::ReduceMin}) t[op] = {infer_reduce, eval_reduce, nullptr};
-  t[Op::ReduceSum].vjp = vjp_reduce_sum;
-  for (Op op : {Op::ReduceSum, Op::ReduceMax, Op::ReduceMin}) t[op].lower = KernelForm::Reduce;
-  t[Op::ReduceMax].vjp = vjp_reduce_extremum;
-  t[Op::ReduceMin].vjp = vjp_reduce_extremum;
+void register_reduce_ops() {
+  def(Op::ReduceSum).infer(infer_reduce).eval(eval_reduce).vjp(vjp_reduce_sum).form(KernelForm::Reduce);
+  def(Op::ReduceMax).infer(infer_reduce).eval(eval_reduce).vjp(vjp_reduce_extremum).form(KernelForm::Reduce);
+  def(Op::ReduceMin).infer(infer_reduce).eval(eval_reduce).vjp(vjp_reduce_extremum).form(KernelForm::Reduce);
 }
 
 }  // namespace gradc

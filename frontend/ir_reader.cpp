@@ -1,4 +1,7 @@
-// The reader for the IR's textual form (see print_text) and the verifier.
+// The reader for the IR's textual form (ir/print.h's print_text writes it), above the
+// IR as MLIR's AsmParser is: it shares the frontend's lexer.
+#include "frontend/ir_reader.h"
+
 #include <unordered_map>
 
 #include "frontend/lexer.h"
@@ -204,19 +207,5 @@ class TextParser {
 }  // namespace
 
 Graph parse_text(const std::string& text) { return TextParser(text).parse(); }
-
-void verify(const Graph& g) {
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const Node& n = g.nodes[i];
-    for (ValueId a : n.args)
-      GRADC_ASSERT(a >= 0 && size_t(a) < i, "{} (node {}) uses value {} before it is defined",
-                   op_name(n.op), i, a);
-    Type t = infer_type(g, n);
-    GRADC_ASSERT(t == n.type, "{} (node {}) has type {} but its shape rule gives {}", op_name(n.op),
-                 i, type_str(n.type), type_str(t));
-  }
-  for (const auto& [name, v] : g.outputs)
-    GRADC_ASSERT(v >= 0 && v < g.size(), "output {} names no value", name);
-}
 
 }  // namespace gradc

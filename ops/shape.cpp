@@ -3,8 +3,7 @@
 
 #include <algorithm>
 
-#include "ir/rules.h"
-#include "passes/ad.h"
+#include "ops/ops.h"
 
 namespace gradc {
 namespace {
@@ -305,26 +304,16 @@ void vjp_take(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
   ct[0] = ad.reshape(ad.emit(Op::Matmul, {hot_t, gi}), xs);
 }
 
-void register_shape_ops(RuleTable& t) {
-  t[Op::Reshape] = {infer_reshape, eval_reshape, nullptr};
-  t[Op::Transpose] = {infer_transpose, eval_transpose, nullptr};
-  t[Op::BroadcastTo] = {infer_broadcast_to, eval_broadcast_to, nullptr};
-  t[Op::Concat] = {infer_concat, eval_concat, nullptr};
-  t[Op::Slice] = {infer_slice, eval_slice, nullptr};
-  t[Op::Pad] = {infer_pad, eval_pad, nullptr};
-  t[Op::Matmul] = {infer_matmul, eval_matmul, nullptr};
-  t[Op::Take] = {infer_take, eval_take, nullptr};
-  t[Op::Take].vjp = vjp_take;
-  for (Op op : {Op::Reshape, Op::Transpose, Op::BroadcastTo, Op::Concat, Op::Slice, Op::Pad, Op::Take})
-    t[op].lower = KernelForm::View;  // index arithmetic in the kernel that reads it (codegen/cpp.cpp)
-  t[Op::Matmul].lower = KernelForm::Gemm;
-  t[Op::Reshape].vjp = vjp_reshape;
-  t[Op::Transpose].vjp = vjp_transpose;
-  t[Op::BroadcastTo].vjp = vjp_broadcast_to;
-  t[Op::Concat].vjp = vjp_concat;
-  t[Op::Slice].vjp = vjp_slice;
-  t[Op::Pad].vjp = vjp_pad;
-  t[Op::Matmul].vjp = vjp_matmul;
+void register_shape_ops() {
+  // A view is index arithmetic in the kernel that reads it (codegen/cpp.cpp).
+  def(Op::Reshape).infer(infer_reshape).eval(eval_reshape).vjp(vjp_reshape).form(KernelForm::View);
+  def(Op::Transpose).infer(infer_transpose).eval(eval_transpose).vjp(vjp_transpose).form(KernelForm::View);
+  def(Op::BroadcastTo).infer(infer_broadcast_to).eval(eval_broadcast_to).vjp(vjp_broadcast_to).form(KernelForm::View);
+  def(Op::Concat).infer(infer_concat).eval(eval_concat).vjp(vjp_concat).form(KernelForm::View);
+  def(Op::Slice).infer(infer_slice).eval(eval_slice).vjp(vjp_slice).form(KernelForm::View);
+  def(Op::Pad).infer(infer_pad).eval(eval_pad).vjp(vjp_pad).form(KernelForm::View);
+  def(Op::Take).infer(infer_take).eval(eval_take).vjp(vjp_take).form(KernelForm::View);
+  def(Op::Matmul).infer(infer_matmul).eval(eval_matmul).vjp(vjp_matmul).form(KernelForm::Gemm);
 }
 
 }  // namespace gradc

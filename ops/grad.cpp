@@ -1,7 +1,7 @@
 // grad(loss, w): the gradient of the objective (mode sum|mean|global) with
 // respect to w. Only its shape rule lives here; passes/autodiff.cpp replaces
 // every grad node by a backward graph made of ordinary ops.
-#include "ir/rules.h"
+#include "ops/ops.h"
 
 namespace gradc {
 namespace {
@@ -27,10 +27,8 @@ Rep rep_grad(const Graph& g, const Node& n) {
 
 }  // namespace
 
-void register_grad_op(RuleTable& t) {
-  t[Op::Grad] = {infer_grad, nullptr, nullptr};
-  t[Op::Grad].rep = rep_grad;
-  t[Op::Grad].lower = KernelForm::Removed;  // the autodiff pass replaces it
+void register_grad_op() {
+  def(Op::Grad).infer(infer_grad).rep(rep_grad).form(KernelForm::Removed);  // the autodiff pass replaces it
 }
 
 }  // namespace gradc

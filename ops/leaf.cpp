@@ -1,5 +1,5 @@
 // Leaves: inputs, constants, rank, iota and the random generators.
-#include "ir/rules.h"
+#include "ops/ops.h"
 #include "ir/scalar.h"
 
 namespace gradc {
@@ -84,16 +84,13 @@ Rep rep_rank(const Graph&, const Node&) { return Rep::Varying; }
 
 }  // namespace
 
-void register_leaf_ops(RuleTable& t) {
-  t[Op::Input] = {infer_input, eval_input, nullptr};
-  t[Op::Const] = {infer_const, eval_const, nullptr};
-  t[Op::Rank] = {infer_rank, eval_rank, nullptr};
-  t[Op::Iota] = {infer_iota, eval_iota, nullptr};
-  t[Op::Randn] = {infer_random, eval_random, nullptr};
-  t[Op::Rand] = {infer_random, eval_random, nullptr};
-  for (Op op : {Op::Input, Op::Const, Op::Rank, Op::Iota, Op::Randn, Op::Rand}) t[op].lower = KernelForm::Leaf;
-  t[Op::Input].rep = rep_input;
-  t[Op::Rank].rep = rep_rank;
+void register_leaf_ops() {
+  def(Op::Input).infer(infer_input).rep(rep_input).eval(eval_input).form(KernelForm::Leaf);
+  def(Op::Const).infer(infer_const).eval(eval_const).form(KernelForm::Leaf);
+  def(Op::Rank).infer(infer_rank).rep(rep_rank).eval(eval_rank).form(KernelForm::Leaf);
+  def(Op::Iota).infer(infer_iota).eval(eval_iota).form(KernelForm::Leaf);
+  def(Op::Randn).infer(infer_random).eval(eval_random).form(KernelForm::Leaf);
+  def(Op::Rand).infer(infer_random).eval(eval_random).form(KernelForm::Leaf);
 }
 
 }  // namespace gradc

@@ -77,12 +77,4 @@ struct SourceFile {
   std::string format(const UserError& e) const;
 };
 
-// Reads a whole file; throws UserError (no location) naming the path on failure.
-std::string read_file(const std::string& path);
-// Writes via a temporary name and a rename, so a failed command leaves nothing half-written.
-void write_file_atomic(const std::string& path, const std::string& data);
-// Writes all the files or none: each is written under a temporary name, and they
-// take their names only when all are complete. Errors give the system's reason.
-void write_files_atomic(const std::vector<std::pair<std::string, std::string>>& files);
-
 }  // namespace gradc
