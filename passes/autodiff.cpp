@@ -1,6 +1,6 @@
 // The autodiff pass: replaces every grad(loss, w, mode) by a backward graph
 // made of ordinary ops (LANGUAGE.md section 6), built by reverse accumulation
-// with each op's derivative rule (OpRule::vjp). Collectives are linear maps on
+// with each op's derivative rule (the derivatives() table, passes/ad.h). Collectives are linear maps on
 // the values of all ranks together; their rules emit the transposed collective,
 // so the backward graph is itself an SPMD program that every rank runs.
 #include <algorithm>
