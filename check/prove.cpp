@@ -32,7 +32,7 @@ struct Instance {
 
 Shape shape_with(int64_t axis, int N) { return axis == 0 ? Shape{N, 2} : Shape{2, N}; }
 
-Instance instance(Op op, const std::string& reduction, const Attrs& attrs, const Shape& shape, int N,
+Instance instance(Op op, std::optional<Reduction> reduction, const Attrs& attrs, const Shape& shape, int N,
                   std::string label) {
   Instance in;
   in.g.world = N;
@@ -43,7 +43,7 @@ Instance instance(Op op, const std::string& reduction, const Attrs& attrs, const
   x.name = "x";
   in.g.append(x);
   Attrs a = attrs;
-  if (!reduction.empty()) a.set("op", Attr::of_sym(reduction));
+  if (reduction) a.set("op", Attr::of_sym(reduction_name(*reduction)));
   in.y = emit(in.g, op, {0}, a, Loc{}, "y");
   in.label = std::move(label);
   return in;
@@ -59,7 +59,7 @@ Attrs ints(std::initializer_list<std::pair<const char*, int64_t>> kv) {
 // ranks, the first and last beyond), shifts and explicit pairs.
 std::vector<Instance> instances(const ProofCase& c, int N) {
   std::vector<Instance> out;
-  const std::string& red = c.reduction;
+  const std::optional<Reduction> red = c.reduction;
   std::vector<int64_t> roots;
   for (int r = 0; r < N; ++r)
     if (N <= 4 || r == 0 || r == N - 1) roots.push_back(r);
@@ -332,12 +332,19 @@ std::string calls_math(const std::vector<CollectiveCall>& calls) {
   return fmt::format("{}", fmt::join(parts, " + "));
 }
 
-const char* partial_math(const std::string& red) {
-  if (red == "avg") return "1/N";
-  if (red == "prod") return "prod_{j != k} x[j] (zeros counted, no division by zero)";
-  if (red == "max") return "[x[k] = max] / #ties";
-  if (red == "min") return "[x[k] = min] / #ties";
+const char* partial_math(Reduction red) {
+  switch (red) {
+    case Reduction::Avg: return "1/N";
+    case Reduction::Prod: return "prod_{j != k} x[j] (zeros counted, no division by zero)";
+    case Reduction::Max: return "[x[k] = max] / #ties";
+    case Reduction::Min: return "[x[k] = min] / #ties";
+    case Reduction::Sum: break;
+  }
   return "1";
+}
+// The reductions whose derivative is not a routing: a partial derivative per element.
+bool nonlinear(std::optional<Reduction> r) {
+  return r == Reduction::Prod || r == Reduction::Max || r == Reduction::Min;
 }
 
 // ---- the symbolic proof ------------------------------------------------------
@@ -348,7 +355,7 @@ std::vector<Node> symbolic_nodes(const ProofCase& c) {
   auto node = [&](Attrs a) {
     Node n;
     n.op = c.op;
-    if (!c.reduction.empty()) a.set("op", Attr::of_sym(c.reduction));
+    if (c.reduction) a.set("op", Attr::of_sym(reduction_name(*c.reduction)));
     n.attrs = a;
     return n;
   };
@@ -429,9 +436,8 @@ void prove_symbolic(const ProofCase& c, const ProveOptions& opt, ProofRow& row) 
     if (row.forward.empty()) {
       row.forward = term_math(fwd, "x", "y");
       row.adjoint = calls_math(calls);
-      if (c.reduction == "avg") row.adjoint += " / N";
-      if (c.reduction == "prod" || c.reduction == "max" || c.reduction == "min")
-        row.adjoint += fmt::format(" * d{}", c.reduction);
+      if (c.reduction == Reduction::Avg) row.adjoint += " / N";
+      if (nonlinear(c.reduction)) row.adjoint += fmt::format(" * d{}", c.reduction_str());
     }
     d += call_math(CollectiveCall{n.op, n.attrs}) + "\n";
     d += fmt::format("  1. forward, as a linear map A (its op=sum part):\n     A:    {}\n", term_math(fwd, "x", "y"));
@@ -450,12 +456,12 @@ void prove_symbolic(const ProofCase& c, const ProveOptions& opt, ProofRow& row) 
       if (row.proof_note.empty()) row.proof_note = why;
     }
   }
-  if (c.reduction == "avg")
+  if (c.reduction == Reduction::Avg)
     d += "  5. op=avg is op=sum times 1/N, a scalar: its adjoint is A^T times 1/N.\n";
-  else if (c.reduction == "prod" || c.reduction == "max" || c.reduction == "min")
+  else if (nonlinear(c.reduction))
     d += fmt::format("  5. op={} is not linear: rank k's cotangent is the A^T-routed cotangent times the\n"
                      "     local partial {}, checked against the definition below.\n",
-                     c.reduction, partial_math(c.reduction));
+                     c.reduction_str(), partial_math(*c.reduction));
 }
 
 // ---- the exact checks --------------------------------------------------------
@@ -550,11 +556,11 @@ std::vector<std::pair<std::string, std::vector<Tensor>>> points(const Type& t, i
 }
 
 // d red_m x[m][j] / d x[k][j], from the definition.
-double partial(const std::string& red, const std::vector<Tensor>& x, int k, int64_t j) {
+double partial(Reduction red, const std::vector<Tensor>& x, int k, int64_t j) {
   const int N = int(x.size());
-  if (red == "sum") return 1;
-  if (red == "avg") return 1.0 / N;
-  if (red == "prod") {
+  if (red == Reduction::Sum) return 1;
+  if (red == Reduction::Avg) return 1.0 / N;
+  if (red == Reduction::Prod) {
     double p = 1;
     for (int m = 0; m < N; ++m)
       if (m != k) p *= x[size_t(m)].get(j);
@@ -562,7 +568,7 @@ double partial(const std::string& red, const std::vector<Tensor>& x, int k, int6
   }
   double best = x[0].get(j);
   for (int m = 1; m < N; ++m)
-    best = red == "max" ? std::max(best, x[size_t(m)].get(j)) : std::min(best, x[size_t(m)].get(j));
+    best = red == Reduction::Max ? std::max(best, x[size_t(m)].get(j)) : std::min(best, x[size_t(m)].get(j));
   int ties = 0;
   for (int m = 0; m < N; ++m) ties += x[size_t(m)].get(j) == best;
   return x[size_t(k)].get(j) == best ? 1.0 / ties : 0.0;
@@ -572,7 +578,7 @@ double partial(const std::string& red, const std::vector<Tensor>& x, int k, int6
 // definition (the routing times the reduction's partial) at each point.
 std::string check_definition(const Instance& in) {
   const int N = in.g.world;
-  const std::string red = in.g[in.y].attr_sym("op");
+  const Reduction red = reduction_of(in.g[in.y]);
   const Shape xs = in.g.type(0).shape, ys = in.g.type(in.y).shape;
   Matrix A = kernel_matrix(in);
   if (std::string d = description_vs_kernel(in, A); !d.empty()) return d;
@@ -600,9 +606,10 @@ std::vector<ProofCase> all_proof_cases() {
   for (int i = 0; i < kNumOps; ++i) {  // in the op table's order
     const Op op = Op(i);
     if (op == Op::AllReduce || op == Op::ReduceScatter || op == Op::Reduce)
-      for (const char* r : {"sum", "avg", "prod", "max", "min"}) cases.push_back({op, r});
+      for (Reduction r : {Reduction::Sum, Reduction::Avg, Reduction::Prod, Reduction::Max, Reduction::Min})
+        cases.push_back({op, r});
     else if (is_collective(op))
-      cases.push_back({op, ""});
+      cases.push_back({op, std::nullopt});
   }
   return cases;
 }
@@ -613,7 +620,7 @@ ProofRow prove(const ProofCase& c, const ProveOptions& opt) {
   prove_symbolic(c, opt, row);
   std::unique_ptr<ScopedOverride<VjpFn>> swap;
   if (opt.rule) swap = std::make_unique<ScopedOverride<VjpFn>>(derivatives(), c.op, opt.rule);
-  const bool linear = c.reduction.empty() || c.reduction == "sum";
+  const bool linear = !c.reduction || c.reduction == Reduction::Sum;
   row.checked = true;
   row.derivation += fmt::format("  exact checks (integer and dyadic values in f64: no rounding), N = 1..{}:\n", opt.max_ranks);
   for (int N = 1; N <= opt.max_ranks && row.checked; ++N) {
@@ -642,7 +649,7 @@ std::string proof_table(const std::vector<ProofRow>& rows, int max_ranks) {
                               fmt::format("N=1..{}", max_ranks));
   for (const ProofRow& r : rows) {
     s += fmt::format("{:<15} {:<5} {:<54} {:<38} {:<11} {}\n", op_name(r.c.op),
-                     r.c.reduction.empty() ? "-" : r.c.reduction, r.forward, r.adjoint,
+                     r.c.reduction ? r.c.reduction_str() : "-", r.forward, r.adjoint,
                      r.proved ? "proved" : "NOT PROVED", r.checked ? "checked" : "COUNTEREXAMPLE");
     if (!r.proved) s += fmt::format("    not proved: {}\n", r.proof_note);
     if (!r.checked) s += fmt::format("    counterexample: {}\n", r.counterexample);
@@ -661,7 +668,7 @@ std::string proof_json(const std::vector<ProofRow>& rows, int max_ranks) {
     bad += !(r.proved && r.checked);
     s += fmt::format("{}\n  {{\"collective\": {}, \"op\": {}, \"forward\": {}, \"adjoint\": {}, \"proved\": {}, "
                      "\"proof_note\": {}, \"checked\": {}, \"counterexample\": {}}}",
-                     s.empty() ? "" : ",", quote(std::string(op_name(r.c.op))), quote(r.c.reduction), quote(r.forward),
+                     s.empty() ? "" : ",", quote(std::string(op_name(r.c.op))), quote(r.c.reduction_str()), quote(r.forward),
                      quote(r.adjoint), r.proved ? "true" : "false", quote(r.proof_note), r.checked ? "true" : "false",
                      quote(r.counterexample));
   }

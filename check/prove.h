@@ -15,6 +15,7 @@
 // zeros and ties included.
 #pragma once
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,8 @@ using AdjointClaim = std::function<std::vector<CollectiveCall>(const Node& fwd, 
 
 struct ProofCase {
   Op op;
-  std::string reduction;  // "sum", "avg", "prod", "max", "min"; "" for the others
+  std::optional<Reduction> reduction;  // for the reducing collectives
+  std::string reduction_str() const { return reduction ? reduction_name(*reduction) : ""; }
 };
 // Every collective, and every reduction op of the reducing ones.
 std::vector<ProofCase> all_proof_cases();

@@ -310,9 +310,14 @@ std::string reduce_op(Op op) {
   return op == Op::ReduceSum ? "gradc::ROp::Sum" : op == Op::ReduceMax ? "gradc::ROp::Max" : "gradc::ROp::Min";
 }
 std::string rop(const Node& n) {
-  std::string s = n.attrs.has("op") ? n.attr_sym("op") : "sum";
-  s[0] = char(std::toupper(static_cast<unsigned char>(s[0])));
-  return "gradc::ROp::" + s;
+  switch (reduction_of(n)) {
+    case Reduction::Sum: return "gradc::ROp::Sum";
+    case Reduction::Avg: return "gradc::ROp::Avg";
+    case Reduction::Prod: return "gradc::ROp::Prod";
+    case Reduction::Max: return "gradc::ROp::Max";
+    case Reduction::Min: break;
+  }
+  return "gradc::ROp::Min";
 }
 
 // The [outer, dim, inner] blocks of `shape` around `axis`, with dim divided by `parts`.

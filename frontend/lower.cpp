@@ -1126,7 +1126,7 @@ V Lowerer::builtin(const Expr& e) {
       const Expr* v = c.get(p);
       if (p == "op") {
         std::string r = v ? symbol(*v, "op") : "sum";
-        if (!is_reduction_name(r))
+        if (!reduction_by_name(r))
           user_error(c.loc_of(p), "{}: unknown reduction op={} (expected sum, avg, prod, max or min)", f, r);
         a.set("op", Attr::of_sym(r));
       } else if (p == "root") {

@@ -139,6 +139,30 @@ ValueId emit(Graph& g, Op op, std::vector<ValueId> args, Attrs attrs, Loc loc, N
   return g.append(std::move(n));
 }
 
+const char* reduction_name(Reduction r) {
+  switch (r) {
+    case Reduction::Sum: return "sum";
+    case Reduction::Avg: return "avg";
+    case Reduction::Prod: return "prod";
+    case Reduction::Max: return "max";
+    case Reduction::Min: break;
+  }
+  return "min";
+}
+
+std::optional<Reduction> reduction_by_name(std::string_view s) {
+  for (Reduction r : {Reduction::Sum, Reduction::Avg, Reduction::Prod, Reduction::Max, Reduction::Min})
+    if (s == reduction_name(r)) return r;
+  return std::nullopt;
+}
+
+Reduction reduction_of(const Node& n) {
+  if (!n.attrs.has("op")) return Reduction::Sum;
+  const std::optional<Reduction> r = reduction_by_name(n.attr_sym("op"));
+  if (!r) user_error(n.loc, "{}: unknown reduction op={} (expected sum, avg, prod, max or min)", op_name(n.op), n.attr_sym("op"));
+  return *r;
+}
+
 std::string checked_op_name(const Node& n) {
   if (n.backward) return fmt::format("in the gradient of {}: {}", op_name(n.fwd_op), op_name(n.op));
   return std::string(op_name(n.op));

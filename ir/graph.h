@@ -2,6 +2,7 @@
 // is the id of the node that defines it). One generic node shape serves every
 // op: operands, named attributes, a static result type, a source location.
 #pragma once
+#include <optional>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -104,6 +105,12 @@ struct Node {
   std::vector<std::vector<int64_t>> attr_int_lists(std::string_view key) const;
 };
 static_assert(sizeof(Node) == 64 || sizeof(void*) != 8);
+// A reduction's kind: a collective's `op` attribute (op=sum, ...), a closed set.
+enum class Reduction : uint8_t { Sum, Avg, Prod, Max, Min };
+const char* reduction_name(Reduction r);                    // "sum"
+std::optional<Reduction> reduction_by_name(std::string_view s);
+Reduction reduction_of(const Node& n);  // its `op` attribute; sum where it has none
+
 // The op as a run-time error names it: "log", or "in the gradient of log: mul".
 std::string checked_op_name(const Node& n);
 

@@ -50,8 +50,4 @@ int norm_axis(Loc loc, std::string_view what, int64_t axis, const Type& t) {
   return int(axis < 0 ? axis + r : axis);
 }
 
-bool is_reduction_name(const std::string& s) {
-  return s == "sum" || s == "avg" || s == "prod" || s == "max" || s == "min";
-}
-
 }  // namespace gradc

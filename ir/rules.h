@@ -33,7 +33,5 @@ int norm_axis(Loc loc, std::string_view what, int64_t axis, const Type& t);
 inline int norm_axis(const Node& n, int64_t axis, const Type& t) {
   return norm_axis(n.loc, op_name(n.op), axis, t);
 }
-// The names of a reduction op (`op=`): sum avg prod max min.
-bool is_reduction_name(const std::string& s);
 
 }  // namespace gradc

@@ -14,11 +14,7 @@ void check_root(const Graph& g, const Node& n) {
 }
 
 void check_reduction(const Node& n, const Type& x) {
-  const std::string& op = n.attr_sym("op");
-  if (!is_reduction_name(op))
-    user_error(n.loc, "{}: unknown reduction op={} (expected sum, avg, prod, max or min)",
-               op_name(n.op), op);
-  if (op == "avg" && !is_float(x.dtype))
+  if (reduction_of(n) == Reduction::Avg && !is_float(x.dtype))
     user_error(n.loc, "{}: op=avg needs a float operand, got {}", op_name(n.op), type_str(x));
 }
 
@@ -89,22 +85,21 @@ Type infer_permute(const Graph& g, const Node& n) {
 
 int axis_of(const Node& n, const char* key, const Tensor& x) { return norm_axis(n, n.attr_int(key), x.type); }
 int root_of(const Node& n) { return int(n.attr_int("root")); }
-comm::ReduceOp rop(const Node& n) { return comm::reduce_op(n.attr_sym("op")); }
 
 std::vector<Tensor> run_all_reduce(const Node& n, const std::vector<Tensor>& x) {
-  return comm::all_reduce(x, rop(n));
+  return comm::all_reduce(x, reduction_of(n));
 }
 std::vector<Tensor> run_all_gather(const Node& n, const std::vector<Tensor>& x) {
   return comm::all_gather(x, axis_of(n, "axis", x[0]));
 }
 std::vector<Tensor> run_reduce_scatter(const Node& n, const std::vector<Tensor>& x) {
-  return comm::reduce_scatter(x, axis_of(n, "axis", x[0]), rop(n));
+  return comm::reduce_scatter(x, axis_of(n, "axis", x[0]), reduction_of(n));
 }
 std::vector<Tensor> run_broadcast(const Node& n, const std::vector<Tensor>& x) {
   return comm::broadcast(x, root_of(n));
 }
 std::vector<Tensor> run_reduce(const Node& n, const std::vector<Tensor>& x) {
-  return comm::reduce(x, root_of(n), rop(n));
+  return comm::reduce(x, root_of(n), reduction_of(n));
 }
 std::vector<Tensor> run_gather(const Node& n, const std::vector<Tensor>& x) {
   return comm::gather(x, root_of(n), axis_of(n, "axis", x[0]));

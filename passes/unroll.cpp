@@ -54,8 +54,8 @@ class Unroller {
   // op over the ranks' copies: sums and products as chains of adds and muls
   // (rank order), max and min as one reduction over a stacked axis, so that
   // ties split evenly among all ranks as the language says.
-  ValueId reduce_ranks(const std::vector<ValueId>& xs, const std::string& op) {
-    if (op == "max" || op == "min") {
+  ValueId reduce_ranks(const std::vector<ValueId>& xs, Reduction op) {
+    if (op == Reduction::Max || op == Reduction::Min) {
       std::vector<ValueId> rows;
       for (ValueId x : xs) {
         Shape s = g().type(x).shape;
@@ -64,11 +64,11 @@ class Unroller {
       }
       Attrs a;
       a.set("axes", Attr::of_ints({0}));
-      return emit_(op == "max" ? Op::ReduceMax : Op::ReduceMin, {concat(rows, 0)}, a);
+      return emit_(op == Reduction::Max ? Op::ReduceMax : Op::ReduceMin, {concat(rows, 0)}, a);
     }
     ValueId acc = xs[0];
-    for (size_t k = 1; k < xs.size(); ++k) acc = emit_(op == "prod" ? Op::Mul : Op::Add, {acc, xs[k]});
-    if (op == "avg") acc = emit_(Op::Div, {acc, constant(Type{g().type(acc).dtype, {}}, N_)});
+    for (size_t k = 1; k < xs.size(); ++k) acc = emit_(op == Reduction::Prod ? Op::Mul : Op::Add, {acc, xs[k]});
+    if (op == Reduction::Avg) acc = emit_(Op::Div, {acc, constant(Type{g().type(acc).dtype, {}}, N_)});
     return acc;
   }
   std::vector<ValueId>& copies(ValueId v) { return copy_[size_t(v)]; }
@@ -84,7 +84,7 @@ class Unroller {
       int64_t a = n.attr_int(k);
       return a < 0 ? a + src_.type(n.args[0]).rank() : a;
     };
-    auto op_of = [&]() { return n.attrs.has("op") ? n.attr_sym("op") : std::string("sum"); };
+    auto op_of = [&]() { return reduction_of(n); };
     switch (n.op) {
       case Op::Rank:
         for (int r = 0; r < N_; ++r) out.push_back(constant(Type{DType::I32, {}}, r));

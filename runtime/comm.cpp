@@ -4,15 +4,6 @@
 
 namespace gradc::comm {
 
-ReduceOp reduce_op(const std::string& name) {
-  if (name == "sum") return ReduceOp::Sum;
-  if (name == "avg") return ReduceOp::Avg;
-  if (name == "prod") return ReduceOp::Prod;
-  if (name == "max") return ReduceOp::Max;
-  GRADC_ASSERT(name == "min", "unknown reduction '{}'", name);
-  return ReduceOp::Min;
-}
-
 Tensor reduce_all(const PerRank& x, ReduceOp op) {
   Tensor acc = x[0].cast(x[0].dtype());  // a copy
   Combine how = op == ReduceOp::Prod ? Combine::Prod

@@ -6,12 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "ir/graph.h"
 #include "runtime/tensor.h"
 
 namespace gradc::comm {
 
-enum class ReduceOp { Sum, Avg, Prod, Max, Min };
-ReduceOp reduce_op(const std::string& name);  // "sum" ... "min"
+using ReduceOp = Reduction;  // ir/graph.h
 
 using PerRank = std::vector<Tensor>;
 using Pairs = std::vector<std::vector<int64_t>>;  // [src, dst]

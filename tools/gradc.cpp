@@ -564,7 +564,7 @@ int cmd_prove(const CommandLine& cl) {
   }
   if (!only.empty() && format == "text")
     for (const ProofRow& r : rows)
-      std::cout << fmt::format("\n== {}{} ==\n{}", op_name(r.c.op), r.c.reduction.empty() ? "" : " op=" + r.c.reduction,
+      std::cout << fmt::format("\n== {}{} ==\n{}", op_name(r.c.op), r.c.reduction ? " op=" + r.c.reduction_str() : "",
                                r.derivation);
   for (const ProofRow& r : rows)
     if (!r.proved || !r.checked) return 1;

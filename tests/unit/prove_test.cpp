@@ -9,7 +9,7 @@ namespace {
 
 ProofRow prove_one(Op op, const std::string& reduction, ProveOptions opt = {}) {
   opt.max_ranks = opt.max_ranks ? opt.max_ranks : 4;
-  return prove(ProofCase{op, reduction}, opt);
+  return prove(ProofCase{op, reduction.empty() ? std::nullopt : reduction_by_name(reduction)}, opt);
 }
 
 TEST_CASE("every collective and reduction op is proved for all N and checked for N=1..8") {
