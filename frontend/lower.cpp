@@ -720,12 +720,14 @@ class Lowerer {
   bool in_default_ = false;
 };
 
+// The unary ops the language spells as their names, f(x): every UNARY row of ir/ops.def.
 const std::map<std::string, Op> kUnary = {
-    {"neg", Op::Neg},         {"exp", Op::Exp},       {"log", Op::Log},   {"sqrt", Op::Sqrt},
-    {"rsqrt", Op::Rsqrt},     {"abs", Op::Abs},       {"relu", Op::Relu}, {"sigmoid", Op::Sigmoid},
-    {"tanh", Op::Tanh},       {"sin", Op::Sin},       {"cos", Op::Cos},   {"square", Op::Square},
-    {"reciprocal", Op::Reciprocal}, {"sign", Op::Sign}, {"erf", Op::Erf},
-    {"stop_gradient", Op::StopGradient}};
+#define OP(E, name, arity, flags)
+#define UNARY(E, f, flags) {#f, Op::E},
+#include "ir/ops.def"
+#undef UNARY
+#undef OP
+};
 
 // Every builtin's name, for "did you mean" (the unary ops and collectives are in their tables).
 const char* const kBuiltins[] = {
@@ -770,10 +772,7 @@ V Lowerer::builtin(const Expr& e) {
   if (auto u = kUnary.find(f); u != kUnary.end()) {
     Call c = bind_args(e, {"x"}, 1);
     V x = arg(c, "x");
-    bool keeps_int = u->second == Op::Neg || u->second == Op::Abs || u->second == Op::Relu ||
-                     u->second == Op::Square || u->second == Op::Sign ||
-                     u->second == Op::StopGradient;
-    ValueId t = keeps_int ? tensor(x, loc) : float_tensor(x, loc);
+    ValueId t = float_only(u->second) ? float_tensor(x, loc) : tensor(x, loc);  // others keep i32
     return op(u->second, {t}, loc);
   }
   if (f == "pow" || f == "maximum" || f == "minimum") {

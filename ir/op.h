@@ -7,7 +7,7 @@
 
 namespace gradc {
 
-enum OpFlags : uint32_t { ELEM = 1, COLL = 2, DIFF = 4, LEAF = 8 };
+enum OpFlags : uint32_t { ELEM = 1, COLL = 2, DIFF = 4, LEAF = 8, FLOAT = 16 };
 
 enum class Op : uint8_t {  // a byte: a node is one cache line (ir/graph.h)
 #define OP(E, name, arity, flags) E,
@@ -59,5 +59,6 @@ class ScopedOverride {
 inline bool is_elementwise(Op op) { return op_flags(op) & ELEM; }
 inline bool is_collective(Op op) { return op_flags(op) & COLL; }
 inline bool is_differentiable(Op op) { return op_flags(op) & DIFF; }
+inline bool float_only(Op op) { return op_flags(op) & FLOAT; }  // operands must be float
 
 }  // namespace gradc

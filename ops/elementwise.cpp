@@ -8,16 +8,6 @@
 namespace gradc {
 namespace {
 
-bool float_only(Op op) {
-  switch (op) {
-    case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Rsqrt: case Op::Sigmoid:
-    case Op::Tanh: case Op::Sin: case Op::Cos: case Op::Reciprocal: case Op::Div: case Op::Pow: case Op::Erf:
-      return true;
-    default:
-      return false;
-  }
-}
-
 bool is_comparison(Op op) {
   return op == Op::Eq || op == Op::Ne || op == Op::Lt || op == Op::Le || op == Op::Gt ||
          op == Op::Ge;
@@ -81,13 +71,13 @@ Type infer_where(const Graph& g, const Node& n) {
 // own tight loop (the switch is outside the loop, never per element).
 template <class T, class Body>
 void with_unary(Op op, Body&& body) {
-  switch (op) {
-#define UNARY(E, f) \
+  switch (op) {  // every UNARY row of ir/ops.def
+#define OP(E, name, arity, flags)
+#define UNARY(E, f, flags) \
   case Op::E: return body([](T x) { return op::f(x); });
-    UNARY(Neg, neg) UNARY(Exp, exp) UNARY(Log, log) UNARY(Sqrt, sqrt) UNARY(Rsqrt, rsqrt) UNARY(Abs, abs)
-    UNARY(Relu, relu) UNARY(Sigmoid, sigmoid) UNARY(Tanh, tanh) UNARY(Sin, sin) UNARY(Cos, cos)
-    UNARY(Square, square) UNARY(Reciprocal, reciprocal) UNARY(Sign, sign) UNARY(Erf, erf) UNARY(StopGradient, stop_gradient)
+#include "ir/ops.def"
 #undef UNARY
+#undef OP
     default: break;
   }
   GRADC_ASSERT(false, "{} is not unary", op_name(op));
