@@ -8,10 +8,10 @@
 #include <random>
 #include <set>
 
+#include "check/memory.h"
 #include "ir/print.h"
 #include "passes/autodiff.h"
 #include "passes/unroll.h"
-#include "check/memory.h"
 
 namespace gradc {
 
@@ -116,7 +116,9 @@ std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inpu
     // total of the reference's per-rank copies' (a shared input is one value there already).
     const bool shared = spmd[gi.w].op == Op::Input && spmd[gi.w].attrs.has("shared");
     const bool one_variable = shared || spmd[gi.w].rep == Rep::Replicated;
-    auto ref_grad = [&](int r) -> const Tensor& { return ref_vals[size_t(uinfo[size_t(u.grads[k][size_t(r)])].result)][0]; };
+    auto ref_grad = [&](int r) -> const Tensor& {
+      return ref_vals[size_t(uinfo[size_t(u.grads[k][size_t(r)])].result)][0];
+    };
     for (int r = 0; r < N; ++r) {
       Tensor want = ref_grad(r);
       if (one_variable && !shared) {
@@ -289,8 +291,8 @@ std::string gradcheck_table(const std::vector<GradCheckRow>& rows, const GradChe
   size_t status_width = 6;
   for (const GradCheckRow& r : rows) status_width = std::max(status_width, r.status().size());
   auto at_col = [&](const GradCheckRow& r) { return in_defs ? "  " + loc_str(opt.source, r.loc) : std::string(); };
-  std::string s = fmt::format("{:<12} {:<12} {:<16} {:<7} {:>12} {:>12} {:>14} {:>12}{}  {}\n", "gradient", "of", "type",
-                              "mode", "fd max err", "fd tol", "fd elements", "ref max err",
+  std::string s = fmt::format("{:<12} {:<12} {:<16} {:<7} {:>12} {:>12} {:>14} {:>12}{}  {}\n", "gradient", "of",
+                              "type", "mode", "fd max err", "fd tol", "fd elements", "ref max err",
                               backend ? fmt::format(" {:>12}", opt.default_name + " err") : "",
                               in_defs ? fmt::format("{:<{}}  at", "status", status_width) : "status");
   for (const GradCheckRow& r : rows)
@@ -298,10 +300,13 @@ std::string gradcheck_table(const std::vector<GradCheckRow>& rows, const GradChe
                      r.mode, r.fd_err, r.fd_tol, fmt::format("{}/{}", r.fd_checked, r.fd_total), r.ref_err,
                      backend_col(r), in_defs ? fmt::format("{:<{}}", r.status(), status_width) : r.status(), at_col(r));
   for (const std::string& o : outputs_differ) s += "MISMATCH: " + o + "\n";
-  s += fmt::format("{} gradient{} checked in f64 (rtol {}, atol {}, plus each finite difference's estimated error){}: {}\n",
-                   rows.size(), rows.size() == 1 ? "" : "s", opt.rtol, opt.atol,
-                   opt.run_default ? fmt::format("; outputs and gradients of the {} backend against the interpreter", opt.default_name) : "",
-                   all_ok(rows) && outputs_differ.empty() ? "all ok" : "MISMATCH");
+  s += fmt::format(
+      "{} gradient{} checked in f64 (rtol {}, atol {}, plus each finite difference's estimated error){}: {}\n",
+      rows.size(), rows.size() == 1 ? "" : "s", opt.rtol, opt.atol,
+      opt.run_default
+          ? fmt::format("; outputs and gradients of the {} backend against the interpreter", opt.default_name)
+          : "",
+      all_ok(rows) && outputs_differ.empty() ? "all ok" : "MISMATCH");
   return s;
 }
 
@@ -315,9 +320,9 @@ std::string gradcheck_json(const std::vector<GradCheckRow>& rows, const GradChec
   auto num = [](double x) { return std::isfinite(x) ? fmt::format("{}", x) : std::string(x > 0 ? "Infinity" : "NaN"); };
   std::vector<std::string> differ;
   for (const std::string& o : outputs_differ) differ.push_back(quoted(o));
-  std::string s = fmt::format("{{\"rtol\": {}, \"atol\": {}, \"ok\": {},\n \"outputs_differ\": [{}],\n \"gradients\": [",
-                              num(opt.rtol), num(opt.atol), all_ok(rows) && outputs_differ.empty() ? "true" : "false",
-                              fmt::join(differ, ", "));
+  std::string s = fmt::format(
+      "{{\"rtol\": {}, \"atol\": {}, \"ok\": {},\n \"outputs_differ\": [{}],\n \"gradients\": [", num(opt.rtol),
+      num(opt.atol), all_ok(rows) && outputs_differ.empty() ? "true" : "false", fmt::join(differ, ", "));
   for (size_t k = 0; k < rows.size(); ++k) {
     const GradCheckRow& r = rows[k];
     s += fmt::format(
@@ -325,7 +330,9 @@ std::string gradcheck_json(const std::vector<GradCheckRow>& rows, const GradChec
         "\"fd_checked\": {}, \"fd_total\": {}, \"kinks\": {}, \"ref_max_err\": {}{}, \"ok\": {}, \"status\": {}}}",
         k ? "," : "", quoted(r.name), quoted(r.wrt), quoted(r.type), quoted(r.mode), num(r.fd_err), num(r.fd_tol),
         r.fd_checked, r.fd_total, r.kinks, num(r.ref_err),
-        r.backend_err >= 0 ? fmt::format(", \"backend\": {}, \"backend_max_err\": {}", quoted(opt.default_name), num(r.backend_err)) : "",
+        r.backend_err >= 0
+            ? fmt::format(", \"backend\": {}, \"backend_max_err\": {}", quoted(opt.default_name), num(r.backend_err))
+            : "",
         r.ok ? "true" : "false", quoted(r.status()));
     if (r.loc.known()) s.insert(s.size() - 1, fmt::format(", \"at\": {}", quoted(loc_str(opt.source, r.loc))));
     if (!r.ok)

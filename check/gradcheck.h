@@ -31,10 +31,10 @@ struct GradCheckRow {
   std::string wrt;   // the value it is the gradient of
   std::string type;
   std::string mode;
-  Loc loc;  // where the grad is (with the def calls it was reached through)
-  double fd_err = 0;   // largest |gradient - finite difference| (kinks left out)
-  double fd_tol = 0;   // the tolerance at the element closest to failing (see check_gradients)
-  double ref_err = 0;  // largest |gradient - reference gradient|
+  Loc loc;                  // where the grad is (with the def calls it was reached through)
+  double fd_err = 0;        // largest |gradient - finite difference| (kinks left out)
+  double fd_tol = 0;        // the tolerance at the element closest to failing (see check_gradients)
+  double ref_err = 0;       // largest |gradient - reference gradient|
   double backend_err = -1;  // largest |default backend - interpreter| on the program as written (-1: not run)
   int64_t fd_checked = 0, fd_total = 0;
   int64_t kinks = 0;  // elements where the one-sided differences disagree and the gradient lies between them

@@ -6,8 +6,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "support/diag.h"
 #include "passes/cost.h"
+#include "support/diag.h"
 
 namespace gradc {
 namespace {
@@ -64,7 +64,8 @@ void check_memory_bytes(const Graph& g, double per_rank, const std::string& what
   std::vector<ValueId> big;
   for (size_t i = 0; i < g.nodes.size(); ++i) big.push_back(ValueId(i));
   auto bytes = [&](ValueId v) { return double(g.type(v).size()) * dtype_size(g.type(v).dtype); };
-  std::sort(big.begin(), big.end(), [&](ValueId a, ValueId b) { return bytes(a) != bytes(b) ? bytes(a) > bytes(b) : a < b; });
+  std::sort(big.begin(), big.end(),
+            [&](ValueId a, ValueId b) { return bytes(a) != bytes(b) ? bytes(a) > bytes(b) : a < b; });
   big.resize(std::min<size_t>(big.size(), 3));
   std::string list;
   for (ValueId v : big) {
@@ -73,11 +74,11 @@ void check_memory_bytes(const Graph& g, double per_rank, const std::string& what
     list += fmt::format("\n  {} {} ({} per rank){}", name, type_str(n.type), readable_bytes(bytes(v)),
                         n.loc.known() ? fmt::format(" at line {}{}", n.loc.line, call_chain("", n.loc, false)) : "");
   }
-  throw UserError(big.empty() ? Loc{} : g[big[0]].loc,
-                  fmt::format("{} needs about {} of memory at its peak ({} ranks, {} each), but {} is available; "
-                              "its largest values:{}",
-                              what, readable_bytes(need), g.world, readable_bytes(per_rank),
-                              readable_bytes(double(avail)), list));
+  throw UserError(
+      big.empty() ? Loc{} : g[big[0]].loc,
+      fmt::format("{} needs about {} of memory at its peak ({} ranks, {} each), but {} is available; "
+                  "its largest values:{}",
+                  what, readable_bytes(need), g.world, readable_bytes(per_rank), readable_bytes(double(avail)), list));
 }
 
 }  // namespace gradc

@@ -9,7 +9,7 @@
 
 namespace gradc {
 
-int64_t available_memory();  // bytes this process can still allocate; INT64_MAX when unknown
+int64_t available_memory();                // bytes this process can still allocate; INT64_MAX when unknown
 std::string readable_bytes(double bytes);  // "23.8 GiB", in gradc cost's units
 
 // Throws a UserError, located at the largest value, when `copies` times the

@@ -2,16 +2,16 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
-#include <algorithm>
 #include <memory>
 
 #include "ir/print.h"
+#include "passes/ad.h"
 #include "passes/autodiff.h"
 #include "runtime/interp.h"
 #include "runtime/kernels.h"
-#include "passes/ad.h"
 
 namespace gradc {
 
@@ -72,7 +72,8 @@ std::vector<Instance> instances(const ProofCase& c, int N) {
       break;
     case Op::Broadcast:
     case Op::Reduce:
-      for (int64_t r : roots) out.push_back(instance(c.op, red, ints({{"root", r}}), {N, 2}, N, fmt::format("root={}", r)));
+      for (int64_t r : roots)
+        out.push_back(instance(c.op, red, ints({{"root", r}}), {N, 2}, N, fmt::format("root={}", r)));
       break;
     case Op::Gather:
     case Op::Scatter:
@@ -94,7 +95,7 @@ std::vector<Instance> instances(const ProofCase& c, int N) {
         for (int64_t k = 0; k < N; ++k) p.push_back({k, ((k + shift) % N + N) % N});
         sets.push_back(p);
       }
-      sets.push_back({{0, N - 1}});  // one message; every other rank receives zeros
+      sets.push_back({{0, N - 1}});           // one message; every other rank receives zeros
       std::vector<std::vector<int64_t>> fan;  // rank 0 sends to every rank
       for (int64_t r = 0; r < N; ++r) fan.push_back({0, r});
       sets.push_back(fan);
@@ -442,8 +443,10 @@ void prove_symbolic(const ProofCase& c, const ProveOptions& opt, ProofRow& row) 
     d += call_math(CollectiveCall{n.op, n.attrs}) + "\n";
     d += fmt::format("  1. forward, as a linear map A (its op=sum part):\n     A:    {}\n", term_math(fwd, "x", "y"));
     d += "     A has a 1 exactly where an element of x on rank k lands in y on rank r.\n";
-    d += fmt::format("  2. transpose: every entry of A moves to its mirror, so data flows back (with k and r\n     renamed so that k is again the source rank):\n     A^T:  {}\n",
-                     term_math(want, "ybar", "xbar"));
+    d += fmt::format(
+        "  2. transpose: every entry of A moves to its mirror, so data flows back (with k and r\n     renamed so that "
+        "k is again the source rank):\n     A^T:  {}\n",
+        term_math(want, "ybar", "xbar"));
     d += fmt::format("  3. the adjoint the autodiff pass derives: {}\n", calls_math(calls));
     if (ok) {
       d += fmt::format("     its routing:  {}\n", term_math(got, "ybar", "xbar"));
@@ -459,9 +462,10 @@ void prove_symbolic(const ProofCase& c, const ProveOptions& opt, ProofRow& row) 
   if (c.reduction == Reduction::Avg)
     d += "  5. op=avg is op=sum times 1/N, a scalar: its adjoint is A^T times 1/N.\n";
   else if (nonlinear(c.reduction))
-    d += fmt::format("  5. op={} is not linear: rank k's cotangent is the A^T-routed cotangent times the\n"
-                     "     local partial {}, checked against the definition below.\n",
-                     c.reduction_str(), partial_math(*c.reduction));
+    d += fmt::format(
+        "  5. op={} is not linear: rank k's cotangent is the A^T-routed cotangent times the\n"
+        "     local partial {}, checked against the definition below.\n",
+        c.reduction_str(), partial_math(*c.reduction));
 }
 
 // ---- the exact checks --------------------------------------------------------
@@ -505,8 +509,8 @@ std::string values_str(const std::vector<Tensor>& v) {
 
 std::string description_vs_kernel(const Instance& in, const Matrix& A) {
   const Shape xs = in.g.type(0).shape, ys = in.g.type(in.y).shape;
-  std::string diff =
-      first_difference(term_matrix(routing(in.g[in.y], in.g.world), xs, ys, in.g.world), A, ys, xs, "the description", "the kernel");
+  std::string diff = first_difference(term_matrix(routing(in.g[in.y], in.g.world), xs, ys, in.g.world), A, ys, xs,
+                                      "the description", "the kernel");
   return diff.empty() ? "" : "the kernel differs from the routing description: " + diff;
 }
 
@@ -530,7 +534,8 @@ std::string check_linear(const Instance& in, const ProveOptions& opt) {
     double lhs = dot(kernels()[n.op].collective(lin, x), y);
     double rhs = dot(x, apply(adj, x, y));
     if (lhs != rhs)
-      return fmt::format("<A x, y> = {} but <x, A^T y> = {} for x = {}, y = {}", lhs, rhs, values_str(x), values_str(y));
+      return fmt::format("<A x, y> = {} but <x, A^T y> = {} for x = {}, y = {}", lhs, rhs, values_str(x),
+                         values_str(y));
   }
   return "";
 }
@@ -622,7 +627,8 @@ ProofRow prove(const ProofCase& c, const ProveOptions& opt) {
   if (opt.rule) swap = std::make_unique<ScopedOverride<VjpFn>>(derivatives(), c.op, opt.rule);
   const bool linear = !c.reduction || c.reduction == Reduction::Sum;
   row.checked = true;
-  row.derivation += fmt::format("  exact checks (integer and dyadic values in f64: no rounding), N = 1..{}:\n", opt.max_ranks);
+  row.derivation +=
+      fmt::format("  exact checks (integer and dyadic values in f64: no rounding), N = 1..{}:\n", opt.max_ranks);
   for (int N = 1; N <= opt.max_ranks && row.checked; ++N) {
     std::vector<Instance> ins = instances(c, N);
     for (const Instance& in : ins) {
@@ -644,9 +650,9 @@ ProofRow prove(const ProofCase& c, const ProveOptions& opt) {
 }
 
 std::string proof_table(const std::vector<ProofRow>& rows, int max_ranks) {
-  std::string s = fmt::format("{:<15} {:<5} {:<54} {:<38} {:<11} {}\n", "collective", "op",
-                              "forward (its op=sum routing)", "adjoint (derived)", "for all N",
-                              fmt::format("N=1..{}", max_ranks));
+  std::string s =
+      fmt::format("{:<15} {:<5} {:<54} {:<38} {:<11} {}\n", "collective", "op", "forward (its op=sum routing)",
+                  "adjoint (derived)", "for all N", fmt::format("N=1..{}", max_ranks));
   for (const ProofRow& r : rows) {
     s += fmt::format("{:<15} {:<5} {:<54} {:<38} {:<11} {}\n", op_name(r.c.op),
                      r.c.reduction ? r.c.reduction_str() : "-", r.forward, r.adjoint,
@@ -666,14 +672,15 @@ std::string proof_json(const std::vector<ProofRow>& rows, int max_ranks) {
   std::string s;
   for (const ProofRow& r : rows) {
     bad += !(r.proved && r.checked);
-    s += fmt::format("{}\n  {{\"collective\": {}, \"op\": {}, \"forward\": {}, \"adjoint\": {}, \"proved\": {}, "
-                     "\"proof_note\": {}, \"checked\": {}, \"counterexample\": {}}}",
-                     s.empty() ? "" : ",", quote(std::string(op_name(r.c.op))), quote(r.c.reduction_str()), quote(r.forward),
-                     quote(r.adjoint), r.proved ? "true" : "false", quote(r.proof_note), r.checked ? "true" : "false",
-                     quote(r.counterexample));
+    s += fmt::format(
+        "{}\n  {{\"collective\": {}, \"op\": {}, \"forward\": {}, \"adjoint\": {}, \"proved\": {}, "
+        "\"proof_note\": {}, \"checked\": {}, \"counterexample\": {}}}",
+        s.empty() ? "" : ",", quote(std::string(op_name(r.c.op))), quote(r.c.reduction_str()), quote(r.forward),
+        quote(r.adjoint), r.proved ? "true" : "false", quote(r.proof_note), r.checked ? "true" : "false",
+        quote(r.counterexample));
   }
-  return fmt::format("{{\"max_ranks\": {}, \"ok\": {},\n \"collectives\": [{}]}}\n", max_ranks,
-                     bad ? "false" : "true", s);
+  return fmt::format("{{\"max_ranks\": {}, \"ok\": {},\n \"collectives\": [{}]}}\n", max_ranks, bad ? "false" : "true",
+                     s);
 }
 
 }  // namespace gradc

@@ -50,8 +50,8 @@ struct ProofRow {
 
 struct ProveOptions {
   int max_ranks = 8;
-  AdjointClaim claim;       // null: what the autodiff pass derives
-  VjpFn rule = nullptr;     // null: the op's own derivative rule (for the nonlinear reductions)
+  AdjointClaim claim;    // null: what the autodiff pass derives
+  VjpFn rule = nullptr;  // null: the op's own derivative rule (for the nonlinear reductions)
 };
 
 ProofRow prove(const ProofCase& c, const ProveOptions& opt);

@@ -79,7 +79,8 @@ class Body {
   // The statements, without index variables nothing reads.
   std::string text() const {
     std::vector<std::string> lines;
-    for (size_t a = 0, b; a < lines_.size(); a = b + 1) lines.push_back(lines_.substr(a, (b = lines_.find('\n', a)) - a));
+    for (size_t a = 0, b; a < lines_.size(); a = b + 1)
+      lines.push_back(lines_.substr(a, (b = lines_.find('\n', a)) - a));
     for (bool changed = true; changed;) {
       changed = false;
       for (size_t i = 0; i < lines.size(); ++i) {
@@ -124,7 +125,9 @@ class Body {
   }
   std::string def(ValueId v, const std::string& expr) {
     std::string name = fresh(v);
-    line(fmt::format("{} {} = {};", ctype(g_.type(v).dtype), name, expr));  // not const: a long chain of const locals sends clang's constant evaluator into deep recursion
+    line(fmt::format(
+        "{} {} = {};", ctype(g_.type(v).dtype), name,
+        expr));  // not const: a long chain of const locals sends clang's constant evaluator into deep recursion
     return name;
   }
   std::string load(int b, const std::vector<std::string>& idx) {
@@ -133,7 +136,8 @@ class Body {
     const bool elem = !elem_flat_.empty() && idx == elem_idx_ && x.type->shape == elem_shape_;
     if (row_len_ > 0 && l_.buffers[size_t(base_buffer(l_, b))].row_local) {  // it holds the current row only
       if (elem && !in_row_.empty()) return fmt::format("b_{}[{}]", x.name, in_row_);
-      return fmt::format("b_{}[{} - {} * {}]", x.name, elem ? elem_flat_ : flat_index(idx, x.type->shape), row_var_, row_len_);
+      return fmt::format("b_{}[{} - {} * {}]", x.name, elem ? elem_flat_ : flat_index(idx, x.type->shape), row_var_,
+                         row_len_);
     }
     if (elem) return fmt::format("b_{}[{}]", x.name, elem_flat_);
     return fmt::format("b_{}[{}]", x.name, flat_index(idx, x.type->shape));
@@ -176,21 +180,22 @@ class Body {
     const Type& t = n.type;
     auto arg = [&](size_t i) { return value(n.args[i], broadcast(idx, g_.type(n.args[i]).shape, t.shape)); };
     switch (n.op) {
-      case Op::Const:
-        return literal(n.attrs.find("value")->number(), t.dtype);
-      case Op::Rank:
-        return "rank";
-      case Op::Iota:
-        return fmt::format("int32_t({})", idx[0]);
+      case Op::Const: return literal(n.attrs.find("value")->number(), t.dtype);
+      case Op::Rank: return "rank";
+      case Op::Iota: return fmt::format("int32_t({})", idx[0]);
       case Op::Randn:
       case Op::Rand: {
         std::string seed = value(n.args[0], {});
         return def(v, fmt::format("float(gradc::{}({}, {}))", n.op == Op::Randn ? "normal01" : "uniform01", seed,
                                   flat_index(idx, t.shape)));
       }
-      case Op::Cast:
-        return def(v, fmt::format("gradc::op::cast<{}>({})", ctype(t.dtype), arg(0)));
-      case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge:
+      case Op::Cast: return def(v, fmt::format("gradc::op::cast<{}>({})", ctype(t.dtype), arg(0)));
+      case Op::Eq:
+      case Op::Ne:
+      case Op::Lt:
+      case Op::Le:
+      case Op::Gt:
+      case Op::Ge:
         return def(v, fmt::format("gradc::op::{}<{}>({}, {})", op_name(n.op), ctype(t.dtype), arg(0), arg(1)));
       case Op::Where: {
         // the condition may have another dtype; the branches have the result's
@@ -210,8 +215,7 @@ class Body {
         for (size_t d = 0; d < perm.size(); ++d) in[size_t(perm[d])] = idx[d];
         return value(n.args[0], in);
       }
-      case Op::BroadcastTo:
-        return value(n.args[0], broadcast(idx, g_.type(n.args[0]).shape, t.shape));
+      case Op::BroadcastTo: return value(n.args[0], broadcast(idx, g_.type(n.args[0]).shape, t.shape));
       case Op::Slice: {
         std::vector<int64_t> starts = n.attr_ints("starts");
         std::vector<std::string> in = idx;
@@ -225,7 +229,8 @@ class Body {
         std::vector<std::string> in = idx, conds;
         for (size_t d = 0; d < in.size(); ++d) {
           if (lo[d]) in[d] = fmt::format("({} - {})", idx[d], lo[d]);
-          if (lo[d] || s[d] != t.shape[d]) conds.push_back(fmt::format("{} >= {} && {} < {}", idx[d], lo[d], idx[d], lo[d] + s[d]));
+          if (lo[d] || s[d] != t.shape[d])
+            conds.push_back(fmt::format("{} >= {} && {} < {}", idx[d], lo[d], idx[d], lo[d] + s[d]));
         }
         if (conds.empty()) return value(n.args[0], in);
         return guarded(v, fmt::format("{}", fmt::join(conds, " && ")), n.args[0], in);
@@ -267,8 +272,10 @@ class Body {
       }
       case Op::CheckLabels: {
         const std::string x = arg(0);
-        line(fmt::format("if ({0} != {1} && ({0} < 0 || {0} >= {2})) gradc::label_error(\"{3}\", rank, {0}, {2}, {1}, {4}, \"{5}\");",
-                         x, n.attr_int("ignore"), n.attr_int("n"), where(n), flat_index(idx, t.shape), dims(t.shape)));
+        line(
+            fmt::format("if ({0} != {1} && ({0} < 0 || {0} >= {2})) gradc::label_error(\"{3}\", rank, {0}, {2}, {1}, "
+                        "{4}, \"{5}\");",
+                        x, n.attr_int("ignore"), n.attr_int("n"), where(n), flat_index(idx, t.shape), dims(t.shape)));
         return x;
       }
       case Op::FloorDiv:
@@ -278,8 +285,7 @@ class Body {
                          n.op == Op::Mod ? "%" : "//", flat_index(idx, t.shape), dims(t.shape)));
         return def(v, fmt::format("gradc::op::{}({}, {})", op_name(n.op), a, d));
       }
-      default:
-        break;
+      default: break;
     }
     GRADC_ASSERT(is_elementwise(n.op), "{} cannot be fused into a kernel", op_name(n.op));
     std::vector<std::string> args;
@@ -343,21 +349,20 @@ std::string blocks(const Shape& shape, int64_t axis, int64_t parts = 1) {
 
 bool cpp_reserved(const std::string& n) {
   static const std::set<std::string> words = {
-      "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch",
-      "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval", "constexpr",
-      "constinit", "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype", "default", "delete",
-      "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false", "float", "for",
-      "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
-      "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register", "reinterpret_cast",
-      "requires", "return", "short", "signed", "sizeof", "static", "static_assert", "static_cast", "struct",
-      "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid", "typename",
-      "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq", "final",
-      "override", "import", "module",
+      "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch", "char",
+      "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval", "constexpr", "constinit",
+      "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype", "default", "delete", "do", "double",
+      "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false", "float", "for", "friend", "goto", "if",
+      "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq", "nullptr", "operator", "or",
+      "or_eq", "private", "protected", "public", "register", "reinterpret_cast", "requires", "return", "short",
+      "signed", "sizeof", "static", "static_assert", "static_cast", "struct", "switch", "template", "this",
+      "thread_local", "throw", "true", "try", "typedef", "typeid", "typename", "union", "unsigned", "using", "virtual",
+      "void", "volatile", "wchar_t", "while", "xor", "xor_eq", "final", "override", "import", "module",
       // names and macros of the headers generated code includes
       "std", "gradc", "main", "NAN", "INFINITY", "NULL", "EOF", "assert", "errno", "stdin", "stdout", "stderr",
-      "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t", "size_t",
-      "ptrdiff_t", "M_PI", "M_E", "FLT_MAX", "DBL_MAX", "INT32_MAX", "INT32_MIN", "HUGE_VAL", "offsetof",
-      "cudaStream_t", "ncclComm_t", "cublasHandle_t", "MPI_Comm", "__global__", "__device__", "__host__"};
+      "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t", "size_t", "ptrdiff_t",
+      "M_PI", "M_E", "FLT_MAX", "DBL_MAX", "INT32_MAX", "INT32_MIN", "HUGE_VAL", "offsetof", "cudaStream_t",
+      "ncclComm_t", "cublasHandle_t", "MPI_Comm", "__global__", "__device__", "__host__"};
   return words.count(n) > 0 || n.rfind("GRADC_", 0) == 0 || n.rfind("__", 0) == 0 ||
          (n.size() > 1 && n[0] == '_' && std::isupper(static_cast<unsigned char>(n[1])));
 }
@@ -372,9 +377,10 @@ bool has_shared_input(const Lowered& l) {
 
 // Each input's and output's name in the class's API (see above), by its name in the program.
 std::map<std::string, std::string> api_names(const Lowered& l, const std::string& cls) {
-  std::set<std::string> taken = {cls, "world", "workspace_bytes", "run", "keep_defaults", "check_shared_inputs",
-                                 "stream_", "comm_stream_", "comm_", "blas_", "events_", "scratch_bytes", "rank_",
-                                 "ws_", "partials_", "shared_checks_"};
+  std::set<std::string> taken = {
+      cls,       "world",        "workspace_bytes", "run",           "keep_defaults", "check_shared_inputs",
+      "stream_", "comm_stream_", "comm_",           "blas_",         "events_",       "scratch_bytes",
+      "rank_",   "ws_",          "partials_",       "shared_checks_"};
   std::map<std::string, std::string> api;
   std::set<std::string> outputs;
   for (const auto& o : l.outputs) outputs.insert(o.first);
@@ -390,7 +396,8 @@ std::map<std::string, std::string> api_names(const Lowered& l, const std::string
     std::string a = n;
     for (;;) {
       std::vector<std::string> m = members(a, n);
-      if (!cpp_reserved(a) && std::none_of(m.begin(), m.end(), [&](const std::string& x) { return taken.count(x) > 0; }))
+      if (!cpp_reserved(a) &&
+          std::none_of(m.begin(), m.end(), [&](const std::string& x) { return taken.count(x) > 0; }))
         break;
       a += "_";
     }
@@ -421,12 +428,14 @@ class Writer {
     for (const auto& [n, b] : l_.outputs)
       if (described.insert(n).second) s += shape_members(n, l_.buffers[size_t(b)]);
     for (const auto& [n, a] : api_)
-      if (n != a) s += fmt::format("  // '{}' of the program is {} here ({} is taken in C++ or in this class)\n", n, a, n);
+      if (n != a)
+        s += fmt::format("  // '{}' of the program is {} here ({} is taken in C++ or in this class)\n", n, a, n);
     s += fmt::format("  static constexpr int64_t workspace_bytes = {};\n\n", l_.workspace_bytes);
     if (target_ == Target::Cuda)
-      s += fmt::format("  // The NCCL communicator of the world's ranks (this rank's, on its device) and the\n"
-                       "  // stream to run on; both stay the application's.\n  {}(ncclComm_t comm, cudaStream_t stream);\n",
-                       name_);
+      s += fmt::format(
+          "  // The NCCL communicator of the world's ranks (this rank's, on its device) and the\n"
+          "  // stream to run on; both stay the application's.\n  {}(ncclComm_t comm, cudaStream_t stream);\n",
+          name_);
     else
       s += fmt::format(
           "  // The world's ranks as threads of this process: this rank's place in gradc's\n"
@@ -460,18 +469,21 @@ class Writer {
     s += "  // After a run(), inputs left unset keep the defaults it computed: later runs skip\n"
          "  // computing them (the inputs then count as given, and no longer change).\n  void keep_defaults() {";
     for (const auto& [n, b] : l_.inputs)
-      if (!l_.graph[l_.buffers[size_t(b)].value].args.empty()) s += fmt::format(" if (!in_{0}_) in_{0}_ = default_{0}_;", n);
+      if (!l_.graph[l_.buffers[size_t(b)].value].args.empty())
+        s += fmt::format(" if (!in_{0}_) in_{0}_ = default_{0}_;", n);
     s += " }\n\n private:\n";
     if (target_ == Target::Cuda)
-      s += fmt::format("  cudaStream_t stream_, comm_stream_;  // compute, and communication\n  gradc::Comm comm_;\n"
-                       "  cublasHandle_t blas_;\n  cudaEvent_t events_[{}];  // one per kernel, for the other stream to wait on\n"
-                       "  static constexpr int64_t scratch_bytes = {};  // a collective's rearranged blocks\n",
-                       std::max<size_t>(1, l_.kernels.size()), scratch_bytes());
+      s += fmt::format(
+          "  cudaStream_t stream_, comm_stream_;  // compute, and communication\n  gradc::Comm comm_;\n"
+          "  cublasHandle_t blas_;\n  cudaEvent_t events_[{}];  // one per kernel, for the other stream to wait on\n"
+          "  static constexpr int64_t scratch_bytes = {};  // a collective's rearranged blocks\n",
+          std::max<size_t>(1, l_.kernels.size()), scratch_bytes());
     else
-      s += fmt::format("  {}(std::unique_ptr<gradc::Comm> owned, gradc::Comm* comm);\n"
-                       "  std::unique_ptr<gradc::Comm> owned_;  // the communicator made for this object, if any\n"
-                       "  gradc::Comm& comm_;\n  gradc::Stream stream_, comm_stream_;\n  gradc::Blas blas_;\n",
-                       name_);
+      s += fmt::format(
+          "  {}(std::unique_ptr<gradc::Comm> owned, gradc::Comm* comm);\n"
+          "  std::unique_ptr<gradc::Comm> owned_;  // the communicator made for this object, if any\n"
+          "  gradc::Comm& comm_;\n  gradc::Stream stream_, comm_stream_;\n  gradc::Blas blas_;\n",
+          name_);
     s += "  int32_t rank_;\n  char* ws_ = nullptr;\n  gradc::Partials partials_;  // a reduction's partial results\n";
     if (any_shared()) s += "  int shared_checks_ = GRADC_CHECK_SHARED;\n";
     for (const auto& [n, b] : l_.inputs)
@@ -501,8 +513,8 @@ class Writer {
     s += constructor();
     s += run();
     for (const auto& [n, b] : l_.outputs)  // where each output is: the caller's place, else the plan's
-      s += fmt::format("\n{}* {}::{}() {{ return out_{}_ ? out_{}_ : {}; }}\n", ctype(l_.buffers[size_t(b)].type->dtype),
-                       name_, api(n), n, n, raw(b, false));
+      s += fmt::format("\n{}* {}::{}() {{ return out_{}_ ? out_{}_ : {}; }}\n",
+                       ctype(l_.buffers[size_t(b)].type->dtype), name_, api(n), n, n, raw(b, false));
     return s;
   }
 
@@ -510,26 +522,28 @@ class Writer {
   std::string shape_members(const std::string& name, const LBuffer& b) {
     const std::string& n = api(name);
     std::string dims = b.type->shape.empty() ? "" : fmt::format("{}", fmt::join(b.type->shape, ", "));
-    return fmt::format("  using {}_type = {};\n  static constexpr int64_t {}_size = {};\n"
-                       "  static constexpr int {}_rank = {};\n  static constexpr int64_t {}_shape[{}] = {{{}}};\n",
-                       n, ctype(b.type->dtype), n, b.type->size(), n, b.type->rank(), n, std::max(1, b.type->rank()),
-                       b.type->shape.empty() ? "1" : dims);
+    return fmt::format(
+        "  using {}_type = {};\n  static constexpr int64_t {}_size = {};\n"
+        "  static constexpr int {}_rank = {};\n  static constexpr int64_t {}_shape[{}] = {{{}}};\n",
+        n, ctype(b.type->dtype), n, b.type->size(), n, b.type->rank(), n, std::max(1, b.type->rank()),
+        b.type->shape.empty() ? "1" : dims);
   }
   std::string const_data(const LBuffer& b) {
     std::vector<std::string> vals;
     for (const Attr& a : g_[b.value].attrs.find("value")->list) vals.push_back(literal(a.number(), b.type->dtype));
     std::string s = fmt::format("// {}: a constant {}\n", b.name, type_str(b.type));
     if (target_ == Target::Cuda)
-      return s + fmt::format("__device__ const {} {}_data[{}] = {{{}}};\n\n", ctype(b.type->dtype), b.name,
-                             vals.size(), fmt::join(vals, ", "));
+      return s + fmt::format("__device__ const {} {}_data[{}] = {{{}}};\n\n", ctype(b.type->dtype), b.name, vals.size(),
+                             fmt::join(vals, ", "));
     return s + fmt::format("const {} {}_data[{}] = {{{}}};\n\n", ctype(b.type->dtype), b.name, vals.size(),
                            fmt::join(vals, ", "));
   }
   std::string comment(const LKernel& k) {
     std::string ops = fused_ops(l_, k);
     if (k.kind == LKernel::Reduce) ops += fmt::format("{}{}", ops.empty() ? "" : " ", op_name(g_[k.root].op));
-    std::string lines = k.lines.empty() ? "" : fmt::format(", {} line{} {}", source_, k.lines.size() == 1 ? "" : "s",
-                                                            fmt::join(k.lines, ", "));
+    std::string lines = k.lines.empty() ? ""
+                                        : fmt::format(", {} line{} {}", source_, k.lines.size() == 1 ? "" : "s",
+                                                      fmt::join(k.lines, ", "));
     return fmt::format("// {}: {}{}\n", out_name(k), ops, lines);
   }
   // Where buffer b's data is: an input's pointer (or its default), a constant, the
@@ -542,7 +556,8 @@ class Writer {
   }
   // Whether a kernel writes buffer b in every step (an input's default is written elsewhere).
   bool written(int b) const {
-    return std::any_of(l_.kernels.begin(), l_.kernels.end(), [&](const LKernel& k) { return k.out == b && k.guard < 0; });
+    return std::any_of(l_.kernels.begin(), l_.kernels.end(),
+                       [&](const LKernel& k) { return k.out == b && k.guard < 0; });
   }
   std::string raw(int b, bool for_reading) {
     const LBuffer& x = l_.buffers[size_t(b)];
@@ -578,7 +593,8 @@ class Writer {
       size_t split = 0;  // the rows are the axes before it
       int64_t rows_size = 1;
       while (split < out.shape.size() && rows_size < k.rows) rows_size *= out.shape[split++];
-      const Shape rows(out.shape.begin(), out.shape.begin() + long(split)), row(out.shape.begin() + long(split), out.shape.end());
+      const Shape rows(out.shape.begin(), out.shape.begin() + long(split)),
+          row(out.shape.begin() + long(split), out.shape.end());
       if (rows_size == k.rows) {
         idx = body.unflatten("r", rows, "a");
         for (const std::string& x : body.unflatten("j", row, "b")) idx.push_back(x);
@@ -607,7 +623,8 @@ class Writer {
         (std::count(axes.begin(), axes.end(), int64_t(d)) ? red : kept).push_back(in[d]);
       std::vector<std::string> o = body.unflatten("o", kept, "o"), q = body.unflatten("r", red, "q"), idx;
       size_t ko = 0, kr = 0;
-      for (size_t d = 0; d < in.size(); ++d) idx.push_back(std::count(axes.begin(), axes.end(), int64_t(d)) ? q[kr++] : o[ko++]);
+      for (size_t d = 0; d < in.size(); ++d)
+        idx.push_back(std::count(axes.begin(), axes.end(), int64_t(d)) ? q[kr++] : o[ko++]);
       if (k.group >= 0 && target_ == Target::Cpu) body.set_row("o", k.row_len, "");
       result = body.value(r.args[0], idx);
       body.line(fmt::format("return {};", result));
@@ -627,8 +644,8 @@ class Writer {
     int64_t most = 0;
     for (const LKernel& k : l_.kernels)
       if (k.kind == LKernel::Comm)
-        most = std::max({most, 2 * l_.buffers[size_t(k.out)].bytes(), 2 * g_.type(g_[k.root].args[0]).size() *
-                                                                         dtype_size(g_.type(g_[k.root].args[0]).dtype)});
+        most = std::max({most, 2 * l_.buffers[size_t(k.out)].bytes(),
+                         2 * g_.type(g_[k.root].args[0]).size() * dtype_size(g_.type(g_[k.root].args[0]).dtype)});
     return most;
   }
   // A kernel is named by the buffer it writes.
@@ -644,20 +661,26 @@ class Writer {
       s += fmt::format("  if (size != world) gradc::wrong_world(\"{}\", world, size);\n", name_);
       s += "  GRADC_CUDA(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking), \"constructor\");\n";
       s += "  comm_ = gradc::Comm{comm, comm_stream_, static_cast<char*>(gradc::alloc(scratch_bytes)), rank, size};\n";
-      s += "  GRADC_CUBLAS(cublasCreate(&blas_), \"constructor\");\n  GRADC_CUBLAS(cublasSetStream(blas_, stream_), \"constructor\");\n";
-      s += "  for (cudaEvent_t& e : events_) GRADC_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), \"constructor\");\n";
+      s += "  GRADC_CUBLAS(cublasCreate(&blas_), \"constructor\");\n  GRADC_CUBLAS(cublasSetStream(blas_, stream_), "
+           "\"constructor\");\n";
+      s += "  for (cudaEvent_t& e : events_) GRADC_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "
+           "\"constructor\");\n";
     } else {
       // The communicators are made here, not inline in the header: their collectives'
       // loops are then compiled with the kernels (as gradc run compiles them), not by the
       // application's compiler at its own optimisation level.
-      s += fmt::format("{0}::{0}(gradc::ThreadGroup& group, int rank) : {0}(std::make_unique<gradc::ThreadComm>(group, rank), nullptr) {{}}\n"
-                       "#if defined(GRADC_WITH_MPI)\n"
-                       "{0}::{0}(MPI_Comm comm) : {0}(std::make_unique<gradc::MpiComm>(comm), nullptr) {{}}\n"
-                       "#endif\n"
-                       "{0}::{0}(gradc::Comm& comm) : {0}(nullptr, &comm) {{}}\n\n",
-                       name_);
-      s += fmt::format("{0}::{0}(std::unique_ptr<gradc::Comm> owned, gradc::Comm* comm)\n"
-                       "    : owned_(std::move(owned)), comm_(comm ? *comm : *owned_), rank_(comm_.rank()) {{\n", name_);
+      s += fmt::format(
+          "{0}::{0}(gradc::ThreadGroup& group, int rank) : {0}(std::make_unique<gradc::ThreadComm>(group, rank), "
+          "nullptr) {{}}\n"
+          "#if defined(GRADC_WITH_MPI)\n"
+          "{0}::{0}(MPI_Comm comm) : {0}(std::make_unique<gradc::MpiComm>(comm), nullptr) {{}}\n"
+          "#endif\n"
+          "{0}::{0}(gradc::Comm& comm) : {0}(nullptr, &comm) {{}}\n\n",
+          name_);
+      s += fmt::format(
+          "{0}::{0}(std::unique_ptr<gradc::Comm> owned, gradc::Comm* comm)\n"
+          "    : owned_(std::move(owned)), comm_(comm ? *comm : *owned_), rank_(comm_.rank()) {{\n",
+          name_);
       s += fmt::format("  if (comm_.size() != world) gradc::wrong_world(\"{}\", world, comm_.size());\n", name_);
     }
     s += "  ws_ = static_cast<char*>(gradc::alloc(workspace_bytes));\n  partials_ = gradc::alloc_partials();\n";
@@ -683,8 +706,8 @@ class Writer {
     if (!l_.check_finite || !is_float(b.type->dtype)) return "";
     const Node& n = g_[b.value];
     return fmt::format("  gradc::check_finite({}, {}, {}, rank_, \"{}\", \"{}\", \"{}\", \"{}\");\n", stream,
-                       ptr(buffer, true), b.type->size(), loc_str(source_, n.loc), checked_op_name(n),
-                       type_str(b.type), fmt::join(b.type->shape, ", "));
+                       ptr(buffer, true), b.type->size(), loc_str(source_, n.loc), checked_op_name(n), type_str(b.type),
+                       fmt::join(b.type->shape, ", "));
   }
 
   bool any_shared() const { return has_shared_input(l_); }
@@ -694,7 +717,8 @@ class Writer {
     const Node& n = g_[x.value];
     if (!n.attrs.has("shared")) return "";
     return fmt::format("  if (check_shared) gradc::check_shared(comm_, stream_, {}, {}, {}, \"{}\", \"{}\");\n",
-                       ptr(b, true), x.type->size(), dtype_enum(x.type->dtype), n.attr_sym("name"), loc_str(source_, n.loc));
+                       ptr(b, true), x.type->size(), dtype_enum(x.type->dtype), n.attr_sym("name"),
+                       loc_str(source_, n.loc));
   }
 
   // The memory the application gave for outputs must not overlap its inputs' or
@@ -729,9 +753,10 @@ class Writer {
       const LKernel& k = l_.kernels[i];
       std::string stream = k.stream == LKernel::Compute ? "stream_" : "comm_stream_";
       // The kernel's first line, and the def calls its value was computed in.
-      std::string where = k.lines.empty() ? source_
-                                          : fmt::format("{}:{}{}", source_, k.lines.front(),
-                                                        call_chain(source_, g_[l_.buffers[size_t(k.out)].value].loc, false));
+      std::string where = k.lines.empty()
+                              ? source_
+                              : fmt::format("{}:{}{}", source_, k.lines.front(),
+                                            call_chain(source_, g_[l_.buffers[size_t(k.out)].value].loc, false));
       std::string call;
       if (target_ == Target::Cuda)
         for (int w : k.waits) call += fmt::format("  gradc::wait({}, events_[{}]);\n", stream, w);
@@ -740,7 +765,8 @@ class Writer {
       if (k.group >= 0) {  // a row group: one kernel, launched at its first member
         if (k.group == int(i)) s += row_group(int(i), stream, where);
         s += finite_check(k.out, stream);
-        if (target_ == Target::Cuda) s += fmt::format("  GRADC_CUDA(cudaEventRecord(events_[{}], {}), \"{}\");\n", i, stream, where);
+        if (target_ == Target::Cuda)
+          s += fmt::format("  GRADC_CUDA(cudaEventRecord(events_[{}], {}), \"{}\");\n", i, stream, where);
         continue;
       }
       switch (k.kind) {
@@ -749,9 +775,10 @@ class Writer {
           for (int b : reads_[int(i)]) fields.push_back(ptr(b, true));
           fields.push_back("rank_");
           const std::string n_arg = n_out == 1 ? "" : fmt::format("{}, ", n_out);
-          call += fmt::format("  gradc::map{}({}, {}{}{{{}}}, {});\n", n_out == 1 ? "_one" : "", stream, n_arg,
-                              kernel_name(int(i)), fmt::join(fields, ", "),
-                              k.guard >= 0 ? fmt::format("default_{}_", g_[out.value].attr_sym("name")) : ptr(k.out, false));
+          call += fmt::format(
+              "  gradc::map{}({}, {}{}{{{}}}, {});\n", n_out == 1 ? "_one" : "", stream, n_arg, kernel_name(int(i)),
+              fmt::join(fields, ", "),
+              k.guard >= 0 ? fmt::format("default_{}_", g_[out.value].attr_sym("name")) : ptr(k.out, false));
           break;
         }
         case LKernel::Reduce: {
@@ -759,8 +786,8 @@ class Writer {
           for (int b : reads_[int(i)]) fields.push_back(ptr(b, true));
           fields.push_back("rank_");
           const Node& r = g_[k.root];
-          call += fmt::format("  gradc::{}({}, partials_, {}, {}, {}, {}{{{}}}, {});\n", leading_axes(r) ? "reduce_leading" : "reduce",
-                              stream, reduce_op(r.op), n_out,
+          call += fmt::format("  gradc::{}({}, partials_, {}, {}, {}, {}{{{}}}, {});\n",
+                              leading_axes(r) ? "reduce_leading" : "reduce", stream, reduce_op(r.op), n_out,
                               g_.type(r.args[0]).size() / std::max<int64_t>(1, n_out), kernel_name(int(i)),
                               fmt::join(fields, ", "), ptr(k.out, false));
           break;
@@ -773,9 +800,7 @@ class Writer {
                               m.alpha == 1 ? "" : ", " + literal(m.alpha, l_.buffers[size_t(k.out)].type->dtype));
           break;
         }
-        case LKernel::Comm:
-          call += collective(k, stream, where);
-          break;
+        case LKernel::Comm: call += collective(k, stream, where); break;
       }
       if (k.guard >= 0) {
         const std::string& n = g_[out.value].attr_sym("name");
@@ -783,7 +808,8 @@ class Writer {
       }
       s += fmt::format("  // {} ({})\n", out.name, where) + call + finite_check(k.out, stream);
       if (k.guard >= 0) s += shared_check(k.guard);
-      if (target_ == Target::Cuda) s += fmt::format("  GRADC_CUDA(cudaEventRecord(events_[{}], {}), \"{}\");\n", i, stream, where);
+      if (target_ == Target::Cuda)
+        s += fmt::format("  GRADC_CUDA(cudaEventRecord(events_[{}], {}), \"{}\");\n", i, stream, where);
     }
     if (target_ == Target::Cuda && !l_.kernels.empty())  // the step ends on the compute stream
       s += fmt::format("  gradc::wait(stream_, events_[{}]);\n", l_.kernels.size() - 1);
@@ -822,11 +848,10 @@ class Writer {
       fields.push_back("rank_");
       std::string f = fmt::format("{}{{{}}}", kernel_name(int(j)), fmt::join(fields, ", "));
       const bool local = target_ == Target::Cpu && l_.buffers[size_t(k.out)].row_local;  // written at row 0
-      steps += k.kind == LKernel::Map
-                   ? fmt::format(",\n              gradc::{}({}, {}, {})", local ? "local_row" : "map_row", k.row_len, f,
-                                 ptr(k.out, false))
-                   : fmt::format(",\n              gradc::reduce_row({}, {}, {}, {})", reduce_op(g_[k.root].op), k.row_len,
-                                 f, ptr(k.out, false));
+      steps += k.kind == LKernel::Map ? fmt::format(",\n              gradc::{}({}, {}, {})",
+                                                    local ? "local_row" : "map_row", k.row_len, f, ptr(k.out, false))
+                                      : fmt::format(",\n              gradc::reduce_row({}, {}, {}, {})",
+                                                    reduce_op(g_[k.root].op), k.row_len, f, ptr(k.out, false));
       names += (names.empty() ? "" : ", ") + out_name(k);
     }
     return fmt::format("  // {} ({}): one kernel per row\n{}  gradc::rows({}, {}{});\n", names, where, waits, stream,
@@ -856,40 +881,45 @@ class Writer {
     std::string c = "comm_";
     switch (n.op) {
       case Op::AllReduce:
-        return fmt::format("  gradc::all_reduce({}, {}, {}, {}, {}, {}, \"{}\");\n", c, in, out, count, dt, rop(n), where);
+        return fmt::format("  gradc::all_reduce({}, {}, {}, {}, {}, {}, \"{}\");\n", c, in, out, count, dt, rop(n),
+                           where);
       case Op::AllGather:
-        return fmt::format("  gradc::all_gather({}, {}, {}, {}, {}, \"{}\");\n", c, in, out, blocks(xs, axis("axis")), dt, where);
+        return fmt::format("  gradc::all_gather({}, {}, {}, {}, {}, \"{}\");\n", c, in, out, blocks(xs, axis("axis")),
+                           dt, where);
       case Op::ReduceScatter:
         return fmt::format("  gradc::reduce_scatter({}, {}, {}, {}, {}, {}, \"{}\");\n", c, in, out,
                            blocks(xs, axis("axis"), N), dt, rop(n), where);
       case Op::Broadcast:
-        return fmt::format("  gradc::broadcast({}, {}, {}, {}, {}, {}, \"{}\");\n", c, in, out, count, dt, axis("root"), where);
+        return fmt::format("  gradc::broadcast({}, {}, {}, {}, {}, {}, \"{}\");\n", c, in, out, count, dt, axis("root"),
+                           where);
       case Op::Reduce:
         return fmt::format("  gradc::reduce_to({}, {}, {}, {}, {}, {}, {}, \"{}\");\n", c, in, out, count, dt, rop(n),
                            axis("root"), where);
       case Op::Gather:
-        return fmt::format("  gradc::gather({}, {}, {}, {}, {}, {}, \"{}\");\n", c, in, out, blocks(xs, axis("axis")), dt,
-                           axis("root"), where);
-      case Op::Scatter:
-        return fmt::format("  gradc::scatter({}, {}, {}, {}, {}, {}, \"{}\");\n", c, in, out, blocks(xs, axis("axis"), N),
+        return fmt::format("  gradc::gather({}, {}, {}, {}, {}, {}, \"{}\");\n", c, in, out, blocks(xs, axis("axis")),
                            dt, axis("root"), where);
+      case Op::Scatter:
+        return fmt::format("  gradc::scatter({}, {}, {}, {}, {}, {}, \"{}\");\n", c, in, out,
+                           blocks(xs, axis("axis"), N), dt, axis("root"), where);
       case Op::AllToAll: {
         std::string shape = fmt::format("{}", fmt::join(xs, ", "));
         int64_t split = axis("split_axis"), concat = axis("concat_axis");
         if (split < 0) split += int64_t(xs.size());
         if (concat < 0) concat += int64_t(xs.size());
-        return fmt::format("  {{\n    static const int64_t shape[] = {{{}}};\n    gradc::all_to_all({}, {}, {}, shape, {}, {}, {}, {}, \"{}\");\n  }}\n",
-                           shape, c, in, out, xs.size(), split, concat, dt, where);
+        return fmt::format(
+            "  {{\n    static const int64_t shape[] = {{{}}};\n    gradc::all_to_all({}, {}, {}, shape, {}, {}, {}, "
+            "{}, \"{}\");\n  }}\n",
+            shape, c, in, out, xs.size(), split, concat, dt, where);
       }
       case Op::Permute: {
         std::vector<std::string> flat;
         for (const auto& p : n.attr_int_lists("pairs")) flat.push_back(fmt::format("{}, {}", p[0], p[1]));
-        return fmt::format("  {{\n    static const int pairs[] = {{{}}};\n    gradc::permute({}, {}, {}, {}, {}, pairs, {}, \"{}\");\n  }}\n",
-                           flat.empty() ? "0" : fmt::format("{}", fmt::join(flat, ", ")), c, in, out, count, dt,
-                           flat.size(), where);
+        return fmt::format(
+            "  {{\n    static const int pairs[] = {{{}}};\n    gradc::permute({}, {}, {}, {}, {}, pairs, {}, "
+            "\"{}\");\n  }}\n",
+            flat.empty() ? "0" : fmt::format("{}", fmt::join(flat, ", ")), c, in, out, count, dt, flat.size(), where);
       }
-      default:
-        break;
+      default: break;
     }
     GRADC_ASSERT(false, "{} is not a collective", op_name(n.op));
     return "";
@@ -951,11 +981,13 @@ GeneratedFile generate_main(const Lowered& l, Target target, const std::string& 
   for (const auto& [n, b] : l.inputs) ins.push_back(arg(n, b, !g[l.buffers[size_t(b)].value].args.empty()));
   for (const auto& [n, b] : l.outputs) outs.push_back(arg(n, b, false));
   const bool shared = has_shared_input(l);
-  std::string s = fmt::format("// Generated by gradc: the standalone executable of {0}.\n#include \"{0}.h\"\n"
-                              "#include \"gradc_main.h\"\n\n", name);
+  std::string s = fmt::format(
+      "// Generated by gradc: the standalone executable of {0}.\n#include \"{0}.h\"\n"
+      "#include \"gradc_main.h\"\n\n",
+      name);
   s += "int main(int argc, char** argv) {\n";
-  s += fmt::format("  static const gradc::exe::Program program{{\"{}\", \"{}\", {}, {{{}}}, {{{}}}}};\n",
-                   name + ".dg", name, g.world, fmt::join(ins, ", "), fmt::join(outs, ", "));
+  s += fmt::format("  static const gradc::exe::Program program{{\"{}\", \"{}\", {}, {{{}}}, {{{}}}}};\n", name + ".dg",
+                   name, g.world, fmt::join(ins, ", "), fmt::join(outs, ", "));
   if (target == Target::Cuda) {
     s += "  return gradc::exe::main_cuda(program, argc, argv, [&](ncclComm_t comm, cudaStream_t stream, "
          "gradc::exe::DeviceData& d) {\n";
@@ -972,9 +1004,13 @@ GeneratedFile generate_main(const Lowered& l, Target target, const std::string& 
   for (size_t i = 0; i < l.inputs.size(); ++i) {
     const auto& [n, b] = l.inputs[i];
     const char* t = ctype(l.buffers[size_t(b)].type->dtype);
-    s += cuda ? fmt::format("    if (d.inputs[{0}]) step.set_{1}(static_cast<const {2}*>(d.inputs[{0}]));\n", i, api.at(n), t)
-              : fmt::format("    if (!d.inputs[{0}].empty()) step.set_{1}(reinterpret_cast<const {2}*>(d.inputs[{0}].data()));\n",
-                            i, api.at(n), t);
+    s +=
+        cuda
+            ? fmt::format("    if (d.inputs[{0}]) step.set_{1}(static_cast<const {2}*>(d.inputs[{0}]));\n", i,
+                          api.at(n), t)
+            : fmt::format(
+                  "    if (!d.inputs[{0}].empty()) step.set_{1}(reinterpret_cast<const {2}*>(d.inputs[{0}].data()));\n",
+                  i, api.at(n), t);
   }
   for (size_t i = 0; i < l.outputs.size(); ++i) {
     const auto& [n, b] = l.outputs[i];
@@ -1002,11 +1038,11 @@ GeneratedFile generate_native_entry(const Lowered& l, const std::string& name) {
       "extern \"C\" int gradc_native_run(int world, const void* const* inputs, void* const* outputs, int iters,\n"
       "                                double* step_ms, char* error, int error_size) {{\n"
       "  std::vector<double> ms;\n"
-      "  std::string why = gradc::exe::run_threads(world, [&](gradc::Comm& comm, int r, const gradc::exe::Barrier& barrier) {{\n"
+      "  std::string why = gradc::exe::run_threads(world, [&](gradc::Comm& comm, int r, const gradc::exe::Barrier& "
+      "barrier) {{\n"
       "    {0} step(comm);\n",
       name, std::max<size_t>(ni, 1), std::max<size_t>(no, 1));
-  if (has_shared_input(l))
-    s += "    step.check_shared_inputs(1);  // the first step: the inputs do not change\n";
+  if (has_shared_input(l)) s += "    step.check_shared_inputs(1);  // the first step: the inputs do not change\n";
   for (size_t i = 0; i < ni; ++i) {
     const auto& [n, b] = l.inputs[i];
     s += fmt::format("    if (inputs[r * {0} + {1}]) step.set_{2}(static_cast<const {3}*>(inputs[r * {0} + {1}]));\n",

@@ -34,10 +34,10 @@ struct Expr {
   bool is_int = false;  // Number
   int64_t ival = 0;
   double fval = 0;
-  std::string text;            // Name, Call's callee, or the operator of Unary/Binary
-  std::vector<ExprPtr> args;   // operands, positional arguments, list items, or the subscripted value
-  std::vector<KwArg> kwargs;   // Call
-  std::vector<Index> index;    // Subscript
+  std::string text;           // Name, Call's callee, or the operator of Unary/Binary
+  std::vector<ExprPtr> args;  // operands, positional arguments, list items, or the subscripted value
+  std::vector<KwArg> kwargs;  // Call
+  std::vector<Index> index;   // Subscript
 };
 
 struct Name {

@@ -20,7 +20,8 @@ class TextParser {
     if (peek().is_ident("world")) {
       next();
       int64_t world = expect_int("the number of ranks");
-      if (world < 1 || world > kMaxWorld) user_error(prev_.loc, "world must be between 1 and {}, got {}", kMaxWorld, world);
+      if (world < 1 || world > kMaxWorld)
+        user_error(prev_.loc, "world must be between 1 and {}, got {}", kMaxWorld, world);
       g_.world = int(world);
       end_line();
     }
@@ -69,14 +70,16 @@ class TextParser {
   }
   // "file":line:col, in a loc(...)
   Loc file_line_col() {
-    if (peek().kind != Tok::String) user_error(peek().loc, "expected a file name in loc(...), got {}", describe(peek()));
+    if (peek().kind != Tok::String)
+      user_error(peek().loc, "expected a file name in loc(...), got {}", describe(peek()));
     next();
     expect_punct(":");
     const Loc at = peek().loc;
     const int64_t line = expect_int("a line number");
     expect_punct(":");
     const int64_t col = expect_int("a column number");
-    if (line < 0 || line > INT32_MAX || col < 0 || col > INT32_MAX) user_error(at, "loc(...): line or column out of range");
+    if (line < 0 || line > INT32_MAX || col < 0 || col > INT32_MAX)
+      user_error(at, "loc(...): line or column out of range");
     return Loc{int(line), int(col)};
   }
   ValueId value_ref() {
@@ -161,9 +164,12 @@ class TextParser {
     // Annotations the analyses add: replication, backward, grad_of.
     while (peek().kind == Tok::Ident) {
       Token m = next();
-      if (m.text == "replicated") n.rep = Rep::Replicated;
-      else if (m.text == "varying") n.rep = Rep::Varying;
-      else if (m.text == "bwd") n.backward = true;
+      if (m.text == "replicated")
+        n.rep = Rep::Replicated;
+      else if (m.text == "varying")
+        n.rep = Rep::Varying;
+      else if (m.text == "bwd")
+        n.backward = true;
       else if (m.text == "grad_of") {
         expect_punct("=");
         n.grad_of = value_ref();
@@ -174,17 +180,20 @@ class TextParser {
         std::vector<std::pair<std::string, Loc>> calls;  // innermost first
         while (peek().is_ident("in")) {
           next();
-          if (peek().kind != Tok::String) user_error(peek().loc, "expected a def's name in loc(...), got {}", describe(peek()));
+          if (peek().kind != Tok::String)
+            user_error(peek().loc, "expected a def's name in loc(...), got {}", describe(peek()));
           std::string callee = next().text;
           for (const char* word : {"called", "at"}) {
-            if (!peek().is_ident(word)) user_error(peek().loc, "expected '{}' in loc(...), got {}", word, describe(peek()));
+            if (!peek().is_ident(word))
+              user_error(peek().loc, "expected '{}' in loc(...), got {}", word, describe(peek()));
             next();
           }
           calls.push_back({callee, file_line_col()});
         }
         expect_punct(")");
         int site = 0;
-        for (size_t c = calls.size(); c-- > 0;) site = call_site(calls[c].first, Loc{calls[c].second.line, calls[c].second.col, site});
+        for (size_t c = calls.size(); c-- > 0;)
+          site = call_site(calls[c].first, Loc{calls[c].second.line, calls[c].second.col, site});
         n.loc = Loc{place.line, place.col, site};
       } else {
         user_error(m.loc, "unknown annotation '{}'", m.text);
@@ -192,8 +201,8 @@ class TextParser {
     }
     Type inferred = infer_type(g_, n);
     if (inferred != n.type)
-      user_error(type_loc, "{}: declared type {} but the operands give {}", opname.text,
-                 type_str(n.type), type_str(inferred));
+      user_error(type_loc, "{}: declared type {} but the operands give {}", opname.text, type_str(n.type),
+                 type_str(inferred));
     ids_[name.text] = g_.append(std::move(n));
   }
 

@@ -112,7 +112,9 @@ Token Lexer::scan() {
       std::string_view p(&s[i], 1);
       for (std::string_view t : two)
         if (s.compare(i, 2, t) == 0) p = t;
-      if (p.size() == 1 && std::string_view(syntax_ == Syntax::Dg ? "()[]{},:;=+-*/<>%@" : "()[]{},:;=+-*/<>").find(c) == std::string_view::npos)
+      if (p.size() == 1 &&
+          std::string_view(syntax_ == Syntax::Dg ? "()[]{},:;=+-*/<>%@" : "()[]{},:;=+-*/<>").find(c) ==
+              std::string_view::npos)
         user_error(loc, "unexpected character '{}'", c);
       if (c == '(' || c == '[') ++depth;
       if ((c == ')' || c == ']') && depth > 0) --depth;

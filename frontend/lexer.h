@@ -42,6 +42,6 @@ class Lexer {
 };
 
 std::vector<Token> lex(const std::string& text, Syntax syntax);  // every token, End last
-std::string describe(const Token& t);  // for "expected X, got Y" messages
+std::string describe(const Token& t);                            // for "expected X, got Y" messages
 
 }  // namespace gradc

@@ -6,10 +6,10 @@
 #include <map>
 #include <set>
 
-#include "support/name_map.h"
-#include "ir/rules.h"
-#include "support/stack.h"
 #include "ir/collectives.h"
+#include "ir/rules.h"
+#include "support/name_map.h"
+#include "support/stack.h"
 
 namespace gradc {
 namespace {
@@ -25,8 +25,8 @@ struct V {
   ValueId id = -1;
   double num = 0;
   DType lit_dtype = DType::I32;
-  int64_t ival = 0;  // the literal's value when lit_dtype is i32
-  Loc loc = {};      // where the literal was written (its range errors point there)
+  int64_t ival = 0;       // the literal's value when lit_dtype is i32
+  Loc loc = {};           // where the literal was written (its range errors point there)
   bool from_div = false;  // a literal made by `/` (where a static integer is needed, suggest `//`)
   bool is_lit() const { return id < 0; }
   bool is_int_lit() const { return is_lit() && lit_dtype == DType::I32; }
@@ -141,8 +141,7 @@ class Lowerer {
     return nullptr;
   }
   void bind(const ast::Name& n, V v) {
-    if (n.text == "rank" || n.text == "world")
-      user_error(n.loc, "'{}' is built in and cannot be rebound", n.text);
+    if (n.text == "rank" || n.text == "world") user_error(n.loc, "'{}' is built in and cannot be rebound", n.text);
     auto [bound, fresh] = scope().names.try_emplace(n.text, {v, n.loc});
     if (!fresh)
       user_error(n.loc, "'{}' is already bound (at line {}); each name is bound once", n.text, bound->second.line);
@@ -165,12 +164,12 @@ class Lowerer {
   }
   // The program's static integers (top-level names bound to one), which defaults and
   // functions see too.
-  Binding* find_top(const std::string& name) {
-    return scopes_.front()->names.find(name);
-  }
+  Binding* find_top(const std::string& name) { return scopes_.front()->names.find(name); }
   void note_static(const std::string& name, const Binding& b) {
-    if (b.first.is_int_lit()) statics_.set(name, b);
-    else if (!statics_.empty()) statics_.erase(name);
+    if (b.first.is_int_lit())
+      statics_.set(name, b);
+    else if (!statics_.empty())
+      statics_.erase(name);
   }
   V lookup(const std::string& name, Loc loc) {
     if (Binding* b = find(name)) return b->first;
@@ -186,26 +185,28 @@ class Lowerer {
       user_error(loc, "unknown name '{}': gradc writes {} (an i32 1 or 0)", name, name == "True" ? "true" : "false");
     if (name == "None")
       user_error(loc, "unknown name 'None': gradc has no None; leave an optional argument out to get its default");
-    if (in_default_) user_error(loc, "unknown name '{}' (a default value may use only rank, world, literals and static integers)", name);
+    if (in_default_)
+      user_error(loc, "unknown name '{}' (a default value may use only rank, world, literals and static integers)",
+                 name);
     if (scope().in_function)
-      user_error(loc, "unknown name '{}' (a function sees only its parameters, its own names and the program's static integers)", name);
+      user_error(
+          loc,
+          "unknown name '{}' (a function sees only its parameters, its own names and the program's static integers)",
+          name);
     user_error(loc, "unknown name '{}'", name);
   }
 
   // ---- statements -----------------------------------------------------------
   void statement(const ast::Stmt& s) {
     switch (s.kind) {
-      case ast::Stmt::World:
-        return;  // read before lowering (declared_world)
-      case ast::Stmt::Input:
-        return input(s);
+      case ast::Stmt::World: return;  // read before lowering (declared_world)
+      case ast::Stmt::Input: return input(s);
       case ast::Stmt::Assign: {
         std::vector<V> vals = expr_multi(*s.value, s.names.size());
         for (size_t i = 0; i < s.names.size(); ++i) bind(s.names[i], vals[i]);
         return;
       }
-      case ast::Stmt::For:
-        return for_loop(s);
+      case ast::Stmt::For: return for_loop(s);
       case ast::Stmt::Output:
         for (const ast::Name& n : s.names) {
           for (const auto& o : g_.outputs)
@@ -224,8 +225,10 @@ class Lowerer {
     if (in_default_) user_error(s.loc, "loops cannot appear in an input's default value");
     Call c = bind_args(r, {"a", "b"}, 1);
     int64_t a = static_int(*c.get("a"), "a range bound"), b = 0;
-    if (c.get("b")) b = static_int(*c.get("b"), "a range bound");
-    else std::swap(a, b);  // range(K) is range(0, K)
+    if (c.get("b"))
+      b = static_int(*c.get("b"), "a range bound");
+    else
+      std::swap(a, b);  // range(K) is range(0, K)
     const ast::Name& var = s.names[0];
     if (var.text == "rank" || var.text == "world" || find(var.text))
       user_error(var.loc, "the loop variable '{}' must not name an existing value", var.text);
@@ -275,8 +278,8 @@ class Lowerer {
         ValueId d = tensor(v, t.dtype, loc);
         if (g_.type(d).shape != t.shape) {
           if (!broadcasts_to(g_.type(d).shape, t.shape))
-            user_error(loc, "the default value of '{}' is {}, which does not broadcast to {}",
-                       name.text, type_str(g_.type(d)), type_str(t));
+            user_error(loc, "the default value of '{}' is {}, which does not broadcast to {}", name.text,
+                       type_str(g_.type(d)), type_str(t));
           Attrs a;
           a.set("shape", Attr::of_ints(t.shape));
           d = op(Op::BroadcastTo, {d}, loc, a).id;
@@ -292,10 +295,14 @@ class Lowerer {
     V v = expr(e);
     if (v.is_int_lit()) return v.ival;
     if (v.from_div)
-      user_error(e.loc, "{} must be a static integer, but '/' is true division and gives a float: write '//' "
-                 "for integer division", what);
-    user_error(e.loc, "{} must be a static integer (integer literals, world, loop variables and names bound to "
-               "them, with + - * // %)", what);
+      user_error(e.loc,
+                 "{} must be a static integer, but '/' is true division and gives a float: write '//' "
+                 "for integer division",
+                 what);
+    user_error(e.loc,
+               "{} must be a static integer (integer literals, world, loop variables and names bound to "
+               "them, with + - * // %)",
+               what);
   }
   std::vector<int64_t> static_ints(const Expr& e, const char* what) {
     std::vector<int64_t> out;
@@ -336,31 +343,26 @@ class Lowerer {
       case Expr::Number:
         if (e.is_int) return V::integer(e.ival, e.loc);
         return V::real(e.fval, F());  // exact until it takes a type: f32 rounds it then
-      case Expr::Name:
-        return lookup(e.text, e.loc);
+      case Expr::Name: return lookup(e.text, e.loc);
       case Expr::Unary: {
         V x = expr(*e.args[0]);
         if (x.is_int_lit()) return int_arith(Op::Sub, V::integer(0), x, e.loc);
         if (x.is_lit()) return V::real(-x.num, x.lit_dtype);
         return op(Op::Neg, {x.id}, e.loc);
       }
-      case Expr::Binary:
-        return binary(e);
-      case Expr::Subscript:
-        return subscript(e);
-      case Expr::List:
-        return array_literal(e);
-      case Expr::Call:
-        break;
+      case Expr::Binary: return binary(e);
+      case Expr::Subscript: return subscript(e);
+      case Expr::List: return array_literal(e);
+      case Expr::Call: break;
     }
     return expr(e);
   }
 
   V binary(const Expr& e) {
-    static const std::map<std::string, Op> ops = {
-        {"+", Op::Add}, {"-", Op::Sub}, {"*", Op::Mul}, {"/", Op::Div}, {"**", Op::Pow},
-        {"==", Op::Eq}, {"!=", Op::Ne}, {"<", Op::Lt},  {"<=", Op::Le}, {">", Op::Gt},
-        {">=", Op::Ge}, {"//", Op::FloorDiv}, {"%", Op::Mod}};
+    static const std::map<std::string, Op> ops = {{"+", Op::Add},  {"-", Op::Sub}, {"*", Op::Mul}, {"/", Op::Div},
+                                                  {"**", Op::Pow}, {"==", Op::Eq}, {"!=", Op::Ne}, {"<", Op::Lt},
+                                                  {"<=", Op::Le},  {">", Op::Gt},  {">=", Op::Ge}, {"//", Op::FloorDiv},
+                                                  {"%", Op::Mod}};
     V a = expr(*e.args[0]);
     V b = expr(*e.args[1]);
     if (e.text == "@") return matmul(a, b, e.loc);
@@ -439,7 +441,8 @@ class Lowerer {
     DType dt = DType::I32;
     std::function<void(const Expr&, size_t)> walk = [&](const Expr& x, size_t depth) {
       if (x.kind == Expr::List) {
-        if (depth == shape.size()) shape.push_back(int64_t(x.args.size()));
+        if (depth == shape.size())
+          shape.push_back(int64_t(x.args.size()));
         else if (depth > shape.size() || shape[depth] != int64_t(x.args.size()))
           user_error(x.loc, "array literal is not rectangular");
         for (const auto& y : x.args) walk(*y, depth + 1);
@@ -469,8 +472,7 @@ class Lowerer {
     V base = expr(*e.args[0]);
     if (base.is_lit()) user_error(e.loc, "cannot index a scalar");
     const Type t = type(base);
-    if (int(e.index.size()) > t.rank())
-      user_error(e.loc, "too many indices ({}) for {}", e.index.size(), type_str(t));
+    if (int(e.index.size()) > t.rank()) user_error(e.loc, "too many indices ({}) for {}", e.index.size(), type_str(t));
     std::vector<int64_t> starts(size_t(t.rank()), 0), ends(t.shape.begin(), t.shape.end());
     Shape out;
     for (int d = 0; d < t.rank(); ++d) {
@@ -482,8 +484,7 @@ class Lowerer {
       const ast::Index& ix = e.index[size_t(d)];
       if (!ix.is_slice) {
         int64_t i = static_int(*ix.start, "an index");
-        if (i < -dim || i >= dim)
-          user_error(ix.loc, "index {} is out of range for axis {} of {}", i, d, type_str(t));
+        if (i < -dim || i >= dim) user_error(ix.loc, "index {} is out of range for axis {} of {}", i, d, type_str(t));
         if (i < 0) i += dim;
         starts[size_t(d)] = i;
         ends[size_t(d)] = i + 1;
@@ -613,16 +614,15 @@ class Lowerer {
     c.e = &e;
     c.name = e.text;
     if (e.args.size() > params.size())
-      user_error(e.args[params.size()]->loc, "{}: takes at most {} positional argument{}", e.text,
-                 params.size(), params.size() == 1 ? "" : "s");
+      user_error(e.args[params.size()]->loc, "{}: takes at most {} positional argument{}", e.text, params.size(),
+                 params.size() == 1 ? "" : "s");
     for (size_t i = 0; i < e.args.size(); ++i) {
       c.args[params[i]] = e.args[i].get();
       c.locs[params[i]] = e.args[i]->loc;
     }
     for (const ast::KwArg& kw : e.kwargs) {
       if (std::find(params.begin(), params.end(), kw.name) == params.end())
-        user_error(kw.loc, "{}: unknown argument '{}' (expected {})", e.text, kw.name,
-                   fmt::join(params, ", "));
+        user_error(kw.loc, "{}: unknown argument '{}' (expected {})", e.text, kw.name, fmt::join(params, ", "));
       if (c.args.count(kw.name)) user_error(kw.loc, "{}: argument '{}' is given twice", e.text, kw.name);
       c.args[kw.name] = kw.value.get();
       c.locs[kw.name] = kw.loc;
@@ -698,8 +698,7 @@ class Lowerer {
       V w = expr(*e.args[i]);
       if (w.is_lit()) user_error(e.args[i]->loc, "grad: cannot differentiate with respect to a constant");
       if (!is_float(g_.type(w.id).dtype))
-        user_error(e.args[i]->loc, "grad: cannot differentiate with respect to an {} value",
-                   type_str(g_.type(w.id)));
+        user_error(e.args[i]->loc, "grad: cannot differentiate with respect to an {} value", type_str(g_.type(w.id)));
       Attrs a;
       a.set("mode", Attr::of_sym(mode));
       out.push_back(op(Op::Grad, {loss.id, w.id}, e.loc, a));
@@ -731,19 +730,39 @@ const std::map<std::string, Op> kUnary = {
 
 // Every builtin's name, for "did you mean" (the unary ops and collectives are in their tables).
 const char* const kBuiltins[] = {
-    "pow", "maximum", "minimum", "where", "sum", "mean", "max", "min", "logsumexp", "argmax", "argmin", "softmax",
-    "log_softmax", "normalize", "cross_entropy", "one_hot", "cast", "reshape", "broadcast_to", "transpose", "concat",
-    "slice", "expand_dims", "squeeze", "matmul", "zeros", "ones", "full", "iota", "randn", "rand", "grad", "gelu",
-    "silu", "softplus", "take", "dropout", "layer_norm", "rms_norm"};
+    "pow",       "maximum", "minimum",      "where",     "sum",         "mean",       "max",           "min",
+    "logsumexp", "argmax",  "argmin",       "softmax",   "log_softmax", "normalize",  "cross_entropy", "one_hot",
+    "cast",      "reshape", "broadcast_to", "transpose", "concat",      "slice",      "expand_dims",   "squeeze",
+    "matmul",    "zeros",   "ones",         "full",      "iota",        "randn",      "rand",          "grad",
+    "gelu",      "silu",    "softplus",     "take",      "dropout",     "layer_norm", "rms_norm"};
 // Names from PyTorch and NumPy that gradc spells differently.
-const std::map<std::string, std::string> kAliases = {
-    {"mm", "matmul (or a @ b)"}, {"bmm", "matmul (or a @ b)"}, {"dot", "matmul (or a @ b)"},
-    {"cat", "concat([a, b], axis=0)"}, {"concatenate", "concat([a, b], axis=0)"}, {"view", "reshape"}, {"unsqueeze", "expand_dims"},
-    {"amax", "max"}, {"amin", "min"}, {"embedding", "take"}, {"index_select", "take"},
-    {"clamp", "maximum and minimum"}, {"clip", "maximum and minimum"}, {"swapaxes", "transpose"},
-    {"sigmoid_", "sigmoid"}, {"average", "mean"}, {"expand", "broadcast_to"}, {"full_like", "full"},
-    {"zeros_like", "zeros"}, {"ones_like", "ones"}, {"arange", "iota"}, {"normal", "randn"}, {"uniform", "rand"},
-    {"rsqrt_", "rsqrt"}, {"detach", "stop_gradient"}, {"layernorm", "layer_norm"}, {"rmsnorm", "rms_norm"}};
+const std::map<std::string, std::string> kAliases = {{"mm", "matmul (or a @ b)"},
+                                                     {"bmm", "matmul (or a @ b)"},
+                                                     {"dot", "matmul (or a @ b)"},
+                                                     {"cat", "concat([a, b], axis=0)"},
+                                                     {"concatenate", "concat([a, b], axis=0)"},
+                                                     {"view", "reshape"},
+                                                     {"unsqueeze", "expand_dims"},
+                                                     {"amax", "max"},
+                                                     {"amin", "min"},
+                                                     {"embedding", "take"},
+                                                     {"index_select", "take"},
+                                                     {"clamp", "maximum and minimum"},
+                                                     {"clip", "maximum and minimum"},
+                                                     {"swapaxes", "transpose"},
+                                                     {"sigmoid_", "sigmoid"},
+                                                     {"average", "mean"},
+                                                     {"expand", "broadcast_to"},
+                                                     {"full_like", "full"},
+                                                     {"zeros_like", "zeros"},
+                                                     {"ones_like", "ones"},
+                                                     {"arange", "iota"},
+                                                     {"normal", "randn"},
+                                                     {"uniform", "rand"},
+                                                     {"rsqrt_", "rsqrt"},
+                                                     {"detach", "stop_gradient"},
+                                                     {"layernorm", "layer_norm"},
+                                                     {"rmsnorm", "rms_norm"}};
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
@@ -804,7 +823,8 @@ V Lowerer::builtin(const Expr& e) {
     return V{finish_reduce(r, t.shape, axes, keep, loc)};
   }
   if (f == "softmax" || f == "log_softmax" || f == "normalize") {
-    Call c = bind_args(e, f == "normalize" ? std::vector<std::string>{"x", "axis", "eps"} : std::vector<std::string>{"x", "axis"}, 1);
+    Call c = bind_args(
+        e, f == "normalize" ? std::vector<std::string>{"x", "axis", "eps"} : std::vector<std::string>{"x", "axis"}, 1);
     ValueId x = float_tensor(arg(c, "x"), loc);
     int axis = axis1(c, "axis", g_.type(x), -1);
     if (f == "log_softmax") return V{log_softmax(x, axis, loc)};
@@ -837,8 +857,8 @@ V Lowerer::builtin(const Expr& e) {
     if (lt.rank() < 1) user_error(loc, "cross_entropy: logits must have a class axis, got {}", type_str(lt));
     Shape batch(lt.shape.begin(), lt.shape.end() - 1);
     if (g_.type(labels).shape != batch || g_.type(labels).dtype != DType::I32)
-      user_error(c.loc_of("labels"), "cross_entropy: labels must be i32{} for logits {}, got {}",
-                 shape_str(batch), type_str(lt), type_str(g_.type(labels)));
+      user_error(c.loc_of("labels"), "cross_entropy: labels must be i32{} for logits {}, got {}", shape_str(batch),
+                 type_str(lt), type_str(g_.type(labels)));
     // PyTorch's: the mean over the rows whose label is not ignore_index of -log_softmax at
     // the label. A label out of range is an error at run time; the label's entry is
     // selected (a where, not a product with one_hot: a -inf logit elsewhere stays out).
@@ -854,12 +874,14 @@ V Lowerer::builtin(const Expr& e) {
     ValueId kept = op(Op::Ne, {labels, constant(Type{DType::I32, {}}, double(ignore), loc)}, loc).id;
     // an ignored row selects no class, even when ignore_index is one (-1 is none)
     const bool a_class = ignore >= 0 && ignore < lt.shape.back();
-    ValueId hit = one_hot(a_class ? op(Op::Where, {kept, labels, constant(Type{DType::I32, {}}, -1, loc)}, loc).id : labels,
-                          lt.shape.back(), loc);
+    ValueId hit =
+        one_hot(a_class ? op(Op::Where, {kept, labels, constant(Type{DType::I32, {}}, -1, loc)}, loc).id : labels,
+                lt.shape.back(), loc);
     if (g_.type(kept).dtype != lt.dtype) kept = tensor(V{kept}, lt.dtype, loc);
     ValueId count = reduce(Op::ReduceSum, kept, all, loc);  // 0 when every row is ignored: NaN, as PyTorch's
     ValueId zero = constant(Type{lt.dtype, {}}, 0, loc);
-    ValueId picked = reduce(Op::ReduceSum, op(Op::Where, {hit, log_softmax(logits, cls, loc), zero}, loc).id, {cls}, loc);
+    ValueId picked =
+        reduce(Op::ReduceSum, op(Op::Where, {hit, log_softmax(logits, cls, loc), zero}, loc).id, {cls}, loc);
     ValueId total = reduce(Op::ReduceSum, picked, all, loc);
     return op(Op::Neg, {op(Op::Div, {total, count}, loc).id}, loc);
   }
@@ -873,7 +895,8 @@ V Lowerer::builtin(const Expr& e) {
     Call c = bind_args(e, {"x", "dtype"}, 2);
     std::string name = symbol(*c.get("dtype"), "dtype");
     DType dt;
-    if (!parse_dtype(name, dt)) user_error(c.loc_of("dtype"), "cast: unknown dtype '{}' (expected f32, f64 or i32)", name);
+    if (!parse_dtype(name, dt))
+      user_error(c.loc_of("dtype"), "cast: unknown dtype '{}' (expected f32, f64 or i32)", name);
     V x = arg(c, "x");
     if (x.is_lit() && !x.is_int_lit() && dt == DType::I32) return V::integer(saturate_i32(x.num), loc);
     return V{tensor(x, declared(dt), loc)};
@@ -894,8 +917,8 @@ V Lowerer::builtin(const Expr& e) {
       }
       if (infer >= 0 && known > 0 && g_.type(x).size() % known == 0) s[size_t(infer)] = g_.type(x).size() / known;
       if (num_elements(s) != g_.type(x).size() || (infer >= 0 && s[size_t(infer)] < 0))
-        user_error(loc, "reshape: cannot reshape {} ({} elements) to {}", type_str(g_.type(x)),
-                   g_.type(x).size(), shape_str(s));
+        user_error(loc, "reshape: cannot reshape {} ({} elements) to {}", type_str(g_.type(x)), g_.type(x).size(),
+                   shape_str(s));
     }
     Attrs a;
     a.set("shape", Attr::of_ints(s));
@@ -943,7 +966,8 @@ V Lowerer::builtin(const Expr& e) {
       if (!c.get(p)) return dflt;
       int64_t i = static_int(*c.get(p), p);
       if (i < 0) i += dim;
-      if (i < 0 || i > dim) user_error(c.loc_of(p), "slice: {}={} is out of range for axis {} of {}", p, i, axis, type_str(t));
+      if (i < 0 || i > dim)
+        user_error(c.loc_of(p), "slice: {}={} is out of range for axis {} of {}", p, i, axis, type_str(t));
       return i;
     };
     std::vector<int64_t> starts(size_t(t.rank()), 0), ends(t.shape.begin(), t.shape.end());
@@ -1012,15 +1036,17 @@ V Lowerer::builtin(const Expr& e) {
     return V{tensor(r, F(), loc)};  // f32 values, widened when the program is lowered in f64
   }
   if (f == "gelu" || f == "silu" || f == "softplus") {
-    Call c = bind_args(e, f == "gelu" ? std::vector<std::string>{"x", "approximate"} : std::vector<std::string>{"x"}, 1);
+    Call c =
+        bind_args(e, f == "gelu" ? std::vector<std::string>{"x", "approximate"} : std::vector<std::string>{"x"}, 1);
     ValueId x = float_tensor(arg(c, "x"), loc);
     auto k = [&](double v) { return constant(Type{g_.type(x).dtype, {}}, v, loc); };
     auto mul = [&](ValueId a, ValueId b) { return op(Op::Mul, {a, b}, loc).id; };
     auto add = [&](ValueId a, ValueId b) { return op(Op::Add, {a, b}, loc).id; };
     if (f == "silu") return V{mul(x, op(Op::Sigmoid, {x}, loc).id)};  // x sigmoid(x)
     if (f == "softplus")  // log(1 + exp(x)) = max(x, 0) + log(1 + exp(-|x|)), which never overflows
-      return V{add(op(Op::Maximum, {x, k(0)}, loc).id,
-                   op(Op::Log, {add(k(1), op(Op::Exp, {op(Op::Neg, {op(Op::Abs, {x}, loc).id}, loc).id}, loc).id)}, loc).id)};
+      return V{add(
+          op(Op::Maximum, {x, k(0)}, loc).id,
+          op(Op::Log, {add(k(1), op(Op::Exp, {op(Op::Neg, {op(Op::Abs, {x}, loc).id}, loc).id}, loc).id)}, loc).id)};
     std::string form = c.get("approximate") ? symbol(*c.get("approximate"), "approximate") : "none";
     ValueId inner;
     if (form == "none") {  // x/2 (1 + erf(x / sqrt(2))), PyTorch's default
@@ -1041,7 +1067,8 @@ V Lowerer::builtin(const Expr& e) {
     if (t.rank() == 0) user_error(loc, "{}: needs an axis to search, got a scalar", f);
     const int axis = axis1(c, "axis", t, -1);
     const int64_t n = t.shape[size_t(axis)];
-    ValueId m = reshape(reduce(f == "argmax" ? Op::ReduceMax : Op::ReduceMin, x, {axis}, loc), keep_shape(t.shape, {axis}), loc);
+    ValueId m = reshape(reduce(f == "argmax" ? Op::ReduceMax : Op::ReduceMin, x, {axis}, loc),
+                        keep_shape(t.shape, {axis}), loc);
     ValueId hit = op(Op::Maximum, {op(Op::Eq, {x, m}, loc).id, op(Op::Ne, {x, x}, loc).id}, loc).id;
     Attrs ia;
     ia.set("n", Attr::of_int(n));
@@ -1056,7 +1083,8 @@ V Lowerer::builtin(const Expr& e) {
     ValueId x = targ(c, "x");
     V ix = arg(c, "indices");
     if (dtype(ix) != DType::I32)
-      user_error(c.loc_of("indices"), "take: indices must be i32, got {}", ix.is_lit() ? "a float" : type_str(type(ix)));
+      user_error(c.loc_of("indices"), "take: indices must be i32, got {}",
+                 ix.is_lit() ? "a float" : type_str(type(ix)));
     Attrs a;
     a.set("axis", Attr::of_int(c.get("axis") ? static_int(*c.get("axis"), "axis") : 0));
     return op(Op::Take, {x, tensor(ix, c.loc_of("indices"))}, loc, a);
@@ -1094,7 +1122,8 @@ V Lowerer::builtin(const Expr& e) {
     int64_t count = 1;
     for (int a : axes) count *= t.shape[size_t(a)];
     auto mean_keep = [&](ValueId v) {
-      return reshape(div_scalar(reduce(Op::ReduceSum, v, axes, loc), double(count), loc), keep_shape(t.shape, axes), loc);
+      return reshape(div_scalar(reduce(Op::ReduceSum, v, axes, loc), double(count), loc), keep_shape(t.shape, axes),
+                     loc);
     };
     ValueId d = f == "layer_norm" ? op(Op::Sub, {x, mean_keep(x)}, loc).id : x;
     ValueId var = mean_keep(op(Op::Mul, {d, d}, loc).id);
@@ -1140,8 +1169,7 @@ V Lowerer::builtin(const Expr& e) {
       if (const Expr* pe = c.get("pairs")) {
         if (pe->kind != Expr::List) user_error(pe->loc, "permute: pairs must be a list such as [[0, 1], [1, 0]]");
         for (const auto& p : pe->args) {
-          if (p->kind != Expr::List || p->args.size() != 2)
-            user_error(p->loc, "permute: each pair must be [src, dst]");
+          if (p->kind != Expr::List || p->args.size() != 2) user_error(p->loc, "permute: each pair must be [src, dst]");
           pairs.push_back(static_ints(*p, "a rank"));
         }
       } else {
@@ -1155,8 +1183,7 @@ V Lowerer::builtin(const Expr& e) {
     }
     return op(o, {x}, loc, a);
   }
-  if (f == "input" || f == "output" || f == "world" || f == "rank")
-    user_error(loc, "'{}' cannot be called", f);
+  if (f == "input" || f == "output" || f == "world" || f == "rank") user_error(loc, "'{}' cannot be called", f);
   unknown_function(e);
 }
 

@@ -9,8 +9,8 @@
 namespace gradc {
 
 struct LowerOptions {
-  int ranks = 0;       // overrides the program's `world N` when non-zero; with neither the world is 1
-  bool f64 = false;    // every f32 becomes f64 (literals, declarations, creation ops): for gradient checks
+  int ranks = 0;     // overrides the program's `world N` when non-zero; with neither the world is 1
+  bool f64 = false;  // every f32 becomes f64 (literals, declarations, creation ops): for gradient checks
 };
 Graph lower_program(const ast::Program& p, const LowerOptions& opt);
 inline Graph lower_program(const ast::Program& p, int ranks = 0) { return lower_program(p, LowerOptions{ranks}); }

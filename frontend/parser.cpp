@@ -29,8 +29,7 @@ class Parser {
     while (peek().kind != Tok::End) {
       if (peek().is_ident("def")) {
         Func f = func();
-        if (p.funcs.count(f.name.text))
-          user_error(f.name.loc, "function '{}' is defined twice", f.name.text);
+        if (p.funcs.count(f.name.text)) user_error(f.name.loc, "function '{}' is defined twice", f.name.text);
         std::string key = f.name.text;
         p.funcs.emplace(key, std::move(f));
       } else {
@@ -178,7 +177,8 @@ class Parser {
     next();  // for
     s.kind = Stmt::For;
     s.names.push_back(name("a loop variable"));
-    if (!peek().is_ident("in")) user_error(peek().loc, "expected 'in' after the loop variable, got {}", describe(peek()));
+    if (!peek().is_ident("in"))
+      user_error(peek().loc, "expected 'in' after the loop variable, got {}", describe(peek()));
     next();
     if (!peek().is_ident("range") || !peek(1).is("("))
       user_error(peek().loc, "a loop runs over range(K) or range(A, B), got {}", describe(peek()));
@@ -304,8 +304,7 @@ class Parser {
             kw.value = expr();
             e->kwargs.push_back(std::move(kw));
           } else {
-            if (!e->kwargs.empty())
-              user_error(peek().loc, "positional argument after keyword arguments");
+            if (!e->kwargs.empty()) user_error(peek().loc, "positional argument after keyword arguments");
             e->args.push_back(expr());
           }
           separator(")", fmt::format(" in the call to {}", e->text).c_str());

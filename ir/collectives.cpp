@@ -65,8 +65,8 @@ std::vector<CollectiveCall> collectives_for(const Term& t, int world) {
     std::vector<std::vector<std::vector<int64_t>>> by_round;
     for (const auto& p : t.pairs) {
       size_t i = 0;
-      while (i < by_round.size() && std::any_of(by_round[i].begin(), by_round[i].end(),
-                                                [&](const auto& q) { return q[1] == p[1]; }))
+      while (i < by_round.size() &&
+             std::any_of(by_round[i].begin(), by_round[i].end(), [&](const auto& q) { return q[1] == p[1]; }))
         ++i;
       if (i == by_round.size()) by_round.emplace_back();
       by_round[i].push_back(p);

@@ -159,7 +159,9 @@ std::optional<Reduction> reduction_by_name(std::string_view s) {
 Reduction reduction_of(const Node& n) {
   if (!n.attrs.has("op")) return Reduction::Sum;
   const std::optional<Reduction> r = reduction_by_name(n.attr_sym("op"));
-  if (!r) user_error(n.loc, "{}: unknown reduction op={} (expected sum, avg, prod, max or min)", op_name(n.op), n.attr_sym("op"));
+  if (!r)
+    user_error(n.loc, "{}: unknown reduction op={} (expected sum, avg, prod, max or min)", op_name(n.op),
+               n.attr_sym("op"));
   return *r;
 }
 
@@ -172,15 +174,12 @@ void verify(const Graph& g) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     for (ValueId a : n.args)
-      GRADC_ASSERT(a >= 0 && size_t(a) < i, "{} (node {}) uses value {} before it is defined",
-                   op_name(n.op), i, a);
+      GRADC_ASSERT(a >= 0 && size_t(a) < i, "{} (node {}) uses value {} before it is defined", op_name(n.op), i, a);
     Type t = infer_type(g, n);
-    GRADC_ASSERT(t == n.type, "{} (node {}) has type {} but its shape rule gives {}", op_name(n.op),
-                 i, type_str(n.type), type_str(t));
+    GRADC_ASSERT(t == n.type, "{} (node {}) has type {} but its shape rule gives {}", op_name(n.op), i,
+                 type_str(n.type), type_str(t));
   }
-  for (const auto& [name, v] : g.outputs)
-    GRADC_ASSERT(v >= 0 && v < g.size(), "output {} names no value", name);
+  for (const auto& [name, v] : g.outputs) GRADC_ASSERT(v >= 0 && v < g.size(), "output {} names no value", name);
 }
-
 
 }  // namespace gradc

@@ -2,18 +2,18 @@
 // is the id of the node that defines it). One generic node shape serves every
 // op: operands, named attributes, a static result type, a source location.
 #pragma once
-#include <optional>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
-#include "support/diag.h"
-#include "support/intern.h"
 #include "ir/op.h"
 #include "ir/types.h"
+#include "support/diag.h"
+#include "support/intern.h"
 
 namespace gradc {
 
@@ -29,10 +29,30 @@ struct Attr {
   std::string s;
   std::vector<Attr> list;
 
-  static Attr of_int(int64_t v) { Attr a; a.kind = Int; a.i = v; return a; }
-  static Attr of_float(double v) { Attr a; a.kind = Float; a.f = v; return a; }
-  static Attr of_str(std::string v) { Attr a; a.kind = Str; a.s = std::move(v); return a; }
-  static Attr of_sym(std::string v) { Attr a; a.kind = Sym; a.s = std::move(v); return a; }
+  static Attr of_int(int64_t v) {
+    Attr a;
+    a.kind = Int;
+    a.i = v;
+    return a;
+  }
+  static Attr of_float(double v) {
+    Attr a;
+    a.kind = Float;
+    a.f = v;
+    return a;
+  }
+  static Attr of_str(std::string v) {
+    Attr a;
+    a.kind = Str;
+    a.s = std::move(v);
+    return a;
+  }
+  static Attr of_sym(std::string v) {
+    Attr a;
+    a.kind = Sym;
+    a.s = std::move(v);
+    return a;
+  }
   static Attr of_ints(const std::vector<int64_t>& v);
   bool operator==(const Attr&) const = default;
   double number() const { return kind == Float ? f : double(i); }
@@ -107,7 +127,7 @@ struct Node {
 static_assert(sizeof(Node) == 64 || sizeof(void*) != 8);
 // A reduction's kind: a collective's `op` attribute (op=sum, ...), a closed set.
 enum class Reduction : uint8_t { Sum, Avg, Prod, Max, Min };
-const char* reduction_name(Reduction r);                    // "sum"
+const char* reduction_name(Reduction r);  // "sum"
 std::optional<Reduction> reduction_by_name(std::string_view s);
 Reduction reduction_of(const Node& n);  // its `op` attribute; sum where it has none
 

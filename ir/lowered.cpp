@@ -228,21 +228,24 @@ std::string print_lowered_dot(const Lowered& l) {
 }
 
 std::string print_lowered_json(const Lowered& l) {
-  std::string s = fmt::format("{{\"world\": {}, \"workspace_bytes\": {},\n \"buffers\": [", l.graph.world,
-                              l.workspace_bytes);
+  std::string s =
+      fmt::format("{{\"world\": {}, \"workspace_bytes\": {},\n \"buffers\": [", l.graph.world, l.workspace_bytes);
   for (size_t b = 0; b < l.buffers.size(); ++b) {
     const LBuffer& x = l.buffers[b];
-    s += fmt::format("{}\n  {{\"name\": \"{}\", \"kind\": \"{}\", \"type\": \"{}\", \"offset\": {}, \"output\": {}, \"row_local\": {}}}",
-                     b ? "," : "", x.name, kind_name(x), type_str(x.type), x.offset, x.output ? "true" : "false",
-                     x.row_local ? "true" : "false");
+    s += fmt::format(
+        "{}\n  {{\"name\": \"{}\", \"kind\": \"{}\", \"type\": \"{}\", \"offset\": {}, \"output\": {}, \"row_local\": "
+        "{}}}",
+        b ? "," : "", x.name, kind_name(x), type_str(x.type), x.offset, x.output ? "true" : "false",
+        x.row_local ? "true" : "false");
   }
   s += "],\n \"kernels\": [";
   for (size_t i = 0; i < l.kernels.size(); ++i) {
     const LKernel& k = l.kernels[i];
-    s += fmt::format("{}\n  {{\"kind\": \"{}\", \"stream\": \"{}\", \"out\": {}, \"reads\": [{}], \"waits\": [{}], "
-                     "\"lines\": [{}], \"what\": \"{}\"",
-                     i ? "," : "", kind_name(k), k.stream == LKernel::Compute ? "compute" : "comm", k.out,
-                     fmt::join(k.reads, ", "), fmt::join(k.waits, ", "), fmt::join(k.lines, ", "), body(l, k));
+    s += fmt::format(
+        "{}\n  {{\"kind\": \"{}\", \"stream\": \"{}\", \"out\": {}, \"reads\": [{}], \"waits\": [{}], "
+        "\"lines\": [{}], \"what\": \"{}\"",
+        i ? "," : "", kind_name(k), k.stream == LKernel::Compute ? "compute" : "comm", k.out, fmt::join(k.reads, ", "),
+        fmt::join(k.waits, ", "), fmt::join(k.lines, ", "), body(l, k));
     if (k.group >= 0) s += fmt::format(", \"group\": {}, \"rows\": {}, \"row_len\": {}", k.group, k.rows, k.row_len);
     s += "}";
   }

@@ -32,7 +32,7 @@ namespace gradc {
 
 struct LBuffer {
   enum Kind : uint8_t { Input, Const, Work, Alias } kind = Work;
-  std::string name;    // from the program's value
+  std::string name;  // from the program's value
   TypeRef type;
   ValueId value = -1;  // the value it holds
   int alias_of = -1;   // Alias: the buffer whose memory it is (a reshape of it)
@@ -59,19 +59,19 @@ struct LGemm {
 struct LKernel {
   enum Kind : uint8_t { Map, Reduce, Gemm, Comm } kind = Map;
   enum Stream : uint8_t { Compute, Communication } stream = Compute;
-  int out = -1;                 // the buffer it writes (the kernel is named by it)
-  ValueId root = -1;            // the value it computes (the reduce, matmul or collective node for those)
-  int guard = -1;               // an input buffer: the kernel computes its default, only when it is not given
-  int gemm = -1;                // gemm: its call, Lowered::gemms[gemm]
+  int out = -1;       // the buffer it writes (the kernel is named by it)
+  ValueId root = -1;  // the value it computes (the reduce, matmul or collective node for those)
+  int guard = -1;     // an input buffer: the kernel computes its default, only when it is not given
+  int gemm = -1;      // gemm: its call, Lowered::gemms[gemm]
   // A row group's members: the index of its first kernel, and the layout. A map
   // member computes `row_len` elements a row (or one, for a per-row value), a
   // reduce member reduces `row_len` elements to one a row.
   int group = -1;
   int64_t rows = 0, row_len = 0;
-  std::vector<ValueId> fused;   // map, reduce: the values computed inside it, in order, root last
-  std::vector<int> reads;       // buffers it reads
-  std::vector<int> waits;       // kernels on the other stream this one waits for
-  std::vector<int> lines;       // the source lines it covers
+  std::vector<ValueId> fused;  // map, reduce: the values computed inside it, in order, root last
+  std::vector<int> reads;      // buffers it reads
+  std::vector<int> waits;      // kernels on the other stream this one waits for
+  std::vector<int> lines;      // the source lines it covers
 };
 
 struct Lowered {
@@ -82,7 +82,7 @@ struct Lowered {
   std::vector<int> buffer_of;   // per value: its buffer, or -1 when it is computed where used
   int64_t workspace_bytes = 0;  // the work buffers' peak: one allocation
   std::vector<std::pair<std::string, int>> inputs, outputs;  // by name, in program order
-  bool check_finite = false;    // each float kernel result checked for NaN and infinity (unfused)
+  bool check_finite = false;  // each float kernel result checked for NaN and infinity (unfused)
 };
 
 // The buffer whose memory buffer b is: b itself, or the end of its aliases' chain.

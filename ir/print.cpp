@@ -54,7 +54,6 @@ std::string float_str(double v) {
   return s;
 }
 
-
 // Text inside a dot label's quotes.
 std::string escape_dot(const std::string& s) {
   std::string out;
@@ -104,14 +103,12 @@ std::string print_text(const Graph& g, const std::string& loc_file) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     out += fmt::format("%{} = {}(", names[i], op_name(n.op));
-    for (size_t k = 0; k < n.args.size(); ++k)
-      out += fmt::format("{}%{}", k ? ", " : "", names[size_t(n.args[k])]);
+    for (size_t k = 0; k < n.args.size(); ++k) out += fmt::format("{}%{}", k ? ", " : "", names[size_t(n.args[k])]);
     out += ")";
     if (!n.attrs->items.empty()) {
       out += " {";
       for (size_t k = 0; k < n.attrs->items.size(); ++k)
-        out += fmt::format("{}{}={}", k ? ", " : "", n.attrs->items[k].first,
-                           attr_str(n.attrs->items[k].second));
+        out += fmt::format("{}{}={}", k ? ", " : "", n.attrs->items[k].first, attr_str(n.attrs->items[k].second));
       out += "}";
     }
     out += fmt::format(" : {}{}", type_str(n.type), meta_str(n, names));
@@ -140,8 +137,7 @@ std::string print_dot(const Graph& g) {
     const Node& n = g.nodes[i];
     std::string style = "";
     if (is_collective(n.op))
-      style = n.backward ? ", style=\"filled,dashed\", fillcolor=\"#f4b183\""
-                         : ", style=filled, fillcolor=\"#f4b183\"";
+      style = n.backward ? ", style=\"filled,dashed\", fillcolor=\"#f4b183\"" : ", style=filled, fillcolor=\"#f4b183\"";
     else if (n.op == Op::Input)
       style = ", style=filled, fillcolor=\"#c5e0b4\"";
     else if (n.backward)
@@ -163,8 +159,9 @@ std::string print_dot(const Graph& g) {
   }
   for (size_t k = 0; k < groups.size(); ++k) {
     const auto& [line, bwd] = groups[k];
-    out += fmt::format("  subgraph cluster_{} {{\n    label=\"line {}{}\";\n    style=rounded;\n    color=gray;\n{}  }}\n", k,
-                       line, bwd ? " (backward)" : "", members[groups[k]]);
+    out +=
+        fmt::format("  subgraph cluster_{} {{\n    label=\"line {}{}\";\n    style=rounded;\n    color=gray;\n{}  }}\n",
+                    k, line, bwd ? " (backward)" : "", members[groups[k]]);
   }
   for (size_t i = 0; i < g.nodes.size(); ++i)
     for (ValueId a : g.nodes[i].args) out += fmt::format("  n{} -> n{};\n", a, i);
@@ -172,13 +169,14 @@ std::string print_dot(const Graph& g) {
     out += fmt::format("  out{} [label=\"output {}\", shape=ellipse];\n", k, g.outputs[k].first);
     out += fmt::format("  n{} -> out{};\n", g.outputs[k].second, k);
   }
-  out += "  subgraph cluster_legend {\n    label=\"legend\";\n    style=rounded;\n"
-         "    legend_input [label=\"input\", style=filled, fillcolor=\"#c5e0b4\"];\n"
-         "    legend_coll [label=\"collective\", style=filled, fillcolor=\"#f4b183\"];\n"
-         "    legend_op [label=\"local op\"];\n"
-         "    legend_bwd [label=\"backward op\", style=\"filled,dashed\", fillcolor=\"#bdd7ee\"];\n"
-         "    legend_bcoll [label=\"backward collective\", style=\"filled,dashed\", fillcolor=\"#f4b183\"];\n"
-         "    legend_input -> legend_coll -> legend_op -> legend_bwd -> legend_bcoll [style=invis];\n  }\n";
+  out +=
+      "  subgraph cluster_legend {\n    label=\"legend\";\n    style=rounded;\n"
+      "    legend_input [label=\"input\", style=filled, fillcolor=\"#c5e0b4\"];\n"
+      "    legend_coll [label=\"collective\", style=filled, fillcolor=\"#f4b183\"];\n"
+      "    legend_op [label=\"local op\"];\n"
+      "    legend_bwd [label=\"backward op\", style=\"filled,dashed\", fillcolor=\"#bdd7ee\"];\n"
+      "    legend_bcoll [label=\"backward collective\", style=\"filled,dashed\", fillcolor=\"#f4b183\"];\n"
+      "    legend_input -> legend_coll -> legend_op -> legend_bwd -> legend_bcoll [style=invis];\n  }\n";
   return out + "}\n";
 }
 
@@ -186,8 +184,7 @@ namespace {
 std::string json_attr(const Attr& a) {
   switch (a.kind) {
     case Attr::Int: return std::to_string(a.i);
-    case Attr::Float:
-      return std::isfinite(a.f) ? float_str(a.f) : quote(float_str(a.f));
+    case Attr::Float: return std::isfinite(a.f) ? float_str(a.f) : quote(float_str(a.f));
     case Attr::Str:
     case Attr::Sym: return quote(a.s);
     case Attr::List: {
@@ -212,8 +209,8 @@ std::string print_json(const Graph& g) {
         "{}\n  {{\"id\": {}, \"name\": {}, \"op\": {}, \"args\": [{}], \"attrs\": {{{}}}, "
         "\"dtype\": \"{}\", \"shape\": [{}], \"collective\": {}, \"backward\": {}",
         i ? "," : "", i, quote(names[i]), quote(std::string(op_name(n.op))), fmt::join(args, ", "),
-        fmt::join(attrs, ", "), dtype_name(n.type->dtype), fmt::join(n.type->shape, ", "),
-        is_collective(n.op), n.backward);
+        fmt::join(attrs, ", "), dtype_name(n.type->dtype), fmt::join(n.type->shape, ", "), is_collective(n.op),
+        n.backward);
     if (n.rep != Rep::Unknown) out += fmt::format(", \"rep\": \"{}\"", rep_name(n.rep));
     if (n.grad_of >= 0) out += fmt::format(", \"grad_of\": {}", quote(names[size_t(n.grad_of)]));
     if (n.loc.known()) out += fmt::format(", \"loc\": [{}, {}]", n.loc.line, n.loc.col);

@@ -19,8 +19,8 @@ class ValueNames {
 
  private:
   const Graph& g_;
-  std::vector<ValueId> renamed_;    // the values whose hint was taken, ascending
-  std::deque<std::string> names_;   // their names
+  std::vector<ValueId> renamed_;   // the values whose hint was taken, ascending
+  std::deque<std::string> names_;  // their names
 };
 // Every value's name.
 std::vector<std::string> value_names(const Graph& g);
@@ -33,6 +33,5 @@ std::string quote(const std::string& s);
 std::string print_text(const Graph& g, const std::string& loc_file = "");
 std::string print_dot(const Graph& g);
 std::string print_json(const Graph& g);
-
 
 }  // namespace gradc

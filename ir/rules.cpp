@@ -14,8 +14,7 @@ OpTable<ShapeRule>& shape_rules() {
 Type infer_type(const Graph& g, const Node& n) {
   int arity = op_arity(n.op);
   if (arity >= 0 && int(n.args.size()) != arity)
-    user_error(n.loc, "{}: expects {} operand{}, got {}", op_name(n.op), arity,
-               arity == 1 ? "" : "s", n.args.size());
+    user_error(n.loc, "{}: expects {} operand{}, got {}", op_name(n.op), arity, arity == 1 ? "" : "s", n.args.size());
   InferFn f = shape_rules()[n.op].infer;
   GRADC_ASSERT(f, "no shape rule for {}", op_name(n.op));
   Type t = f(g, n);
@@ -45,8 +44,7 @@ const Type& arg_type(const Graph& g, const Node& n, size_t i) {
 
 int norm_axis(Loc loc, std::string_view what, int64_t axis, const Type& t) {
   int64_t r = t.rank();
-  if (axis < -r || axis >= r)
-    user_error(loc, "{}: axis {} is out of range for {}", what, axis, type_str(t));
+  if (axis < -r || axis >= r) user_error(loc, "{}: axis {} is out of range for {}", what, axis, type_str(t));
   return int(axis < 0 ? axis + r : axis);
 }
 

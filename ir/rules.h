@@ -30,8 +30,6 @@ const Type& arg_type(const Graph& g, const Node& n, size_t i);
 // Normalises a possibly negative axis for a value of `t`; throws at `loc`,
 // naming `what` (the op as the user wrote it), if it is out of range.
 int norm_axis(Loc loc, std::string_view what, int64_t axis, const Type& t);
-inline int norm_axis(const Node& n, int64_t axis, const Type& t) {
-  return norm_axis(n.loc, op_name(n.op), axis, t);
-}
+inline int norm_axis(const Node& n, int64_t axis, const Type& t) { return norm_axis(n.loc, op_name(n.op), axis, t); }
 
 }  // namespace gradc

@@ -47,9 +47,7 @@ GRADC_HD inline Philox4 philox_block(int32_t seed, int64_t i) {
                     0x6772646Du /* "grdm" */);
 }
 // Uniform in [0, 1): the top 24 bits, exact in f32.
-GRADC_HD inline double uniform01(int32_t seed, int64_t i) {
-  return double(philox_block(seed, i).v[0] >> 8) * 0x1p-24;
-}
+GRADC_HD inline double uniform01(int32_t seed, int64_t i) { return double(philox_block(seed, i).v[0] >> 8) * 0x1p-24; }
 // Standard normal by Box-Muller, computed in double and rounded by the caller.
 GRADC_HD inline double normal01(int32_t seed, int64_t i) {
   Philox4 r = philox_block(seed, i);
@@ -76,7 +74,9 @@ GRADC_HD inline float tanh_(float x) {
   } else {
     const float z = a * a;
     r = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z + 1.33314422036e-1f) * z -
-         3.33332819422e-1f) * z * a + a;
+         3.33332819422e-1f) *
+            z * a +
+        a;
   }
   return x < 0 ? -r : r;
 }
@@ -99,31 +99,92 @@ GRADC_HD inline double cos_(int32_t x) { return ::cos(double(x)); }
 GRADC_HD inline double erf_(int32_t x) { return ::erf(double(x)); }
 GRADC_HD inline double pow_(int32_t a, int32_t b) { return ::pow(double(a), double(b)); }
 
-template <class T> GRADC_HD T neg(T x) { return T(-x); }
-template <class T> GRADC_HD T exp(T x) { return T(exp_(x)); }
-template <class T> GRADC_HD T log(T x) { return T(log_(x)); }
-template <class T> GRADC_HD T sqrt(T x) { return T(sqrt_(x)); }
-template <class T> GRADC_HD T rsqrt(T x) { return T(1 / sqrt_(x)); }
-template <class T> GRADC_HD T abs(T x) { return x < 0 ? T(-x) : x; }
-template <class T> GRADC_HD T relu(T x) { return x > 0 ? x : T(0); }
-template <class T> GRADC_HD T sigmoid(T x) { return T(1 / (1 + exp_(T(-x)))); }
-template <class T> GRADC_HD T tanh(T x) { return T(tanh_(x)); }
-template <class T> GRADC_HD T sin(T x) { return T(sin_(x)); }
-template <class T> GRADC_HD T cos(T x) { return T(cos_(x)); }
-template <class T> GRADC_HD T square(T x) { return T(x * x); }
-template <class T> GRADC_HD T reciprocal(T x) { return T(1 / x); }
-template <class T> GRADC_HD T sign(T x) { return T((x > 0) - (x < 0)); }
-template <class T> GRADC_HD T stop_gradient(T x) { return x; }
-template <class T> GRADC_HD T add(T a, T b) { return T(a + b); }
-template <class T> GRADC_HD T sub(T a, T b) { return T(a - b); }
-template <class T> GRADC_HD T mul(T a, T b) { return T(a * b); }
-template <class T> GRADC_HD T div(T a, T b) { return T(a / b); }
-template <class T> GRADC_HD T pow(T a, T b) { return T(pow_(a, b)); }
+template <class T>
+GRADC_HD T neg(T x) {
+  return T(-x);
+}
+template <class T>
+GRADC_HD T exp(T x) {
+  return T(exp_(x));
+}
+template <class T>
+GRADC_HD T log(T x) {
+  return T(log_(x));
+}
+template <class T>
+GRADC_HD T sqrt(T x) {
+  return T(sqrt_(x));
+}
+template <class T>
+GRADC_HD T rsqrt(T x) {
+  return T(1 / sqrt_(x));
+}
+template <class T>
+GRADC_HD T abs(T x) {
+  return x < 0 ? T(-x) : x;
+}
+template <class T>
+GRADC_HD T relu(T x) {
+  return x > 0 ? x : T(0);
+}
+template <class T>
+GRADC_HD T sigmoid(T x) {
+  return T(1 / (1 + exp_(T(-x))));
+}
+template <class T>
+GRADC_HD T tanh(T x) {
+  return T(tanh_(x));
+}
+template <class T>
+GRADC_HD T sin(T x) {
+  return T(sin_(x));
+}
+template <class T>
+GRADC_HD T cos(T x) {
+  return T(cos_(x));
+}
+template <class T>
+GRADC_HD T square(T x) {
+  return T(x * x);
+}
+template <class T>
+GRADC_HD T reciprocal(T x) {
+  return T(1 / x);
+}
+template <class T>
+GRADC_HD T sign(T x) {
+  return T((x > 0) - (x < 0));
+}
+template <class T>
+GRADC_HD T stop_gradient(T x) {
+  return x;
+}
+template <class T>
+GRADC_HD T add(T a, T b) {
+  return T(a + b);
+}
+template <class T>
+GRADC_HD T sub(T a, T b) {
+  return T(a - b);
+}
+template <class T>
+GRADC_HD T mul(T a, T b) {
+  return T(a * b);
+}
+template <class T>
+GRADC_HD T div(T a, T b) {
+  return T(a / b);
+}
+template <class T>
+GRADC_HD T pow(T a, T b) {
+  return T(pow_(a, b));
+}
 // Integer floor division and modulo with Python's signs (-7 // 2 == -4, -7 % 2 == 1).
 // A zero divisor is a run-time error that the caller reports; the value is then 0.
 // INT32_MIN // -1 wraps to INT32_MIN, as two's complement does.
 // (Instantiated for floats by the interpreter's generic loops, never called there.)
-template <class T> GRADC_HD T floordiv(T a, T b) {
+template <class T>
+GRADC_HD T floordiv(T a, T b) {
   if constexpr (T(1) / T(2) != T(0)) {
     return T(0);
   } else {
@@ -133,7 +194,8 @@ template <class T> GRADC_HD T floordiv(T a, T b) {
     return (a % b != 0 && ((a < 0) != (b < 0))) ? T(q - 1) : q;
   }
 }
-template <class T> GRADC_HD T mod(T a, T b) {
+template <class T>
+GRADC_HD T mod(T a, T b) {
   if constexpr (T(1) / T(2) != T(0)) {
     return T(0);
   } else {
@@ -142,21 +204,54 @@ template <class T> GRADC_HD T mod(T a, T b) {
     return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
   }
 }
-template <class T> GRADC_HD T erf(T x) { return T(erf_(x)); }
-template <class T> GRADC_HD T maximum(T a, T b) { return a > b ? a : b; }
-template <class T> GRADC_HD T minimum(T a, T b) { return a < b ? a : b; }
+template <class T>
+GRADC_HD T erf(T x) {
+  return T(erf_(x));
+}
+template <class T>
+GRADC_HD T maximum(T a, T b) {
+  return a > b ? a : b;
+}
+template <class T>
+GRADC_HD T minimum(T a, T b) {
+  return a < b ? a : b;
+}
 // Comparisons give 1 or 0 in the result's float type R.
-template <class R, class T> GRADC_HD R eq(T a, T b) { return R(a == b); }
-template <class R, class T> GRADC_HD R ne(T a, T b) { return R(a != b); }
-template <class R, class T> GRADC_HD R lt(T a, T b) { return R(a < b); }
-template <class R, class T> GRADC_HD R le(T a, T b) { return R(a <= b); }
-template <class R, class T> GRADC_HD R gt(T a, T b) { return R(a > b); }
-template <class R, class T> GRADC_HD R ge(T a, T b) { return R(a >= b); }
-template <class T, class C> GRADC_HD T where(C c, T a, T b) { return c != 0 ? a : b; }
+template <class R, class T>
+GRADC_HD R eq(T a, T b) {
+  return R(a == b);
+}
+template <class R, class T>
+GRADC_HD R ne(T a, T b) {
+  return R(a != b);
+}
+template <class R, class T>
+GRADC_HD R lt(T a, T b) {
+  return R(a < b);
+}
+template <class R, class T>
+GRADC_HD R le(T a, T b) {
+  return R(a <= b);
+}
+template <class R, class T>
+GRADC_HD R gt(T a, T b) {
+  return R(a > b);
+}
+template <class R, class T>
+GRADC_HD R ge(T a, T b) {
+  return R(a >= b);
+}
+template <class T, class C>
+GRADC_HD T where(C c, T a, T b) {
+  return c != 0 ? a : b;
+}
 // cast to R: float to i32 saturates (saturate_i32), the rest converts.
-template <class R, class T> GRADC_HD R cast(T x) {
-  if constexpr (sizeof(R) == 4 && R(0.5) == R(0) && !(T(0.5) == T(0))) return saturate_i32(double(x));
-  else return R(x);
+template <class R, class T>
+GRADC_HD R cast(T x) {
+  if constexpr (sizeof(R) == 4 && R(0.5) == R(0) && !(T(0.5) == T(0)))
+    return saturate_i32(double(x));
+  else
+    return R(x);
 }
 }  // namespace op
 
@@ -165,15 +260,27 @@ template <class R, class T> GRADC_HD R cast(T x) {
 // element: a NaN element makes the result NaN, as in NumPy and PyTorch; of equal values
 // (0 and -0) the first stays. Exact in any order but for which NaN, or which zero, is
 // the result.
-template <class A> GRADC_HD A max_start() {
-  if constexpr (A(0.5) == A(0)) return A(-2147483647 - 1);
-  else return A(-INFINITY);
+template <class A>
+GRADC_HD A max_start() {
+  if constexpr (A(0.5) == A(0))
+    return A(-2147483647 - 1);
+  else
+    return A(-INFINITY);
 }
-template <class A> GRADC_HD A min_start() {
-  if constexpr (A(0.5) == A(0)) return A(2147483647);
-  else return A(INFINITY);
+template <class A>
+GRADC_HD A min_start() {
+  if constexpr (A(0.5) == A(0))
+    return A(2147483647);
+  else
+    return A(INFINITY);
 }
-template <class A> GRADC_HD A max_step(A acc, A x) { return (acc < x || x != x) ? x : acc; }
-template <class A> GRADC_HD A min_step(A acc, A x) { return (x < acc || x != x) ? x : acc; }
+template <class A>
+GRADC_HD A max_step(A acc, A x) {
+  return (acc < x || x != x) ? x : acc;
+}
+template <class A>
+GRADC_HD A min_step(A acc, A x) {
+  return (x < acc || x != x) ? x : acc;
+}
 
 }  // namespace gradc

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "support/intern.h"
 #include "ir/scalar.h"  // saturate_i32
+#include "support/intern.h"
 
 namespace gradc {
 
@@ -19,7 +19,6 @@ inline DType float_of(DType t) { return t == DType::I32 ? DType::F32 : t; }
 const char* dtype_name(DType t);
 bool parse_dtype(const std::string& s, DType& out);
 int dtype_size(DType t);
-
 
 using Shape = std::vector<int64_t>;
 

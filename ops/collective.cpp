@@ -9,8 +9,7 @@ namespace {
 
 void check_root(const Graph& g, const Node& n) {
   int64_t root = n.attr_int("root");
-  if (root < 0 || root >= g.world)
-    user_error(n.loc, "{}: root {} is outside 0..{}", op_name(n.op), root, g.world - 1);
+  if (root < 0 || root >= g.world) user_error(n.loc, "{}: root {} is outside 0..{}", op_name(n.op), root, g.world - 1);
 }
 
 void check_reduction(const Node& n, const Type& x) {
@@ -21,8 +20,8 @@ void check_reduction(const Node& n, const Type& x) {
 int divisible_axis(const Graph& g, const Node& n, const char* key, const Type& x) {
   int axis = norm_axis(n, n.attr_int(key), x);
   if (x.shape[size_t(axis)] % g.world != 0)
-    user_error(n.loc, "{}: axis {} has size {}, which does not divide by {} ranks", op_name(n.op),
-               axis, x.shape[size_t(axis)], g.world);
+    user_error(n.loc, "{}: axis {} has size {}, which does not divide by {} ranks", op_name(n.op), axis,
+               x.shape[size_t(axis)], g.world);
   return axis;
 }
 
@@ -74,10 +73,8 @@ Type infer_permute(const Graph& g, const Node& n) {
     if (p.size() != 2) user_error(n.loc, "permute: each pair must be [src, dst]");
     for (int64_t r : p)
       if (r < 0 || r >= g.world)
-        user_error(n.loc, "permute: pair [{}, {}] names rank {}, outside 0..{}", p[0], p[1], r,
-                   g.world - 1);
-    if (received[size_t(p[1])])
-      user_error(n.loc, "permute: rank {} is the destination of more than one pair", p[1]);
+        user_error(n.loc, "permute: pair [{}, {}] names rank {}, outside 0..{}", p[0], p[1], r, g.world - 1);
+    if (received[size_t(p[1])]) user_error(n.loc, "permute: rank {} is the destination of more than one pair", p[1]);
     received[size_t(p[1])] = true;
   }
   return arg_type(g, n, 0);

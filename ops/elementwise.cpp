@@ -1,16 +1,15 @@
 // Elementwise ops: NumPy broadcasting of operands of one dtype.
 #include <cmath>
 
-#include "ops/ops.h"
 #include "ir/scalar.h"
+#include "ops/ops.h"
 #include "passes/ad.h"
 
 namespace gradc {
 namespace {
 
 bool is_comparison(Op op) {
-  return op == Op::Eq || op == Op::Ne || op == Op::Lt || op == Op::Le || op == Op::Gt ||
-         op == Op::Ge;
+  return op == Op::Eq || op == Op::Ne || op == Op::Lt || op == Op::Le || op == Op::Gt || op == Op::Ge;
 }
 
 // ---- shape rules ---------------------------------------------------------
@@ -33,13 +32,13 @@ Type infer_broadcast(const Graph& g, const Node& n, size_t first) {
   for (size_t i = first + 1; i < n.args.size(); ++i) {
     const Type& t = arg_type(g, n, i);
     if (t.dtype != out.dtype)
-      user_error(n.loc, "{}: operands have different dtypes {} and {}", op_name(n.op),
-                 dtype_name(out.dtype), dtype_name(t.dtype));
+      user_error(n.loc, "{}: operands have different dtypes {} and {}", op_name(n.op), dtype_name(out.dtype),
+                 dtype_name(t.dtype));
     bool ok;
     Shape s = broadcast_shapes(out.shape, t.shape, &ok);
     if (!ok)
-      user_error(n.loc, "{}: shapes {} and {} do not broadcast", op_name(n.op),
-                 shape_str(out.shape), shape_str(t.shape));
+      user_error(n.loc, "{}: shapes {} and {} do not broadcast", op_name(n.op), shape_str(out.shape),
+                 shape_str(t.shape));
     out.shape = s;
   }
   return out;
@@ -60,8 +59,8 @@ Type infer_where(const Graph& g, const Node& n) {
   bool ok;
   t.shape = broadcast_shapes(arg_type(g, n, 0).shape, t.shape, &ok);
   if (!ok)
-    user_error(n.loc, "where: condition shape {} does not broadcast with {}",
-               shape_str(arg_type(g, n, 0).shape), shape_str(t.shape));
+    user_error(n.loc, "where: condition shape {} does not broadcast with {}", shape_str(arg_type(g, n, 0).shape),
+               shape_str(t.shape));
   return t;
 }
 
@@ -87,15 +86,29 @@ void with_unary(Op op, Body&& body) {
 template <class T, class Body>
 void with_binary(Op op, Body&& body) {
   switch (op) {
+    // clang-format off
 #define BINARY(E, f) \
   case Op::E: return body([](T a, T b) { return op::f(a, b); });
 #define COMPARE(E, f) \
   case Op::E: return body([](T a, T b) { return op::f<T>(a, b); });
-    BINARY(Add, add) BINARY(Sub, sub) BINARY(Mul, mul) BINARY(Div, div) BINARY(Pow, pow)
-    BINARY(Maximum, maximum) BINARY(Minimum, minimum) BINARY(FloorDiv, floordiv) BINARY(Mod, mod)
-    COMPARE(Eq, eq) COMPARE(Ne, ne) COMPARE(Lt, lt) COMPARE(Le, le) COMPARE(Gt, gt) COMPARE(Ge, ge)
+    BINARY(Add, add)
+    BINARY(Sub, sub)
+    BINARY(Mul, mul)
+    BINARY(Div, div)
+    BINARY(Pow, pow)
+    BINARY(Maximum, maximum)
+    BINARY(Minimum, minimum)
+    BINARY(FloorDiv, floordiv)
+    BINARY(Mod, mod)
+    COMPARE(Eq, eq)
+    COMPARE(Ne, ne)
+    COMPARE(Lt, lt)
+    COMPARE(Le, le)
+    COMPARE(Gt, gt)
+    COMPARE(Ge, ge)
 #undef BINARY
 #undef COMPARE
+    // clang-format on
     default: break;
   }
   GRADC_ASSERT(false, "{} is not binary", op_name(op));
@@ -132,8 +145,7 @@ void binary_loop(const Tensor& a, const Tensor& b, Tensor& y, F f) {
     const T s = pa[0];
     for (int64_t i = 0; i < size; ++i) out[i] = R(f(s, pb[i]));
   } else {
-    strided_loop<2>(y.shape(),
-                    {broadcast_strides(a.shape(), y.shape()), broadcast_strides(b.shape(), y.shape())},
+    strided_loop<2>(y.shape(), {broadcast_strides(a.shape(), y.shape()), broadcast_strides(b.shape(), y.shape())},
                     {0, 0}, [&](int64_t i, auto off) { out[i] = R(f(pa[off[0]], pb[off[1]])); });
   }
 }
@@ -160,8 +172,9 @@ Tensor eval_int_division(const Node& n, const Args& a, const EvalCtx& ctx) {
     if (bad < 0 && b[o[0]] == 0) bad = i;
   });
   if (bad >= 0)
-    throw UserError(n.loc, fmt::format("{}: division by zero on rank {}, at element {} of {}", n.op == Op::Mod ? "%" : "//",
-                                       ctx.rank, element_str(bad, n.type->shape), type_str(n.type)));
+    throw UserError(n.loc,
+                    fmt::format("{}: division by zero on rank {}, at element {} of {}", n.op == Op::Mod ? "%" : "//",
+                                ctx.rank, element_str(bad, n.type->shape), type_str(n.type)));
   return eval_binary(n, a, ctx);
 }
 
@@ -179,9 +192,10 @@ Tensor eval_check_labels(const Node& n, const Args& a, const EvalCtx& ctx) {
   const int32_t* x = a[0]->data<int32_t>();
   for (int64_t i = 0; i < a[0]->size(); ++i)
     if (x[i] != ignore && (x[i] < 0 || x[i] >= classes))
-      throw UserError(n.loc, fmt::format("cross_entropy: label {} is out of range 0..{} on rank {}, at element {} of the "
-                                         "labels (ignore_index is {})",
-                                         x[i], classes - 1, ctx.rank, element_str(i, a[0]->shape()), ignore));
+      throw UserError(n.loc,
+                      fmt::format("cross_entropy: label {} is out of range 0..{} on rank {}, at element {} of the "
+                                  "labels (ignore_index is {})",
+                                  x[i], classes - 1, ctx.rank, element_str(i, a[0]->shape()), ignore));
   return *a[0];
 }
 
@@ -196,11 +210,9 @@ Tensor eval_where(const Node& n, const Args& a, const EvalCtx&) {
       const T* q = a[2]->data<T>();
       T* out = y.data<T>();
       strided_loop<3>(y.shape(),
-                      {broadcast_strides(a[0]->shape(), y.shape()),
-                       broadcast_strides(a[1]->shape(), y.shape()),
+                      {broadcast_strides(a[0]->shape(), y.shape()), broadcast_strides(a[1]->shape(), y.shape()),
                        broadcast_strides(a[2]->shape(), y.shape())},
-                      {0, 0, 0},
-                      [&](int64_t i, auto o) { out[i] = c[o[0]] != C(0) ? p[o[1]] : q[o[2]]; });
+                      {0, 0, 0}, [&](int64_t i, auto o) { out[i] = c[o[0]] != C(0) ? p[o[1]] : q[o[2]]; });
     });
   });
   return y;
@@ -221,9 +233,7 @@ void vjp_rsqrt(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) {
   ct[0] = ad.mul(ad.mul(g, -0.5), ad.mul(y, ad.mul(y, y)));
 }
 // d/dx |x| = sign(x)   (0 at 0, as in PyTorch)
-void vjp_abs(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
-  ct[0] = ad.mul(g, ad.unary(Op::Sign, ad.arg(0)));
-}
+void vjp_abs(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad.mul(g, ad.unary(Op::Sign, ad.arg(0))); }
 // d/dx relu(x) = [x > 0]   (0 at 0, as in PyTorch)
 void vjp_relu(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
   ValueId x = ad.arg(0);
@@ -336,7 +346,9 @@ void register_elementwise_ops() {
   unary(Op::Sign, nullptr);          // not differentiable: no derivative rule
   unary(Op::StopGradient, nullptr);  // the autodiff pass stops at it
   def(Op::Cast).infer(infer_cast).eval(eval_cast).vjp(vjp_cast).form(KernelForm::Scalar);
-  auto binary = [](Op op, VjpFn vjp) { def(op).infer(infer_binary).eval(eval_binary).vjp(vjp).form(KernelForm::Scalar); };
+  auto binary = [](Op op, VjpFn vjp) {
+    def(op).infer(infer_binary).eval(eval_binary).vjp(vjp).form(KernelForm::Scalar);
+  };
   binary(Op::Add, vjp_add);
   binary(Op::Sub, vjp_sub);
   binary(Op::Mul, vjp_mul);

@@ -1,6 +1,6 @@
 // Leaves: inputs, constants, rank, iota and the random generators.
-#include "ops/ops.h"
 #include "ir/scalar.h"
+#include "ops/ops.h"
 
 namespace gradc {
 namespace {
@@ -9,8 +9,8 @@ namespace {
 Type infer_input(const Graph& g, const Node& n) {
   if (n.args.size() > 1) user_error(n.loc, "input: takes at most one operand (its default)");
   if (!n.args.empty() && g.type(n.args[0]) != n.type)
-    user_error(n.loc, "input: default value is {}, the input is declared {}",
-               type_str(g.type(n.args[0])), type_str(n.type));
+    user_error(n.loc, "input: default value is {}, the input is declared {}", type_str(g.type(n.args[0])),
+               type_str(n.type));
   return n.type;
 }
 Tensor eval_input(const Node& n, const Args& a, const EvalCtx&) {

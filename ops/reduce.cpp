@@ -2,8 +2,8 @@
 // (the language's keepdims=true adds a reshape after).
 #include <algorithm>
 
-#include "ops/ops.h"
 #include "ir/scalar.h"
+#include "ops/ops.h"
 #include "passes/ad.h"
 
 namespace gradc {
@@ -43,7 +43,9 @@ Tensor eval_reduce(const Node& n, const Args& a, const EvalCtx&) {
     using Acc = std::conditional_t<std::is_integral_v<T>, int64_t, double>;
     std::vector<Acc> acc(size_t(y.size()));
     std::fill(acc.begin(), acc.end(),
-              op == Op::ReduceSum ? Acc(0) : op == Op::ReduceMax ? max_start<Acc>() : min_start<Acc>());
+              op == Op::ReduceSum   ? Acc(0)
+              : op == Op::ReduceMax ? max_start<Acc>()
+                                    : min_start<Acc>());
     const T* px = x.data<T>();
     Strides st = broadcast_strides(keep, x.shape());
     if (op == Op::ReduceSum)

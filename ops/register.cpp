@@ -25,7 +25,8 @@ std::vector<std::string> missing_rules() {
   for (int i = 0; i < kNumOps; ++i) {
     const Op op = Op(i);
     if (!shape_rules()[op].infer) out.push_back(fmt::format("{}: no shape rule", op_name(op)));
-    if (kernel_forms()[op] == KernelForm::None) out.push_back(fmt::format("{}: no lowering (kernel form)", op_name(op)));
+    if (kernel_forms()[op] == KernelForm::None)
+      out.push_back(fmt::format("{}: no lowering (kernel form)", op_name(op)));
     if (op == Op::Grad) continue;  // replaced by the autodiff pass before any backend runs
     if (is_collective(op) && !kernels()[op].collective)
       out.push_back(fmt::format("{}: no collective kernel", op_name(op)));

@@ -20,8 +20,7 @@ Type infer_reshape(const Graph& g, const Node& n) {
   const Type& x = arg_type(g, n, 0);
   Shape s = shape_attr(n, "shape");
   if (num_elements(s) != x.size())
-    user_error(n.loc, "reshape: cannot reshape {} ({} elements) to {}", type_str(x), x.size(),
-               shape_str(s));
+    user_error(n.loc, "reshape: cannot reshape {} ({} elements) to {}", type_str(x), x.size(), shape_str(s));
   return Type{x.dtype, s};
 }
 Tensor eval_reshape(const Node& n, const Args& a, const EvalCtx&) {
@@ -35,8 +34,8 @@ Type infer_transpose(const Graph& g, const Node& n) {
   const Type& x = arg_type(g, n, 0);
   std::vector<int64_t> perm = n.attr_ints("perm");
   if (int(perm.size()) != x.rank())
-    user_error(n.loc, "transpose: permutation {} has {} axes, {} has {}", shape_str(perm),
-               perm.size(), type_str(x), x.rank());
+    user_error(n.loc, "transpose: permutation {} has {} axes, {} has {}", shape_str(perm), perm.size(), type_str(x),
+               x.rank());
   std::vector<bool> seen(perm.size(), false);
   Type out{x.dtype, {}};
   for (int64_t p : perm) {
@@ -47,20 +46,17 @@ Type infer_transpose(const Graph& g, const Node& n) {
   }
   return out;
 }
-Tensor eval_transpose(const Node& n, const Args& a, const EvalCtx&) {
-  return transpose(*a[0], n.attr_ints("perm"));
-}
+Tensor eval_transpose(const Node& n, const Args& a, const EvalCtx&) { return transpose(*a[0], n.attr_ints("perm")); }
 
 // ---- broadcast_to -------------------------------------------------------
 Type infer_broadcast_to(const Graph& g, const Node& n) {
   const Type& x = arg_type(g, n, 0);
   Shape s = shape_attr(n, "shape");
-  if (!broadcasts_to(x.shape, s)) user_error(n.loc, "broadcast_to: cannot broadcast {} to {}", type_str(x), shape_str(s));
+  if (!broadcasts_to(x.shape, s))
+    user_error(n.loc, "broadcast_to: cannot broadcast {} to {}", type_str(x), shape_str(s));
   return Type{x.dtype, s};
 }
-Tensor eval_broadcast_to(const Node& n, const Args& a, const EvalCtx&) {
-  return broadcast_to(*a[0], n.type->shape);
-}
+Tensor eval_broadcast_to(const Node& n, const Args& a, const EvalCtx&) { return broadcast_to(*a[0], n.type->shape); }
 
 // ---- concat -------------------------------------------------------------
 Type infer_concat(const Graph& g, const Node& n) {
@@ -70,11 +66,10 @@ Type infer_concat(const Graph& g, const Node& n) {
   for (size_t i = 1; i < n.args.size(); ++i) {
     const Type& t = arg_type(g, n, i);
     bool ok = t.dtype == out.dtype && t.rank() == out.rank();
-    for (int d = 0; ok && d < t.rank(); ++d)
-      ok = d == axis || t.shape[size_t(d)] == out.shape[size_t(d)];
+    for (int d = 0; ok && d < t.rank(); ++d) ok = d == axis || t.shape[size_t(d)] == out.shape[size_t(d)];
     if (!ok)
-      user_error(n.loc, "concat: {} and {} do not fit together along axis {}",
-                 type_str(arg_type(g, n, 0)), type_str(t), axis);
+      user_error(n.loc, "concat: {} and {} do not fit together along axis {}", type_str(arg_type(g, n, 0)), type_str(t),
+                 axis);
     out.shape[size_t(axis)] += t.shape[size_t(axis)];
   }
   return out;
@@ -92,8 +87,7 @@ Type infer_slice(const Graph& g, const Node& n) {
   Type out{x.dtype, {}};
   for (size_t d = 0; d < starts.size(); ++d) {
     if (starts[d] < 0 || ends[d] > x.shape[d] || starts[d] > ends[d])
-      user_error(n.loc, "slice: {}:{} is out of range for axis {} of {}", starts[d], ends[d], d,
-                 type_str(x));
+      user_error(n.loc, "slice: {}:{} is out of range for axis {} of {}", starts[d], ends[d], d, type_str(x));
     out.shape.push_back(ends[d] - starts[d]);
   }
   return out;
@@ -123,19 +117,15 @@ Type infer_matmul(const Graph& g, const Node& n) {
   const Type& a = arg_type(g, n, 0);
   const Type& b = arg_type(g, n, 1);
   if (a.rank() < 2 || b.rank() < 2)
-    user_error(n.loc, "matmul: operands must have at least 2 axes, got {} and {}", type_str(a),
-               type_str(b));
+    user_error(n.loc, "matmul: operands must have at least 2 axes, got {} and {}", type_str(a), type_str(b));
   if (a.dtype != b.dtype)
-    user_error(n.loc, "matmul: operands have different dtypes {} and {}", dtype_name(a.dtype),
-               dtype_name(b.dtype));
+    user_error(n.loc, "matmul: operands have different dtypes {} and {}", dtype_name(a.dtype), dtype_name(b.dtype));
   int64_t k1 = a.shape[size_t(a.rank() - 1)], k2 = b.shape[size_t(b.rank() - 2)];
-  if (k1 != k2)
-    user_error(n.loc, "matmul: inner dimensions differ: {} and {}", type_str(a), type_str(b));
+  if (k1 != k2) user_error(n.loc, "matmul: inner dimensions differ: {} and {}", type_str(a), type_str(b));
   bool ok;
-  Shape batch = broadcast_shapes(Shape(a.shape.begin(), a.shape.end() - 2),
-                                 Shape(b.shape.begin(), b.shape.end() - 2), &ok);
-  if (!ok)
-    user_error(n.loc, "matmul: batch axes of {} and {} do not broadcast", type_str(a), type_str(b));
+  Shape batch =
+      broadcast_shapes(Shape(a.shape.begin(), a.shape.end() - 2), Shape(b.shape.begin(), b.shape.end() - 2), &ok);
+  if (!ok) user_error(n.loc, "matmul: batch axes of {} and {} do not broadcast", type_str(a), type_str(b));
   batch.push_back(a.shape[size_t(a.rank() - 2)]);
   batch.push_back(b.shape[size_t(b.rank() - 1)]);
   return Type{a.dtype, batch};
@@ -144,11 +134,11 @@ Type infer_matmul(const Graph& g, const Node& n) {
 template <class T>
 void gemm(int64_t m, int64_t n, int64_t k, const T* a, const T* b, T* c) {
   if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0f, a, int(k),
-                b, int(n), 0.0f, c, int(n));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0f, a, int(k), b, int(n), 0.0f, c,
+                int(n));
   } else if constexpr (std::is_same_v<T, double>) {
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0, a, int(k),
-                b, int(n), 0.0, c, int(n));
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0, a, int(k), b, int(n), 0.0, c,
+                int(n));
   } else {  // i32: no BLAS routine exists
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
@@ -174,12 +164,11 @@ Tensor eval_matmul(const Node& nd, const Args& args, const EvalCtx&) {
       std::fill(y.data<T>(), y.data<T>() + y.size(), T(0));
       return;
     }
-    strided_loop<3>(batch, {broadcast_strides(abatch, batch), broadcast_strides(bbatch, batch),
-                            row_major_strides(batch)},
-                    {0, 0, 0}, [&](int64_t, auto o) {
-                      gemm<T>(m, n, k, a.data<T>() + o[0] * m * k, b.data<T>() + o[1] * k * n,
-                              y.data<T>() + o[2] * m * n);
-                    });
+    strided_loop<3>(
+        batch, {broadcast_strides(abatch, batch), broadcast_strides(bbatch, batch), row_major_strides(batch)},
+        {0, 0, 0}, [&](int64_t, auto o) {
+          gemm<T>(m, n, k, a.data<T>() + o[0] * m * k, b.data<T>() + o[1] * k * n, y.data<T>() + o[2] * m * n);
+        });
   });
   return y;
 }
@@ -195,7 +184,9 @@ void vjp_transpose(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
   ct[0] = ad.transpose(g, inv);
 }
 // broadcast^T = sum over the broadcast axes
-void vjp_broadcast_to(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad.sum_to(g, ad.shape(ad.arg(0))); }
+void vjp_broadcast_to(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
+  ct[0] = ad.sum_to(g, ad.shape(ad.arg(0)));
+}
 // concat^T = the slices of each operand's part
 void vjp_concat(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) {
   int axis = int(ad.y().attr_int("axis"));
@@ -271,8 +262,9 @@ Tensor eval_take(const Node& nd, const Args& a, const EvalCtx& ctx) {
   const int32_t* ix = a[1]->data<int32_t>();
   for (int64_t j = 0; j < L.count; ++j)
     if (ix[j] < 0 || ix[j] >= L.n)
-      throw UserError(nd.loc, fmt::format("take: index {} is out of range 0..{} on rank {}, at element {} of the indices",
-                                          ix[j], L.n - 1, ctx.rank, element_str(j, a[1]->shape())));
+      throw UserError(
+          nd.loc, fmt::format("take: index {} is out of range 0..{} on rank {}, at element {} of the indices", ix[j],
+                              L.n - 1, ctx.rank, element_str(j, a[1]->shape())));
   Tensor y = Tensor::empty(nd.type);
   dispatch(nd.type->dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -299,8 +291,10 @@ void vjp_take(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
   ValueId hot = ad.cast(ad.cmp(Op::Eq, ad.reshape(ix, {L.count, 1}), iota), ad.dtype(x));  // [count, n]
   ValueId hot_t = ad.transpose(hot, {1, 0});                                               // [n, count]
   ValueId gi = ad.reshape(g, {L.outer, L.count, L.inner});
-  if (L.outer > 1) hot_t = ad.broadcast(hot_t, {L.outer, L.n, L.count});
-  else gi = ad.reshape(g, {L.count, L.inner});
+  if (L.outer > 1)
+    hot_t = ad.broadcast(hot_t, {L.outer, L.n, L.count});
+  else
+    gi = ad.reshape(g, {L.count, L.inner});
   ct[0] = ad.reshape(ad.emit(Op::Matmul, {hot_t, gi}), xs);
 }
 

@@ -87,7 +87,8 @@ namespace {
 // 1234567 -> "1.18 MiB"; whole bytes below 1 KiB as "128 B".
 std::string readable(double v, const char* unit, bool binary) {
   const double step = binary ? 1024 : 1000;
-  const char* const prefixes[] = {"", binary ? "Ki" : "k", binary ? "Mi" : "M", binary ? "Gi" : "G", binary ? "Ti" : "T"};
+  const char* const prefixes[] = {"", binary ? "Ki" : "k", binary ? "Mi" : "M", binary ? "Gi" : "G",
+                                  binary ? "Ti" : "T"};
   int p = 0;
   while (std::fabs(v) >= step && p < 4) {
     v /= step;
@@ -114,7 +115,8 @@ std::string cost_report(const Graph& g, const GraphCost& c, const std::string& s
   std::string s = fmt::format("{} ranks; bytes each rank sends and receives under ring algorithms\n", g.world);
   // The "at" column is as wide as its longest place (a place in a def carries its calls).
   size_t at_width = 22;
-  for (const CollectiveCost& cc : c.collectives) at_width = std::max(at_width, loc_str(source, g[cc.node].loc, false).size());
+  for (const CollectiveCost& cc : c.collectives)
+    at_width = std::max(at_width, loc_str(source, g[cc.node].loc, false).size());
   s += fmt::format("{:<9} {:<{}} {:<26} {:<34} {:<14} {:>11} {:>11}\n", "phase", "at", at_width, "value", "collective",
                    "operand", "sent", "received");
   double totals[2][2] = {{0, 0}, {0, 0}};
@@ -150,15 +152,16 @@ std::string cost_json(const Graph& g, const GraphCost& c, const std::string& sou
     std::vector<std::string> calls;  // the def calls it was reached through, innermost first
     for (int site = n.loc.site; site > 0;) {
       const CallSite cs = call_site(site);
-      calls.push_back(fmt::format("{{\"def\": {}, \"line\": {}, \"col\": {}}}", quote(cs.callee), cs.call.line, cs.call.col));
+      calls.push_back(
+          fmt::format("{{\"def\": {}, \"line\": {}, \"col\": {}}}", quote(cs.callee), cs.call.line, cs.call.col));
       site = cs.call.site;
     }
-    s += fmt::format("{}\n  {{\"phase\": \"{}\", \"file\": {}, \"line\": {}, \"col\": {}, \"calls\": [{}], \"value\": {}, "
-                     "\"collective\": {}, \"call\": {}, \"operand\": \"{}\", \"sent_bytes\": {}, \"received_bytes\": {}}}",
-                     i ? "," : "", cc.backward ? "backward" : "forward", quote(source), n.loc.line, n.loc.col,
-                     fmt::join(calls, ", "),
-                     quote(source_value(n)), quote(std::string(op_name(n.op))), quote(call_str(n)),
-                     type_str(g.type(n.args[0])), bytes_str(cc.sent), bytes_str(cc.received));
+    s += fmt::format(
+        "{}\n  {{\"phase\": \"{}\", \"file\": {}, \"line\": {}, \"col\": {}, \"calls\": [{}], \"value\": {}, "
+        "\"collective\": {}, \"call\": {}, \"operand\": \"{}\", \"sent_bytes\": {}, \"received_bytes\": {}}}",
+        i ? "," : "", cc.backward ? "backward" : "forward", quote(source), n.loc.line, n.loc.col,
+        fmt::join(calls, ", "), quote(source_value(n)), quote(std::string(op_name(n.op))), quote(call_str(n)),
+        type_str(g.type(n.args[0])), bytes_str(cc.sent), bytes_str(cc.received));
   }
   s += fmt::format("],\n \"sent_bytes\": {{\"forward\": {}, \"backward\": {}}},\n", bytes_str(totals[0]),
                    bytes_str(totals[1]));

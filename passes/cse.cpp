@@ -13,7 +13,9 @@ struct Key {
   }
 };
 struct KeyHash {
-  size_t operator()(const Key& k) const { return hash(*k.n, [](ValueId a) { return a; }); }
+  size_t operator()(const Key& k) const {
+    return hash(*k.n, [](ValueId a) { return a; });
+  }
   // The hash of `n` with each operand a read as arg(a).
   template <class Arg>
   static size_t hash(const Node& n, Arg arg) {

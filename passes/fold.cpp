@@ -1,6 +1,6 @@
 #include "ir/rules.h"
-#include "runtime/kernels.h"
 #include "passes/pass.h"
+#include "runtime/kernels.h"
 
 namespace gradc {
 
@@ -8,8 +8,8 @@ namespace {
 constexpr int64_t kMaxFolded = 4096;  // larger results stay as ops (a splat stays small)
 
 bool foldable(const Graph& g, const Node& n) {
-  if (is_collective(n.op) || n.op == Op::Input || n.op == Op::Const || n.op == Op::Rank ||
-      n.op == Op::Grad || n.args.empty())
+  if (is_collective(n.op) || n.op == Op::Input || n.op == Op::Const || n.op == Op::Rank || n.op == Op::Grad ||
+      n.args.empty())
     return false;
   if (n.type->size() > kMaxFolded) return false;
   for (ValueId a : n.args)
@@ -58,7 +58,8 @@ Graph fold(Graph g) {
       value = n.type->dtype == DType::I32 ? Attr::of_int(int64_t(v[0])) : Attr::of_float(v[0]);
     } else {
       value.kind = Attr::List;
-      for (double x : v) value.list.push_back(n.type->dtype == DType::I32 ? Attr::of_int(int64_t(x)) : Attr::of_float(x));
+      for (double x : v)
+        value.list.push_back(n.type->dtype == DType::I32 ? Attr::of_int(int64_t(x)) : Attr::of_float(x));
     }
     n.op = Op::Const;
     n.args.clear();

@@ -162,8 +162,7 @@ class Lowerer {
       const bool view = n.op == Op::Transpose && buffered_[size_t(n.args[0])];
       if (folded_mm_[i] >= 0 || n.op == Op::Input || (n.op == Op::Const && !splat_const(n)) ||
           f == KernelForm::Reduce || f == KernelForm::Gemm || f == KernelForm::Comm ||
-          (l_.check_finite && !is_cheap(n) && !view && n.op != Op::Const) ||
-          (uses[i] > 1 && !leaf_ops[i] && !view))
+          (l_.check_finite && !is_cheap(n) && !view && n.op != Op::Const) || (uses[i] > 1 && !leaf_ops[i] && !view))
         buffered_[i] = true;
       // The folded matmul is read by this op alone: it is no buffer (and no kernel).
       if (folded_mm_[i] >= 0) buffered_[size_t(folded_mm_[i])] = false;
@@ -265,7 +264,8 @@ class Lowerer {
       add_buffer(v, LBuffer::Const);
       return;
     }
-    if ((n.op == Op::Reshape || n.op == Op::StopGradient) && buffered_[size_t(n.args[0])]) {  // a view of a buffer is that buffer
+    if ((n.op == Op::Reshape || n.op == Op::StopGradient) &&
+        buffered_[size_t(n.args[0])]) {  // a view of a buffer is that buffer
       int b = add_buffer(v, LBuffer::Alias);
       l_.buffers[size_t(b)].alias_of = l_.buffer_of[size_t(n.args[0])];
       return;
@@ -284,7 +284,7 @@ class Lowerer {
       LGemm call;
       const bool t = folded >= 0 && n.op == Op::Transpose;
       const Node& mm = folded >= 0 ? g[folded] : n;  // the matmul
-      if (folded >= 0 && n.op != Op::Transpose) {  // x * c, c * x, x / c
+      if (folded >= 0 && n.op != Op::Transpose) {    // x * c, c * x, x / c
         const double c = g[n.args[n.args[0] == folded ? 1 : 0]].attr_num("value");
         call.alpha = n.op == Op::Div ? 1 / c : c;
       }
@@ -387,8 +387,9 @@ class Lowerer {
       Row r = Row::Outside;
       const bool pointwise = is_elementwise(n.op) || n.op == Op::BroadcastTo || n.op == Op::Cast || n.op == Op::Where;
       for (ValueId a : n.args) {
-        Row x = n.op == Op::Reshape ? of(a) : pointwise ? widen(of(a), g.type(a).shape, n.type->shape, lay)
-                                                          : (of(a) == Row::Outside ? Row::Outside : Row::Bad);
+        Row x = n.op == Op::Reshape ? of(a)
+                : pointwise         ? widen(of(a), g.type(a).shape, n.type->shape, lay)
+                                    : (of(a) == Row::Outside ? Row::Outside : Row::Bad);
         if (x == Row::Outside) continue;
         r = (r == Row::Outside || r == x) ? x : Row::Bad;
       }
@@ -659,7 +660,8 @@ class Lowerer {
   std::vector<bool> buffered_;
   std::vector<uint32_t> seen_;  // per value: the fuse() walk that last reached it
   uint32_t epoch_ = 0;
-  std::vector<ValueId> folded_mm_;  // per value: the matmul whose BLAS call computes it (a transpose or scaling of it), or -1
+  std::vector<ValueId>
+      folded_mm_;          // per value: the matmul whose BLAS call computes it (a transpose or scaling of it), or -1
   std::vector<int> uses_;  // readers of each value, an output counting twice
   std::vector<std::vector<int>> readers_;  // per base buffer: the kernels reading it (fit_rows)
   std::vector<ValueId> stack_;             // fuse's walk

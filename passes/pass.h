@@ -23,8 +23,7 @@ struct PipelineOptions {
   bool time_passes = false;
 };
 // Runs `passes` in order; what the options ask for is appended to `log`.
-Graph run_passes(Graph g, const std::vector<const PassInfo*>& passes, const PipelineOptions& opt,
-                 std::string& log);
+Graph run_passes(Graph g, const std::vector<const PassInfo*>& passes, const PipelineOptions& opt, std::string& log);
 
 // The passes (one file each in passes/).
 Graph infer_shapes(Graph g);  // re-derives every type; reports errors at source locations

@@ -24,8 +24,7 @@ const PassInfo* find_pass(const std::string& name) {
   return nullptr;
 }
 
-Graph run_passes(Graph g, const std::vector<const PassInfo*>& passes, const PipelineOptions& opt,
-                 std::string& log) {
+Graph run_passes(Graph g, const std::vector<const PassInfo*>& passes, const PipelineOptions& opt, std::string& log) {
   for (const PassInfo* p : passes) {
     std::string before = opt.print_after_all ? print_text(g) : "";
     auto t0 = std::chrono::steady_clock::now();

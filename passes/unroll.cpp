@@ -106,20 +106,14 @@ class Unroller {
         }
         return;
       }
-      case Op::AllReduce:
-        out = same(reduce_ranks(xs, op_of()));
-        return;
-      case Op::AllGather:
-        out = same(concat(xs, axis("axis")));
-        return;
+      case Op::AllReduce: out = same(reduce_ranks(xs, op_of())); return;
+      case Op::AllGather: out = same(concat(xs, axis("axis"))); return;
       case Op::ReduceScatter: {
         ValueId total = reduce_ranks(xs, op_of());
         for (int r = 0; r < N_; ++r) out.push_back(block(total, axis("axis"), r));
         return;
       }
-      case Op::Broadcast:
-        out = same(xs[size_t(n.attr_int("root"))]);
-        return;
+      case Op::Broadcast: out = same(xs[size_t(n.attr_int("root"))]); return;
       case Op::Reduce:
       case Op::Gather: {
         ValueId root_value = n.op == Op::Reduce ? reduce_ranks(xs, op_of()) : concat(xs, axis("axis"));
@@ -143,10 +137,8 @@ class Unroller {
         for (const auto& p : n.attr_int_lists("pairs")) out[size_t(p[1])] = xs[size_t(p[0])];
         return;
       }
-      case Op::Grad:
-        return grad(n, out);
-      default:
-        break;
+      case Op::Grad: return grad(n, out);
+      default: break;
     }
     GRADC_ASSERT(!is_collective(n.op), "unroll: no local meaning for {}", op_name(n.op));
     for (int r = 0; r < N_; ++r) {

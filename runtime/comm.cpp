@@ -6,7 +6,7 @@ namespace gradc::comm {
 
 Tensor reduce_all(const PerRank& x, ReduceOp op) {
   Tensor acc = x[0].cast(x[0].dtype());  // a copy
-  Combine how = op == ReduceOp::Prod ? Combine::Prod
+  Combine how = op == ReduceOp::Prod  ? Combine::Prod
                 : op == ReduceOp::Max ? Combine::Max
                 : op == ReduceOp::Min ? Combine::Min
                                       : Combine::Sum;
@@ -55,8 +55,7 @@ PerRank gather(const PerRank& x, int root, int axis) {
 
 PerRank scatter(const PerRank& x, int root, int axis) {
   PerRank y;
-  for (size_t r = 0; r < x.size(); ++r)
-    y.push_back(block(x[size_t(root)], axis, int64_t(r), int64_t(x.size())));
+  for (size_t r = 0; r < x.size(); ++r) y.push_back(block(x[size_t(root)], axis, int64_t(r), int64_t(x.size())));
   return y;
 }
 

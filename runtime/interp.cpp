@@ -44,15 +44,17 @@ void check_finite(const Node& n, const std::vector<Tensor>& out) {
       const double v = out[r].get(i);
       if (std::isfinite(v)) continue;
       throw UserError(n.loc, fmt::format("{}: the result holds {} on rank {}, at element {} of {} (--check-finite)",
-                                         checked_op_name(n), std::isnan(v) ? "NaN" : v > 0 ? "inf" : "-inf", r,
-                                         element_str(i, n.type->shape), type_str(n.type)));
+                                         checked_op_name(n),
+                                         std::isnan(v) ? "NaN"
+                                         : v > 0       ? "inf"
+                                                       : "-inf",
+                                         r, element_str(i, n.type->shape), type_str(n.type)));
     }
 }
 }  // namespace
 
-std::vector<std::vector<Tensor>> evaluate(const Graph& g, const RankInputs& inputs,
-                                          const std::vector<ValueId>& wanted, const Overrides* overrides,
-                                          bool every_collective, bool check) {
+std::vector<std::vector<Tensor>> evaluate(const Graph& g, const RankInputs& inputs, const std::vector<ValueId>& wanted,
+                                          const Overrides* overrides, bool every_collective, bool check) {
   const int N = g.world;
   GRADC_ASSERT(int(inputs.size()) == N, "{} ranks of inputs for a world of {}", inputs.size(), N);
   // An input supplied on every rank needs no default.
@@ -92,8 +94,10 @@ std::vector<std::vector<Tensor>> evaluate(const Graph& g, const RankInputs& inpu
       out = kernels()[n.op].collective(n, vals[size_t(n.args[0])]);
     } else {
       LocalFn f = kernels()[n.op].local;
-      if (!f) throw UserError(n.loc, fmt::format("{}: this op must be removed by a pass before running "
-                                                 "(run the autodiff pass first)", op_name(n.op)));
+      if (!f)
+        throw UserError(n.loc, fmt::format("{}: this op must be removed by a pass before running "
+                                           "(run the autodiff pass first)",
+                                           op_name(n.op)));
       Args args(n.args.size());
       for (int r = 0; r < N; ++r) {
         for (size_t k = 0; k < n.args.size(); ++k) args[k] = &vals[size_t(n.args[k])][size_t(r)];

@@ -35,8 +35,7 @@ using Overrides = std::map<ValueId, std::vector<Tensor>>;
 // Used by interpret and by the checks that compare values (verify). A run takes
 // part in every collective; a check that only needs some values (a loss at a
 // perturbed point) passes every_collective = false and skips the others.
-std::vector<std::vector<Tensor>> evaluate(const Graph& g, const RankInputs& inputs,
-                                          const std::vector<ValueId>& wanted,
+std::vector<std::vector<Tensor>> evaluate(const Graph& g, const RankInputs& inputs, const std::vector<ValueId>& wanted,
                                           const Overrides* overrides = nullptr, bool every_collective = true,
                                           bool check_finite = false);
 

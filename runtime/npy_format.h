@@ -43,8 +43,10 @@ inline std::string printable(const std::string& s) {
   static const char* hex = "0123456789abcdef";
   std::string out;
   for (unsigned char c : s)
-    if (c >= 0x20 && c < 0x7f) out += char(c);
-    else out += std::string("\\x") + hex[c >> 4] + hex[c & 15];
+    if (c >= 0x20 && c < 0x7f)
+      out += char(c);
+    else
+      out += std::string("\\x") + hex[c >> 4] + hex[c & 15];
   return out;
 }
 
@@ -96,12 +98,15 @@ inline Array parse(const std::string& s, const std::string& path) {
     bad(path, "unsupported dtype " + printable(descr) + " (gradc reads floats, integers and bools)");
   const char kind = descr[2];
   const int size = descr[3] - '0';
-  const bool ok = kind == 'f' ? (size == 2 || size == 4 || size == 8)
+  const bool ok = kind == 'f'   ? (size == 2 || size == 4 || size == 8)
                   : kind == 'b' ? size == 1
                                 : (size == 1 || size == 2 || size == 4 || size == 8);
   if (!ok) bad(path, "unsupported dtype " + printable(descr));
   // gradc's names for its own dtypes, NumPy's for the others
-  std::string name = kind == 'b' ? "bool" : kind == 'f' ? (size == 2 ? "float" : "f") : kind == 'i' ? (size == 4 ? "i" : "int") : "uint";
+  std::string name = kind == 'b'   ? "bool"
+                     : kind == 'f' ? (size == 2 ? "float" : "f")
+                     : kind == 'i' ? (size == 4 ? "i" : "int")
+                                   : "uint";
   if (kind != 'b') name += std::to_string(8 * size);
   const std::string order = dict_value(h, "fortran_order", path);
   if (order != "False" && order != "True") bad(path, "malformed fortran_order in header");
@@ -120,16 +125,19 @@ inline Array parse(const std::string& s, const std::string& path) {
     i = j;
   }
   if (too_large(out.shape)) bad(path, "shape " + shape_str(out.shape) + " is too large");
-  if (kind == 'f' && size == 2) bad(path, "holds float16 data, which gradc does not read: convert it with a.astype(np.float32)");
+  if (kind == 'f' && size == 2)
+    bad(path, "holds float16 data, which gradc does not read: convert it with a.astype(np.float32)");
   const int64_t count = out.size();
   const size_t need = size_t(count) * size_t(size), have = s.size() - hstart - hlen;
   const std::string what = name + shape_str(out.shape);
   if (have < need)
-    bad(path, "truncated: " + what + " needs " + std::to_string(need) + " bytes of data, the file has " + std::to_string(have));
+    bad(path, "truncated: " + what + " needs " + std::to_string(need) + " bytes of data, the file has " +
+                  std::to_string(have));
   if (have > need) bad(path, std::to_string(have - need) + " extra bytes after the data of " + what);
   std::string raw = s.substr(hstart + hlen, need);
   if (descr[1] == '>' && size > 1)  // to this host's little-endian order
-    for (size_t k = 0; k < raw.size(); k += size_t(size)) std::reverse(raw.begin() + long(k), raw.begin() + long(k) + size);
+    for (size_t k = 0; k < raw.size(); k += size_t(size))
+      std::reverse(raw.begin() + long(k), raw.begin() + long(k) + size);
   // Fortran order holds the C-order array of the reversed shape, transposed.
   std::vector<int64_t> stored = out.shape;
   if (fortran) std::reverse(stored.begin(), stored.end());
@@ -143,23 +151,37 @@ inline Array parse(const std::string& s, const std::string& path) {
     out.data.resize(size_t(count) * 4);
     for (int64_t k = 0; k < count; ++k) {
       const char* p = raw.data() + k * size;
-      uint8_t u1; uint16_t u2; uint32_t u4; uint64_t u8;
-      int8_t i1; int16_t i2; int32_t i4; int64_t i8;
+      uint8_t u1;
+      uint16_t u2;
+      uint32_t u4;
+      uint64_t u8;
+      int8_t i1;
+      int16_t i2;
+      int32_t i4;
+      int64_t i8;
       int64_t v = 0;
       uint64_t u = 0;
       bool fits;
       if (kind == 'u' || kind == 'b') {
-        if (size == 1) memcpy(&u1, p, 1), u = u1;
-        else if (size == 2) memcpy(&u2, p, 2), u = u2;
-        else if (size == 4) memcpy(&u4, p, 4), u = u4;
-        else memcpy(&u8, p, 8), u = u8;
+        if (size == 1)
+          memcpy(&u1, p, 1), u = u1;
+        else if (size == 2)
+          memcpy(&u2, p, 2), u = u2;
+        else if (size == 4)
+          memcpy(&u4, p, 4), u = u4;
+        else
+          memcpy(&u8, p, 8), u = u8;
         fits = u <= uint64_t(INT32_MAX);
         v = int64_t(u);
       } else {
-        if (size == 1) memcpy(&i1, p, 1), v = i1;
-        else if (size == 2) memcpy(&i2, p, 2), v = i2;
-        else if (size == 4) memcpy(&i4, p, 4), v = i4;
-        else memcpy(&i8, p, 8), v = i8;
+        if (size == 1)
+          memcpy(&i1, p, 1), v = i1;
+        else if (size == 2)
+          memcpy(&i2, p, 2), v = i2;
+        else if (size == 4)
+          memcpy(&i4, p, 4), v = i4;
+        else
+          memcpy(&i8, p, 8), v = i8;
         fits = v >= INT32_MIN && v <= INT32_MAX;
       }
       if (!fits) {

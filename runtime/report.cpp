@@ -72,8 +72,10 @@ std::string outputs_text(const RankOutputs& outs) {
     s += fmt::format("rank {}:\n", r);
     for (const auto& [name, t] : outs[r]) {
       // a matrix or more starts on a line of its own, its rows aligned below
-      if (t.type.rank() >= 2 && t.size() > 0) s += fmt::format("  {}: {} =\n    {}\n", name, type_str(t.type), tensor_text(t, 4));
-      else s += fmt::format("  {}: {} = {}\n", name, type_str(t.type), tensor_text(t));
+      if (t.type.rank() >= 2 && t.size() > 0)
+        s += fmt::format("  {}: {} =\n    {}\n", name, type_str(t.type), tensor_text(t, 4));
+      else
+        s += fmt::format("  {}: {} = {}\n", name, type_str(t.type), tensor_text(t));
     }
   }
   return s;

@@ -1,6 +1,5 @@
 #include "runtime/tensor.h"
 
-
 #include <algorithm>
 #include <cstring>
 
@@ -25,8 +24,7 @@ Tensor Tensor::zeros(const Type& t) {
 Tensor Tensor::scalar(DType dt, double v) { return from(Type{dt, {}}, {v}); }
 
 Tensor Tensor::from(const Type& t, const std::vector<double>& vals) {
-  GRADC_ASSERT(vals.size() == 1 || int64_t(vals.size()) == t.size(), "{} values for {}",
-               vals.size(), type_str(t));
+  GRADC_ASSERT(vals.size() == 1 || int64_t(vals.size()) == t.size(), "{} values for {}", vals.size(), type_str(t));
   Tensor x = empty(t);
   dispatch(t.dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -64,16 +62,14 @@ Tensor Tensor::cast(DType to) const {
 }
 
 bool Tensor::same_values(const Tensor& o) const {
-  return type == o.type &&
-         std::memcmp(buf.get(), o.buf.get(), size_t(size()) * size_t(dtype_size(dtype()))) == 0;
+  return type == o.type && std::memcmp(buf.get(), o.buf.get(), size_t(size()) * size_t(dtype_size(dtype()))) == 0;
 }
 
 Strides broadcast_strides(const Shape& in, const Shape& out) {
   Strides src = row_major_strides(in);
   Strides st(out.size(), 0);
   size_t shift = out.size() - in.size();
-  for (size_t d = 0; d < in.size(); ++d)
-    st[d + shift] = (in[d] == 1 && out[d + shift] != 1) ? 0 : src[d];
+  for (size_t d = 0; d < in.size(); ++d) st[d + shift] = (in[d] == 1 && out[d + shift] != 1) ? 0 : src[d];
   return st;
 }
 
@@ -154,8 +150,7 @@ Tensor concat(const std::vector<const Tensor*>& xs, int axis) {
     T* d = y.data<T>();
     for (const Tensor* x : xs) {
       const T* s = x->data<T>();
-      strided_loop<1>(x->shape(), {out}, {at * out[size_t(axis)]},
-                      [&](int64_t i, auto off) { d[off[0]] = s[i]; });
+      strided_loop<1>(x->shape(), {out}, {at * out[size_t(axis)]}, [&](int64_t i, auto off) { d[off[0]] = s[i]; });
       at += x->shape()[size_t(axis)];
     }
   });
@@ -182,10 +177,18 @@ void combine_into(Tensor& acc, const Tensor& x, Combine how) {
     const T* b = x.data<T>();
     const int64_t n = acc.size();
     switch (how) {
-      case Combine::Sum: for (int64_t i = 0; i < n; ++i) a[i] += b[i]; break;
-      case Combine::Prod: for (int64_t i = 0; i < n; ++i) a[i] *= b[i]; break;
-      case Combine::Max: for (int64_t i = 0; i < n; ++i) a[i] = std::max(a[i], b[i]); break;
-      case Combine::Min: for (int64_t i = 0; i < n; ++i) a[i] = std::min(a[i], b[i]); break;
+      case Combine::Sum:
+        for (int64_t i = 0; i < n; ++i) a[i] += b[i];
+        break;
+      case Combine::Prod:
+        for (int64_t i = 0; i < n; ++i) a[i] *= b[i];
+        break;
+      case Combine::Max:
+        for (int64_t i = 0; i < n; ++i) a[i] = std::max(a[i], b[i]);
+        break;
+      case Combine::Min:
+        for (int64_t i = 0; i < n; ++i) a[i] = std::min(a[i], b[i]);
+        break;
     }
   });
 }

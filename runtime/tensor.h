@@ -26,8 +26,14 @@ struct Tensor {
   int64_t size() const { return type.size(); }
   DType dtype() const { return type.dtype; }
   const Shape& shape() const { return type.shape; }
-  template <class T> T* data() { return reinterpret_cast<T*>(buf.get()); }
-  template <class T> const T* data() const { return reinterpret_cast<const T*>(buf.get()); }
+  template <class T>
+  T* data() {
+    return reinterpret_cast<T*>(buf.get());
+  }
+  template <class T>
+  const T* data() const {
+    return reinterpret_cast<const T*>(buf.get());
+  }
   double get(int64_t i) const;  // element i as a double
   std::vector<double> values() const;
   Tensor cast(DType to) const;
@@ -55,8 +61,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, bool* ok);
 // where i is the flat index and off[k] = base[k] + sum_d idx[d] * strides[k][d]
 // is operand k's element offset. The innermost axis runs as a tight loop.
 template <size_t K, class Body>
-void strided_loop(const Shape& shape, const std::array<Strides, K>& strides,
-                  std::array<int64_t, K> base, Body&& body) {
+void strided_loop(const Shape& shape, const std::array<Strides, K>& strides, std::array<int64_t, K> base, Body&& body) {
   const int r = int(shape.size());
   const int64_t n = num_elements(shape);
   if (n == 0) return;

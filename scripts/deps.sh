@@ -3,9 +3,10 @@
 set -euo pipefail
 # clang-19 with its sanitizer and libFuzzer runtimes: the sanitizer build and the fuzzers (scripts/sanitize.sh, scripts/fuzz.sh).
 # python3-torch and python3-numpy: the checks against PyTorch (tests/edges.py, tests/difftest/dgsmith.py).
+# clang-format-19: the C++ files' format (scripts/format.sh).
 # With arguments, those packages instead.
 pkgs=(cmake g++ ninja-build python3 python3-numpy python3-torch libfmt-dev libcli11-dev libmimalloc-dev doctest-dev libopenblas-dev llvm-19-dev llvm-19-tools
-      clang-19 libclang-rt-19-dev libfuzzer-19-dev openmpi-bin libopenmpi-dev)
+      clang-19 libclang-rt-19-dev libfuzzer-19-dev clang-format-19 openmpi-bin libopenmpi-dev)
 [ $# -gt 0 ] && pkgs=("$@")
 missing=()
 for p in "${pkgs[@]}"; do

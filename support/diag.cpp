@@ -103,7 +103,8 @@ Loc parse_loc_str(const std::string& path, const char* s, size_t* used) {
     calls.push_back({std::string(name, end), Loc{l, c}});
   }
   int site = 0;
-  for (size_t i = calls.size(); i-- > 0;) site = call_site(calls[i].first, Loc{calls[i].second.line, calls[i].second.col, site});
+  for (size_t i = calls.size(); i-- > 0;)
+    site = call_site(calls[i].first, Loc{calls[i].second.line, calls[i].second.col, site});
   *used = size_t(p - s);
   return Loc{line, col, site};
 }

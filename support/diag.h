@@ -61,11 +61,11 @@ template <typename... A>
   throw UserError(loc, fmt::format(f, std::forward<A>(a)...));
 }
 
-#define GRADC_ASSERT(cond, ...)                                                           \
-  do {                                                                                    \
-    if (!(cond))                                                                          \
-      throw ::gradc::InternalError(fmt::format("{}:{}: internal error: {} ({})", __FILE__, \
-                                               __LINE__, #cond, fmt::format(__VA_ARGS__))); \
+#define GRADC_ASSERT(cond, ...)                                                                                \
+  do {                                                                                                         \
+    if (!(cond))                                                                                               \
+      throw ::gradc::InternalError(                                                                            \
+          fmt::format("{}:{}: internal error: {} ({})", __FILE__, __LINE__, #cond, fmt::format(__VA_ARGS__))); \
   } while (0)
 
 // A source file held in memory, so diagnostics can show the offending line.

@@ -66,9 +66,9 @@ class InternPool {
 template <class T, class Traits>
 class Interned {
  public:
-  Interned() = default;  // the empty value
+  Interned() = default;                                                                             // the empty value
   Interned(const T& v) : e_(Traits::none(v) ? nullptr : InternPool<T, Traits>::get().intern(v)) {}  // NOLINT: implicit
-  operator const T&() const { return e_ ? e_->value : kNone; }  // NOLINT
+  operator const T&() const { return e_ ? e_->value : kNone; }                                      // NOLINT
   const T& operator*() const { return *this; }
   const T* operator->() const { return &static_cast<const T&>(*this); }
   bool operator==(const Interned& o) const { return e_ == o.e_; }

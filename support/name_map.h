@@ -70,8 +70,8 @@ class NameMap {
 
  private:
   struct Slot {
-    uint32_t tag = 0;     // the hash's high half
-    int32_t entry = -1;   // -1: empty
+    uint32_t tag = 0;    // the hash's high half
+    int32_t entry = -1;  // -1: empty
   };
   struct Entry {
     std::string key;

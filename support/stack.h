@@ -14,9 +14,9 @@
 
 namespace gradc {
 
-size_t stack_left();                                       // bytes left below the current frame
-void on_new_stack(const std::function<void()>& f);         // runs f on a fresh segment and waits
-inline constexpr size_t kStackRedZone = size_t(2) << 20;   // room one level of any walk may need
+size_t stack_left();                                      // bytes left below the current frame
+void on_new_stack(const std::function<void()>& f);        // runs f on a fresh segment and waits
+inline constexpr size_t kStackRedZone = size_t(2) << 20;  // room one level of any walk may need
 
 template <class F>
 decltype(auto) deep(F&& f) {

@@ -4,35 +4,35 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <cstring>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <map>
 #include <set>
 
+#include "check/gradcheck.h"
+#include "check/memory.h"
+#include "check/prove.h"
+#include "codegen/cpp.h"
 #include "frontend/ast.h"
-#include "support/file.h"
 #include "frontend/ir_reader.h"
-#include "ops/register.h"
 #include "frontend/lower.h"
 #include "ir/print.h"
 #include "ir/rules.h"
+#include "ops/register.h"
 #include "passes/autodiff.h"
 #include "passes/cost.h"
 #include "passes/lower_kernels.h"
-#include "codegen/cpp.h"
-#include "tools/native.h"
-#include "tools/toolchain.h"
 #include "passes/pass.h"
-#include "check/gradcheck.h"
 #include "runtime/interp.h"
-#include "check/memory.h"
-#include "check/prove.h"
 #include "runtime/npy.h"
 #include "runtime/npy_format.h"
 #include "runtime/report.h"
+#include "support/file.h"
+#include "tools/native.h"
+#include "tools/toolchain.h"
 
 #include <CLI/CLI.hpp>
 #ifdef GRADC_MIMALLOC
@@ -85,8 +85,10 @@ int g_buried = 0;
 template <class T>
 void bury(T&& value) {
   auto* p = new std::decay_t<T>(std::forward<T>(value));
-  if (g_buried < 8) g_graveyard[g_buried++] = p;
-  else delete p;
+  if (g_buried < 8)
+    g_graveyard[g_buried++] = p;
+  else
+    delete p;
 }
 
 Graph load_program(const std::string& path, int ranks, bool f64 = false) {
@@ -132,8 +134,8 @@ int cmd_check(const CommandLine& cl) {
   for (const Node& n : g.nodes)
     if (n.op == Op::Input)
       s += fmt::format("input      {}: {} {}{}, at {}\n", n.attr_sym("name"), type_str(n.type),
-                       n.attrs.has("shared") ? "shared" : "per rank", n.args.empty() ? ", no default" : ", with a default",
-                       at(n));
+                       n.attrs.has("shared") ? "shared" : "per rank",
+                       n.args.empty() ? ", no default" : ", with a default", at(n));
   std::vector<std::string> names = value_names(g);
   for (int backward = 0; backward < 2; ++backward)
     for (const Node& n : g.nodes) {
@@ -141,14 +143,17 @@ int cmd_check(const CommandLine& cl) {
       std::vector<std::string> attrs;
       for (const auto& [k, v] : n.attrs->items) attrs.push_back(k + "=" + attr_str(v));
       s += fmt::format("collective {} = {}({}): {} -> {} {}, at {}{}\n",
-                       n.backward ? fmt::format("(gradient of {})", op_name(n.fwd_op)) : n.name.empty() ? "%" + names[size_t(&n - &g.nodes[0])] : n.name.str(),
-                       op_name(n.op), fmt::join(attrs, ", "), type_str(g.type(n.args[0])), type_str(n.type), rep(n), at(n),
-                       n.backward ? " (backward)" : "");
+                       n.backward       ? fmt::format("(gradient of {})", op_name(n.fwd_op))
+                       : n.name.empty() ? "%" + names[size_t(&n - &g.nodes[0])]
+                                        : n.name.str(),
+                       op_name(n.op), fmt::join(attrs, ", "), type_str(g.type(n.args[0])), type_str(n.type), rep(n),
+                       at(n), n.backward ? " (backward)" : "");
     }
   for (const GradInfo& gi : grads)  // a non-scalar loss means the sum of its elements (LANGUAGE.md section 6)
     if (g.type(gi.loss).rank() > 0)
       s += fmt::format("grad       {}: of a {} loss, which is summed first, at {}\n",
-                       gi.name.empty() ? "(unnamed)" : gi.name, type_str(g.type(gi.loss)), loc_str(g_source.path, gi.loc));
+                       gi.name.empty() ? "(unnamed)" : gi.name, type_str(g.type(gi.loss)),
+                       loc_str(g_source.path, gi.loc));
   for (const auto& [name, v] : g.outputs)
     s += fmt::format("output     {}: {} {}\n", name, type_str(g.type(v)), rep(g[v]));
   std::cout << s;
@@ -168,9 +173,7 @@ const char* kIrHelp =
     "and outputs. --loc ends each text line with the value's source location,\n"
     "loc(\"FILE.dg\":LINE:COL), which gradc opt reads back.\n";
 
-std::vector<const PassInfo*> optimisation_pipeline() {
-  return {find_pass("fold"), find_pass("cse"), find_pass("dce")};
-}
+std::vector<const PassInfo*> optimisation_pipeline() { return {find_pass("fold"), find_pass("cse"), find_pass("dce")}; }
 
 // The program as the backends see it: a graph after grad, simplified and lowered to kernels.
 Lowered lowered(Graph g, bool check_finite = false) {
@@ -190,7 +193,8 @@ int cmd_ir(const CommandLine& cl) {
   auto t0 = std::chrono::steady_clock::now();
   auto lap = [&](const char* what) {
     auto t = std::chrono::steady_clock::now();
-    if (opt.time_passes) log += fmt::format("// {}: {:.3f} ms\n", what, std::chrono::duration<double, std::milli>(t - t0).count());
+    if (opt.time_passes)
+      log += fmt::format("// {}: {:.3f} ms\n", what, std::chrono::duration<double, std::milli>(t - t0).count());
     t0 = t;
   };
   Graph g = load_program(cl.one_file("FILE.dg"), ranks_flag(cl));
@@ -297,12 +301,13 @@ RankInputs load_inputs(const Graph& g, const std::string& dir, bool widen = fals
         if (t.dtype() != n.type->dtype) {  // float data must match exactly: say how to convert
           const char* np = n.type->dtype == DType::F32 ? "float32" : n.type->dtype == DType::F64 ? "float64" : "int32";
           throw UserError({}, fmt::format("{}: holds {} data, but input '{}' is declared {}: convert it with "
-                                          "a.astype(np.{})", path, t.dtype() == DType::I32 ? "integer" : dtype_name(t.dtype()),
-                                          name, type_str(n.type), np));
+                                          "a.astype(np.{})",
+                                          path, t.dtype() == DType::I32 ? "integer" : dtype_name(t.dtype()), name,
+                                          type_str(n.type), np));
         }
         if (t.type != n.type)
-          throw UserError({}, fmt::format("{}: holds {}, but input '{}' is declared {}", path, type_str(t.type),
-                                          name, type_str(n.type)));
+          throw UserError({}, fmt::format("{}: holds {}, but input '{}' is declared {}", path, type_str(t.type), name,
+                                          type_str(n.type)));
         in[size_t(r)][name] = t;
         break;
       }
@@ -347,7 +352,8 @@ double median_ms(std::vector<double> ms) {
 
 int cmd_run(const CommandLine& cl) {
   std::string format = cl.get("format", "text");
-  if (format != "text" && format != "json") throw UsageError(fmt::format("--format must be text or json, got '{}'", format));
+  if (format != "text" && format != "json")
+    throw UsageError(fmt::format("--format must be text or json, got '{}'", format));
   std::string backend = cl.get("backend");
   if (!backend.empty() && backend != "interp" && backend != "native")
     throw UsageError(fmt::format("unknown --backend '{}' (available: native, interp)", backend));
@@ -419,7 +425,8 @@ int cmd_verify(const CommandLine& cl) {
   opt.atol = tolerance_flag(cl, "atol", opt.atol);
   opt.samples = cl.get_int("samples", int(opt.samples), 1, 1 << 30);
   std::string format = cl.get("format", "text");
-  if (format != "text" && format != "json") throw UsageError(fmt::format("--format must be text or json, got '{}'", format));
+  if (format != "text" && format != "json")
+    throw UsageError(fmt::format("--format must be text or json, got '{}'", format));
   opt.progress = [](const std::string& what) { std::cerr << "gradc verify: " << what << "\n"; };
   Graph g = load_program(cl.one_file("FILE.dg"), ranks_flag(cl), /*f64=*/true);
   std::vector<GradCheckRow> rows = check_gradients(g, load_inputs(g, cl.get("inputs"), true), opt);
@@ -449,7 +456,8 @@ const char* kCostHelp =
 
 int cmd_cost(const CommandLine& cl) {
   const std::string format = cl.get("format", "text");
-  if (format != "text" && format != "json") throw UsageError(fmt::format("--format must be text or json, got '{}'", format));
+  if (format != "text" && format != "json")
+    throw UsageError(fmt::format("--format must be text or json, got '{}'", format));
   Graph g = autodiff(load_program(cl.one_file("FILE.dg"), ranks_flag(cl)));
   GraphCost c = graph_cost(g);
   c.peak_bytes = double(plan_bytes(lowered(g)));
@@ -468,7 +476,8 @@ Target target_flag(const CommandLine& cl) {
   std::string t = cl.get("target");
   if (t == "cpu") return Target::Cpu;
   if (t == "cuda") return Target::Cuda;
-  throw UsageError(t.empty() ? "--target=cpu or --target=cuda is needed" : fmt::format("--target must be cpu or cuda, got '{}'", t));
+  throw UsageError(t.empty() ? "--target=cpu or --target=cuda is needed"
+                             : fmt::format("--target must be cpu or cuda, got '{}'", t));
 }
 
 // The class name: --name, else the file's stem, as a C++ identifier.
@@ -522,7 +531,8 @@ int cmd_build(const CommandLine& cl) {
   if (!tc.found) throw UserError({}, fmt::format("gradc build --target={}: {}", cl.get("target"), tc.missing));
   Lowered l = lowered_program(cl);
   std::string tmpl = (fs::temp_directory_path() / "gradc-build-XXXXXX").string();
-  if (!mkdtemp(tmpl.data())) throw UserError({}, fmt::format("cannot create a folder for the sources: {}", std::strerror(errno)));
+  if (!mkdtemp(tmpl.data()))
+    throw UserError({}, fmt::format("cannot create a folder for the sources: {}", std::strerror(errno)));
   const std::string dir = tmpl;
   std::vector<GeneratedFile> files = generate(l, target, name, cl.one_file("FILE.dg"));
   files.push_back(generate_main(l, target, name));
@@ -530,7 +540,8 @@ int cmd_build(const CommandLine& cl) {
   const std::string ext = target == Target::Cuda ? ".cu" : ".cpp";
   std::string err = compile(target == Target::Cuda, dir, {name + ext, name + "_main" + ext}, exe + ".gradc-tmp");
   if (!err.empty())
-    throw InternalError(fmt::format("internal error: the generated code did not compile; it is kept in {}\n{}", dir, err));
+    throw InternalError(
+        fmt::format("internal error: the generated code did not compile; it is kept in {}\n{}", dir, err));
   if (std::rename((exe + ".gradc-tmp").c_str(), exe.c_str()) != 0)
     throw UserError({}, fmt::format("cannot write '{}': {}", exe, std::strerror(errno)));
   fs::remove_all(dir);
@@ -556,7 +567,8 @@ int cmd_prove(const CommandLine& cl) {
     if (only.empty() || only == op_name(c.op)) rows.push_back(prove(c, opt));
   if (rows.empty()) throw UsageError(fmt::format("--op: '{}' is not a collective", only));
   const std::string format = cl.get("format", "text");
-  if (format != "text" && format != "json") throw UsageError(fmt::format("--format must be text or json, got '{}'", format));
+  if (format != "text" && format != "json")
+    throw UsageError(fmt::format("--format must be text or json, got '{}'", format));
   if (format == "json") {
     std::cout << proof_json(rows, opt.max_ranks);
   } else {
@@ -591,26 +603,53 @@ const Flag kRanks{"ranks", "N: the number of ranks (default: the program's world
 const std::vector<Command>& commands() {
   static const std::vector<Command> cmds = {
       {"check", cmd_check, kCheckHelp, {kRanks, {"verbose", "-v: one line per input, output and collective", true}}},
-      {"ir", cmd_ir, kIrHelp,
-       {{"stage", "parsed, grad, opt or lowered"}, {"format", "text, dot or json"}, kRanks,
+      {"ir",
+       cmd_ir,
+       kIrHelp,
+       {{"stage", "parsed, grad, opt or lowered"},
+        {"format", "text, dot or json"},
+        kRanks,
         {"loc", "end each text line with loc(\"FILE\":LINE:COL)", true},
-        {"print-after-all", "print the graph after every pass", true}, {"time-passes", "time each pass (and parsing, lowering to kernels, printing)", true}}},
-      {"opt", cmd_opt, kOptHelp,
-       {{"pass", "P[,P...]: the passes to run, in order"}, {"format", "text, dot or json"},
+        {"print-after-all", "print the graph after every pass", true},
+        {"time-passes", "time each pass (and parsing, lowering to kernels, printing)", true}}},
+      {"opt",
+       cmd_opt,
+       kOptHelp,
+       {{"pass", "P[,P...]: the passes to run, in order"},
+        {"format", "text, dot or json"},
         {"loc", "print the source locations the IR holds", true},
-        {"print-after-all", "print the graph after every pass", true}, {"time-passes", "time each pass", true}}},
-      {"run", cmd_run, kRunHelp,
-       {kRanks, {"inputs", "DIR: .npy files for the inputs"}, {"outputs", "DIR: write the outputs as .npy files"},
-        {"format", "text or json"}, {"backend", "native or interp"}, {"iters", "K: time K more runs"},
-        {"quiet", "print no outputs", true}, {"check-finite", "stop at the first NaN or infinity", true}}},
-      {"verify", cmd_verify, kVerifyHelp,
-       {kRanks, {"rtol", "relative tolerance"}, {"atol", "absolute tolerance"}, {"inputs", "DIR: .npy inputs"},
-        {"samples", "K: finite differences per gradient"}, {"format", "text or json"}}},
-      {"cost", cmd_cost, kCostHelp, {kRanks, {"format", "text or json"}}},
-      {"prove", cmd_prove, kProveHelp,
-       {{"op", "OP: one collective, with its derivation"}, {"max-ranks", "K: check 1..K ranks exactly"},
+        {"print-after-all", "print the graph after every pass", true},
+        {"time-passes", "time each pass", true}}},
+      {"run",
+       cmd_run,
+       kRunHelp,
+       {kRanks,
+        {"inputs", "DIR: .npy files for the inputs"},
+        {"outputs", "DIR: write the outputs as .npy files"},
+        {"format", "text or json"},
+        {"backend", "native or interp"},
+        {"iters", "K: time K more runs"},
+        {"quiet", "print no outputs", true},
+        {"check-finite", "stop at the first NaN or infinity", true}}},
+      {"verify",
+       cmd_verify,
+       kVerifyHelp,
+       {kRanks,
+        {"rtol", "relative tolerance"},
+        {"atol", "absolute tolerance"},
+        {"inputs", "DIR: .npy inputs"},
+        {"samples", "K: finite differences per gradient"},
         {"format", "text or json"}}},
-      {"emit", cmd_emit, kEmitHelp,
+      {"cost", cmd_cost, kCostHelp, {kRanks, {"format", "text or json"}}},
+      {"prove",
+       cmd_prove,
+       kProveHelp,
+       {{"op", "OP: one collective, with its derivation"},
+        {"max-ranks", "K: check 1..K ranks exactly"},
+        {"format", "text or json"}}},
+      {"emit",
+       cmd_emit,
+       kEmitHelp,
        {{"target", "cpu or cuda"}, {"o", "DIR: where the sources go"}, {"name", "the class name"}, kRanks}},
       {"build", cmd_build, kBuildHelp, {{"target", "cpu or cuda"}, {"o", "EXE: the executable"}, kRanks}},
   };
@@ -627,12 +666,17 @@ CommandLine parse_command(const Command& c, int argc, char** argv, bool& help) {
   std::map<std::string, std::string> values;
   std::map<std::string, bool> switched;
   for (const Flag& f : c.flags) {
-    const std::string spelling = std::string(f.name) == "o" ? "-o" : std::string(f.name) == "verbose" ? "-v,--verbose" : std::string("--") + f.name;
-    if (f.is_switch) app.add_flag(spelling, switched[f.name], f.help);
-    else app.add_option(spelling, values[f.name], f.help)->expected(1)->type_name("VALUE");
+    const std::string spelling = std::string(f.name) == "o"         ? "-o"
+                                 : std::string(f.name) == "verbose" ? "-v,--verbose"
+                                                                    : std::string("--") + f.name;
+    if (f.is_switch)
+      app.add_flag(spelling, switched[f.name], f.help);
+    else
+      app.add_option(spelling, values[f.name], f.help)->expected(1)->type_name("VALUE");
   }
   app.add_option("FILE", cl.positional, std::string(c.name) == "opt" ? "the textual IR file" : "the program (.dg) file")
-      ->expected(0, 1)->type_name("");
+      ->expected(0, 1)
+      ->type_name("");
   std::vector<std::string> args;
   for (int i = argc - 1; i >= 2; --i) args.push_back(argv[i]);  // CLI11 takes them reversed
   try {

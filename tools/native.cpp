@@ -24,12 +24,13 @@ using Entry = int (*)(int world, const void* const* inputs, void* const* outputs
 fs::path cache_dir() {
   const char* xdg = std::getenv("XDG_CACHE_HOME");
   const char* home = std::getenv("HOME");
-  fs::path dir = xdg && *xdg ? fs::path(xdg) / "gradc"
+  fs::path dir = xdg && *xdg     ? fs::path(xdg) / "gradc"
                  : home && *home ? fs::path(home) / ".cache" / "gradc"
                                  : fs::temp_directory_path() / "gradc-cache";
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) throw UserError({}, fmt::format("cannot create the native backend's cache '{}': {}", dir.string(), ec.message()));
+  if (ec)
+    throw UserError({}, fmt::format("cannot create the native backend's cache '{}': {}", dir.string(), ec.message()));
   return dir;
 }
 
@@ -66,8 +67,8 @@ std::string library(const std::vector<GeneratedFile>& files, const std::string& 
   const std::string tmp = so.string() + fmt::format(".{}.tmp", getpid());
   std::string err = run_compile(native_command(src.string(), sources, tmp));
   if (!err.empty())
-    throw InternalError(fmt::format("internal error: the generated code did not compile; it is kept in {}\n{}",
-                                    src.string(), err));
+    throw InternalError(
+        fmt::format("internal error: the generated code did not compile; it is kept in {}\n{}", src.string(), err));
   fs::rename(tmp, so, ec);
   if (ec) throw UserError({}, fmt::format("cannot write '{}': {}", so.string(), ec.message()));
   fs::remove_all(src, ec);
@@ -116,7 +117,8 @@ NativeRun run_native(const Lowered& l, const std::string& source_path, const Ran
       if (auto it = inputs[size_t(r)].find(l.inputs[i].first); it != inputs[size_t(r)].end())
         in[size_t(r) * ni + i] = it->second.buf.get();
     for (size_t i = 0; i < l.outputs.size(); ++i) {
-      run.outputs[size_t(r)].push_back({l.outputs[i].first, Tensor::empty(l.buffers[size_t(l.outputs[i].second)].type)});
+      run.outputs[size_t(r)].push_back(
+          {l.outputs[i].first, Tensor::empty(l.buffers[size_t(l.outputs[i].second)].type)});
       out[size_t(r) * no + i] = run.outputs[size_t(r)].back().second.buf.get();
     }
   }

@@ -66,8 +66,9 @@ Toolchain cuda_toolchain() {
   const bool cublas = fs::exists(home + "/include/cublas_v2.h");
   const bool nccl = fs::exists(home + "/include/nccl.h") || fs::exists("/usr/include/nccl.h");
   t.found = nvcc && cublas && nccl;
-  t.missing = t.found ? "" : fmt::format("needs nvcc, cuBLAS and NCCL under CUDA_HOME ({}): {}{}{}", home,
-                                         nvcc ? "" : "no nvcc ", cublas ? "" : "no cuBLAS ", nccl ? "" : "no NCCL");
+  t.missing = t.found ? ""
+                      : fmt::format("needs nvcc, cuBLAS and NCCL under CUDA_HOME ({}): {}{}{}", home,
+                                    nvcc ? "" : "no nvcc ", cublas ? "" : "no cuBLAS ", nccl ? "" : "no NCCL");
   t.describe = fmt::format("cuda: {} (nvcc, cuBLAS and NCCL under {})", t.found ? "yes" : "no", home);
   return t;
 }
@@ -84,15 +85,17 @@ std::string mpi_flags(bool for_nvcc) {
   return out;
 }
 
-std::string compile(bool cuda, const std::string& dir, const std::vector<std::string>& sources, const std::string& exe) {
+std::string compile(bool cuda, const std::string& dir, const std::vector<std::string>& sources,
+                    const std::string& exe) {
   std::string files;
   for (const std::string& s : sources) files += fmt::format(" '{}/{}'", dir, s);
   std::string cmd;
   if (cuda) {
     const std::string home = cuda_home();
-    cmd = fmt::format("{} -O2 -std=c++17 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 "
-                      "-I{}{} -o {} -L{}/lib64 -lcublas -lnccl{}",
-                      quote(home + "/bin/nvcc"), quote(dir), files, quote(exe), quote(home), mpi_flags(true));
+    cmd = fmt::format(
+        "{} -O2 -std=c++17 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 "
+        "-I{}{} -o {} -L{}/lib64 -lcublas -lnccl{}",
+        quote(home + "/bin/nvcc"), quote(dir), files, quote(exe), quote(home), mpi_flags(true));
   } else {
     // As the native backend compiles (its compiler, where found, and its flags), so that
     // an executable runs at gradc run's speed; with MPI it also runs under mpirun.

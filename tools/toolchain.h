@@ -9,7 +9,7 @@ namespace gradc {
 
 struct Toolchain {
   bool found = false;
-  std::string missing;  // why not, when not found
+  std::string missing;   // why not, when not found
   std::string describe;  // one line for gradc --version
 };
 Toolchain cpu_toolchain();

@@ -28,7 +28,8 @@ int main(int argc, char** argv) {
         const auto t0 = std::chrono::steady_clock::now();
         step.run();
         sync.arrive_and_wait();
-        if (r == 0) ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        if (r == 0)
+          ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       }
     });
   for (std::thread& t : ranks) t.join();

@@ -2,6 +2,7 @@
 // code only): its command line, .npy inputs and outputs, and the text and JSON
 // that `gradc run` prints, for the ranks it runs as threads of this process.
 #pragma once
+#include <sys/stat.h>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -9,7 +10,6 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
-#include <sys/stat.h>
 #include <thread>
 
 #include "gradc_npy.h"
@@ -98,9 +98,12 @@ std::string number(T v) {
 }
 inline std::string element(const Arg& a, const char* data, int64_t i, bool json) {
   std::string s;
-  if (a.dtype == DType::F32) s = number(reinterpret_cast<const float*>(data)[i]);
-  else if (a.dtype == DType::F64) s = number(reinterpret_cast<const double*>(data)[i]);
-  else s = number(reinterpret_cast<const int32_t*>(data)[i]);
+  if (a.dtype == DType::F32)
+    s = number(reinterpret_cast<const float*>(data)[i]);
+  else if (a.dtype == DType::F64)
+    s = number(reinterpret_cast<const double*>(data)[i]);
+  else
+    s = number(reinterpret_cast<const int32_t*>(data)[i]);
   if (json && s == "nan") return "NaN";
   if (json && s == "inf") return "Infinity";
   if (json && s == "-inf") return "-Infinity";
@@ -140,9 +143,12 @@ inline std::string text(const Program& p, const std::vector<RankData>& ranks) {
       const Arg& a = p.outputs[k];
       const bool block = a.rank >= 2 && a.size() > 0;  // a matrix or more starts on a line of its own
       std::string v;
-      if (a.size() == 0) v = "[]";
-      else nested(a, ranks[r].outputs[k].data(), 0, 0, a.size() > 1000, block ? 4 : 0, v);
-      s += "  " + std::string(a.name) + ": " + type_str(a.dtype, a.shape, a.rank) + (block ? " =\n    " : " = ") + v + "\n";
+      if (a.size() == 0)
+        v = "[]";
+      else
+        nested(a, ranks[r].outputs[k].data(), 0, 0, a.size() > 1000, block ? 4 : 0, v);
+      s += "  " + std::string(a.name) + ": " + type_str(a.dtype, a.shape, a.rank) + (block ? " =\n    " : " = ") + v +
+           "\n";
     }
   }
   return s;
@@ -156,8 +162,8 @@ inline std::string json(const Program& p, const std::vector<RankData>& ranks) {
       std::string shape, data;
       for (int d = 0; d < a.rank; ++d) shape += (d ? ", " : "") + std::to_string(a.shape[d]);
       for (int64_t i = 0; i < a.size(); ++i) data += (i ? ", " : "") + element(a, ranks[r].outputs[k].data(), i, true);
-      s += std::string(k ? ", " : "") + "\"" + a.name + "\": {\"dtype\": \"" + dtype_name(a.dtype) + "\", \"shape\": [" +
-           shape + "], \"data\": [" + data + "]}";
+      s += std::string(k ? ", " : "") + "\"" + a.name + "\": {\"dtype\": \"" + dtype_name(a.dtype) +
+           "\", \"shape\": [" + shape + "], \"data\": [" + data + "]}";
     }
     s += "}}";
   }
@@ -185,7 +191,10 @@ inline std::vector<char> read_npy(const std::string& path, const Arg& a) {
   if (t != a.dtype)  // float data must match exactly: say how to convert
     throw Error{path + ": holds " + (t == DType::I32 ? "integer" : dtype_name(t)) + " data, but input '" + a.name +
                 "' is declared " + want + ": convert it with a.astype(np." +
-                (a.dtype == DType::F32 ? "float32" : a.dtype == DType::F64 ? "float64" : "int32") + ")"};
+                (a.dtype == DType::F32   ? "float32"
+                 : a.dtype == DType::F64 ? "float64"
+                                         : "int32") +
+                ")"};
   const std::string got = type_str(t, x.shape.data(), int(x.shape.size()));
   if (got != want) throw Error{path + ": holds " + got + ", but input '" + a.name + "' is declared " + want};
   return std::vector<char>(x.data.begin(), x.data.end());
@@ -213,7 +222,8 @@ struct Options {
   bool quiet = false;  // print no outputs (errors and the median step still go to stderr)
 };
 [[noreturn]] inline void usage(const Program& p, const std::string& why) {
-  fprintf(stderr, "%s: %s\nusage: %s [--ranks=N] [--inputs=DIR] [--outputs=DIR] [--iters=K] [--format=text|json] [--quiet]\n",
+  fprintf(stderr,
+          "%s: %s\nusage: %s [--ranks=N] [--inputs=DIR] [--outputs=DIR] [--iters=K] [--format=text|json] [--quiet]\n",
           p.name, why.c_str(), p.name);
   exit(2);
 }
@@ -226,17 +236,26 @@ inline Options parse(const Program& p, int argc, char** argv) {
     auto number = [&](int lo, int hi) {
       char* end = nullptr;
       long n = std::strtol(value.c_str(), &end, 10);
-      if (value.empty() || *end || n < lo || n > hi) usage(p, key + " must be an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
+      if (value.empty() || *end || n < lo || n > hi)
+        usage(p, key + " must be an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
       return int(n);
     };
-    if (key == "--help") usage(p, std::string("built by gradc from ") + p.source);
-    else if (key == "--ranks") o.ranks = number(1, 4096);
-    else if (key == "--iters") o.iters = number(0, 1000000);
-    else if (key == "--inputs") o.inputs = value;
-    else if (key == "--outputs") o.outputs = value;
-    else if (key == "--format") o.format = value;
-    else if (a == "--quiet") o.quiet = true;
-    else usage(p, "unknown option " + key);
+    if (key == "--help")
+      usage(p, std::string("built by gradc from ") + p.source);
+    else if (key == "--ranks")
+      o.ranks = number(1, 4096);
+    else if (key == "--iters")
+      o.iters = number(0, 1000000);
+    else if (key == "--inputs")
+      o.inputs = value;
+    else if (key == "--outputs")
+      o.outputs = value;
+    else if (key == "--format")
+      o.format = value;
+    else if (a == "--quiet")
+      o.quiet = true;
+    else
+      usage(p, "unknown option " + key);
   }
   if (o.format != "text" && o.format != "json") usage(p, "--format must be text or json, got '" + o.format + "'");
   return o;
@@ -257,7 +276,8 @@ inline RankData load_rank(const Program& p, const Options& o, int r) {
     for (const Arg& a : p.inputs) {
       std::vector<char> data;
       bool found = false;
-      for (std::string path : {o.inputs + "/rank" + std::to_string(r) + "/" + a.name + ".npy", o.inputs + "/" + a.name + ".npy"}) {
+      for (std::string path :
+           {o.inputs + "/rank" + std::to_string(r) + "/" + a.name + ".npy", o.inputs + "/" + a.name + ".npy"}) {
         if (o.inputs.empty() || !exists(path)) continue;
         data = read_npy(path, a);
         found = true;
@@ -326,7 +346,9 @@ inline void write_outputs(const Program& p, const std::string& dir, const std::v
 // The start of every main: the world size the executable was built for.
 inline bool wrong_size(const Program& p, int world, const char* how) {
   if (world == p.world) return false;
-  fprintf(stderr, "%s: error: built for %d ranks, %s %d (shapes depend on the world size); rebuild with `gradc build %s --ranks=%d`\n",
+  fprintf(stderr,
+          "%s: error: built for %d ranks, %s %d (shapes depend on the world size); rebuild with `gradc build %s "
+          "--ranks=%d`\n",
           p.name, p.world, how, world, p.source, world);
   return true;
 }
@@ -420,7 +442,6 @@ inline int main_mpi(const Program& p, const Options& o, const RankRun& run_rank)
 }
 #endif
 
-
 inline bool under_launcher() { return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE"); }
 
 #if !defined(__CUDACC__)
@@ -488,9 +509,8 @@ inline int main(const Program& p, int argc, char** argv, const Step& step) {
   if (wrong_size(p, world, "started for")) return 1;
   try {
     std::vector<RankData> ranks = load(p, o, world);
-    std::string why = run_threads(world, [&](Comm& comm, int r, const Barrier& barrier) {
-      step(comm, ranks[size_t(r)], o.iters, barrier);
-    });
+    std::string why = run_threads(
+        world, [&](Comm& comm, int r, const Barrier& barrier) { step(comm, ranks[size_t(r)], o.iters, barrier); });
     if (!why.empty()) throw Error{why};
     return finish(p, o, {}, ranks);
   } catch (const Error& e) {
@@ -552,7 +572,8 @@ inline void cuda_rank(const CudaStep& setup, ncclComm_t comm, const Program& p, 
   setup(comm, stream, dd);
   d.step_ms = dd.step_ms;
   for (size_t k = 0; k < p.outputs.size(); ++k)
-    GRADC_CUDA(cudaMemcpy(d.outputs[k].data(), dd.outputs[k], d.outputs[k].size(), cudaMemcpyDeviceToHost), "an output");
+    GRADC_CUDA(cudaMemcpy(d.outputs[k].data(), dd.outputs[k], d.outputs[k].size(), cudaMemcpyDeviceToHost),
+               "an output");
   for (void* ptr : dd.inputs) cudaFree(ptr);
   for (void* ptr : dd.outputs) cudaFree(ptr);
   cudaStreamDestroy(stream);

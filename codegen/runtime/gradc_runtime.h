@@ -13,11 +13,11 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
-#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -122,17 +122,19 @@ GRADC_HD inline void index_error(const char* where, int rank, int64_t index, int
 #endif
 }
 
-GRADC_HD inline void label_error(const char* where, int rank, int64_t label, int64_t n, int64_t ignore,
-                                 int64_t element, const char* dims) {
+GRADC_HD inline void label_error(const char* where, int rank, int64_t label, int64_t n, int64_t ignore, int64_t element,
+                                 const char* dims) {
 #if defined(__CUDA_ARCH__)
-  printf("%s: error: cross_entropy: label %lld is out of range 0..%lld on rank %d, at element %s of the labels "
-         "(ignore_index is %lld)\n", where, (long long)label, (long long)(n - 1), rank, element_text(element, dims).s,
-         (long long)ignore);
+  printf(
+      "%s: error: cross_entropy: label %lld is out of range 0..%lld on rank %d, at element %s of the labels "
+      "(ignore_index is %lld)\n",
+      where, (long long)label, (long long)(n - 1), rank, element_text(element, dims).s, (long long)ignore);
   __trap();
 #else
-  throw std::runtime_error(std::string(where) + ": cross_entropy: label " + std::to_string(label) + " is out of range 0.." +
-                           std::to_string(n - 1) + " on rank " + std::to_string(rank) + ", at element " +
-                           element_str(element, dims) + " of the labels (ignore_index is " + std::to_string(ignore) + ")");
+  throw std::runtime_error(std::string(where) + ": cross_entropy: label " + std::to_string(label) +
+                           " is out of range 0.." + std::to_string(n - 1) + " on rank " + std::to_string(rank) +
+                           ", at element " + element_str(element, dims) + " of the labels (ignore_index is " +
+                           std::to_string(ignore) + ")");
 #endif
 }
 
@@ -150,9 +152,18 @@ GRADC_HD inline T combine(ROp op, T a, T b) {
 // Reductions over axes accumulate in double (int64 for i32), as the interpreter does:
 // a sum from 0, a max or min from -inf or +inf (the i32 limits) by max_step and min_step
 // (gradc_scalar.h: a NaN element makes the result NaN).
-template <class T> struct Acc { using type = double; };
-template <> struct Acc<int32_t> { using type = int64_t; };
-template <> struct Acc<int64_t> { using type = int64_t; };  // the GPU's partial results of an i32 reduction
+template <class T>
+struct Acc {
+  using type = double;
+};
+template <>
+struct Acc<int32_t> {
+  using type = int64_t;
+};
+template <>
+struct Acc<int64_t> {
+  using type = int64_t;
+};  // the GPU's partial results of an i32 reduction
 template <class A>
 GRADC_HD inline A reduce_init(ROp op) {
   return op == ROp::Sum ? A(0) : op == ROp::Max ? max_start<A>() : min_start<A>();
@@ -165,18 +176,24 @@ GRADC_HD inline A reduce_step(ROp op, A acc, A x) {
 // A map kernel's functor gives the value of element i, f(i) (in a row group, of
 // element j of row r, f(r, j)); a reduction's, the element r of output o, f(o, r).
 // The runtime stores the results.
-template <class T, class F> struct MapRow;
-template <class T, class F> struct ReduceRow;
 template <class T, class F>
-MapRow<T, F> map_row(int64_t len, const F& f, T* out) { return MapRow<T, F>{len, f, out}; }
+struct MapRow;
 template <class T, class F>
-ReduceRow<T, F> reduce_row(ROp op, int64_t len, const F& f, T* out) { return ReduceRow<T, F>{op, len, f, out}; }
+struct ReduceRow;
+template <class T, class F>
+MapRow<T, F> map_row(int64_t len, const F& f, T* out) {
+  return MapRow<T, F>{len, f, out};
+}
+template <class T, class F>
+ReduceRow<T, F> reduce_row(ROp op, int64_t len, const F& f, T* out) {
+  return ReduceRow<T, F>{op, len, f, out};
+}
 
 #if defined(__CUDACC__)
 // =============================== CUDA ========================================
-#define GRADC_CHECK(kind, call, where, ok, message)                  \
-  do {                                                                \
-    auto gradc_status_ = (call);                                      \
+#define GRADC_CHECK(kind, call, where, ok, message)                                  \
+  do {                                                                               \
+    auto gradc_status_ = (call);                                                     \
     if (!(gradc_status_ == (ok))) gradc::fail(#call, message(gradc_status_), where); \
   } while (0)
 #define GRADC_CUDA(call, where) GRADC_CHECK(cuda, call, where, cudaSuccess, cudaGetErrorString)
@@ -231,7 +248,9 @@ inline void map(cudaStream_t s, int64_t n, const F& f, T* out) {
 }
 // A map of one element (a scalar).
 template <class T, class F>
-inline void map_one(cudaStream_t s, const F& f, T* out) { map(s, 1, f, out); }
+inline void map_one(cudaStream_t s, const F& f, T* out) {
+  map(s, 1, f, out);
+}
 
 // out[o] = op over r of f(o, r). A block reduces a range of one output's elements
 // (CUB's block reduction); where there are too few outputs to fill the GPU, each
@@ -270,8 +289,10 @@ __global__ void reduce_kernel(ROp op, int64_t n_out, int64_t n_red, int64_t part
   const int64_t chunk = (n_red + parts - 1) / parts;
   for (int64_t b = blockIdx.x; b < n_out * parts; b += gridDim.x) {
     const int64_t o = b / parts, lo = b % parts * chunk, hi = lo + chunk < n_red ? lo + chunk : n_red;
-    if (parts == 1) block_reduce(op, lo, hi, f, o, out + o);
-    else block_reduce(op, lo, hi, f, o, partial + b);
+    if (parts == 1)
+      block_reduce(op, lo, hi, f, o, out + o);
+    else
+      block_reduce(op, lo, hi, f, o, partial + b);
   }
 }
 // Element r of output o in the second pass: chunk r's result.
@@ -326,8 +347,10 @@ __global__ void reduce_leading_kernel(ROp op, int64_t n_out, int64_t n_red, int6
     __syncthreads();
     if (warp == 0 && o < n_out) {
       for (int w = 1; w < 8; ++w) acc = reduce_step<A>(op, acc, lanes[w][col]);
-      if (parts == 1) out[o] = T(acc);
-      else partial[o * parts + p] = acc;
+      if (parts == 1)
+        out[o] = T(acc);
+      else
+        partial[o * parts + p] = acc;
     }
     __syncthreads();
   }
@@ -337,7 +360,8 @@ inline void reduce_leading(cudaStream_t s, Partials scratch, ROp op, int64_t n_o
   using A = typename Acc<T>::type;
   if (n_out == 0) return;
   const int64_t tiles = (n_out + 31) / 32, parts = split(tiles, n_out, n_red, 64);
-  reduce_leading_kernel<<<blocks(tiles * parts), 256, 0, s>>>(op, n_out, n_red, parts, f, out, static_cast<A*>(scratch.p));
+  reduce_leading_kernel<<<blocks(tiles * parts), 256, 0, s>>>(op, n_out, n_red, parts, f, out,
+                                                              static_cast<A*>(scratch.p));
   GRADC_CUDA(cudaGetLastError(), "a reduction launch");
   if (parts > 1) combine_parts(s, op, n_out, parts, scratch, out);
 }
@@ -377,7 +401,8 @@ inline void rows(cudaStream_t s, int64_t n_rows, const S&... steps) {
 template <class T>
 __global__ void gemm_i32(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t sa, const T* b,
                          int64_t sb, T* c, int64_t batch) {
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < batch * m * n; e += int64_t(blockDim.x) * gridDim.x) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < batch * m * n;
+       e += int64_t(blockDim.x) * gridDim.x) {
     int64_t p = e / (m * n), i = e / n % m, j = e % n;
     T acc = 0;
     for (int64_t q = 0; q < k; ++q)
@@ -393,12 +418,14 @@ inline void gemm(cublasHandle_t h, cudaStream_t s, bool ta, bool tb, int64_t m, 
   const int lda = int(ta ? m : k), ldb = int(tb ? k : n);
   if constexpr (sizeof(T) == 4 && T(0.5) != T(0)) {
     const float zero = 0;
-    GRADC_CUBLAS(cublasSgemmStridedBatched(h, opb, opa, int(n), int(m), int(k), &alpha, b, ldb, sb, a, lda, sa, &zero, c,
-                                           int(n), m * n, int(batch)), "matmul");
+    GRADC_CUBLAS(cublasSgemmStridedBatched(h, opb, opa, int(n), int(m), int(k), &alpha, b, ldb, sb, a, lda, sa, &zero,
+                                           c, int(n), m * n, int(batch)),
+                 "matmul");
   } else if constexpr (sizeof(T) == 8) {
     const double zero = 0;
-    GRADC_CUBLAS(cublasDgemmStridedBatched(h, opb, opa, int(n), int(m), int(k), &alpha, b, ldb, sb, a, lda, sa, &zero, c,
-                                           int(n), m * n, int(batch)), "matmul");
+    GRADC_CUBLAS(cublasDgemmStridedBatched(h, opb, opa, int(n), int(m), int(k), &alpha, b, ldb, sb, a, lda, sa, &zero,
+                                           c, int(n), m * n, int(batch)),
+                 "matmul");
   } else {
     gemm_i32<<<grid(batch * m * n), 256, 0, s>>>(ta, tb, m, n, k, a, sa, b, sb, c, batch);
     GRADC_CUDA(cudaGetLastError(), "matmul");
@@ -416,7 +443,9 @@ struct Comm {
   char* scratch;  // room for the rearranged blocks of one collective
   int rank, size;
 };
-inline ncclDataType_t nccl_type(DType t) { return t == DType::F32 ? ncclFloat32 : t == DType::F64 ? ncclFloat64 : ncclInt32; }
+inline ncclDataType_t nccl_type(DType t) {
+  return t == DType::F32 ? ncclFloat32 : t == DType::F64 ? ncclFloat64 : ncclInt32;
+}
 inline ncclRedOp_t nccl_op(ROp op) {
   switch (op) {
     case ROp::Avg: return ncclAvg;
@@ -429,20 +458,22 @@ inline ncclRedOp_t nccl_op(ROp op) {
 // [outer, parts, block] <-> [parts, outer, block] element moves (bytes), for the
 // collectives whose blocks are not contiguous along the block axis.
 static __global__ void regroup_kernel(const char* src, char* dst, int64_t outer, int64_t parts, int64_t block,
-                               bool to_parts_first) {
+                                      bool to_parts_first) {
   const int64_t n = outer * parts * block;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n; e += int64_t(blockDim.x) * gridDim.x) {
     int64_t o = e / (parts * block), p = e / block % parts, b = e % block;
     int64_t other = (p * outer + o) * block + b;
-    if (to_parts_first) dst[other] = src[e];
-    else dst[e] = src[other];
+    if (to_parts_first)
+      dst[other] = src[e];
+    else
+      dst[e] = src[other];
   }
 }
 inline void regroup(cudaStream_t s, const void* src, void* dst, int64_t outer, int64_t parts, int64_t block_bytes,
                     bool to_parts_first, const char* where) {
   if (outer * parts * block_bytes == 0) return;
-  regroup_kernel<<<grid(outer * parts * block_bytes), 256, 0, s>>>(static_cast<const char*>(src), static_cast<char*>(dst),
-                                                                  outer, parts, block_bytes, to_parts_first);
+  regroup_kernel<<<grid(outer * parts * block_bytes), 256, 0, s>>>(
+      static_cast<const char*>(src), static_cast<char*>(dst), outer, parts, block_bytes, to_parts_first);
   GRADC_CUDA(cudaGetLastError(), where);
 }
 
@@ -482,8 +513,10 @@ inline void gather(Comm& c, const void* in, void* out, Blocks b, DType t, int ro
     for (int k = 0; k < c.size; ++k)
       GRADC_NCCL(ncclRecv(c.scratch + k * bytes, size_t(b.count()), nccl_type(t), k, c.nccl, c.stream), where);
   GRADC_NCCL(ncclGroupEnd(), where);
-  if (c.rank == root) regroup(c.stream, c.scratch, out, b.outer, c.size, b.dim * b.inner * es, false, where);
-  else fill_zero(c.stream, out, bytes * c.size);
+  if (c.rank == root)
+    regroup(c.stream, c.scratch, out, b.outer, c.size, b.dim * b.inner * es, false, where);
+  else
+    fill_zero(c.stream, out, bytes * c.size);
 }
 inline void scatter(Comm& c, const void* in, void* out, Blocks b, DType t, int root, const char* where) {
   const int64_t es = dtype_size(t), bytes = b.count() * es;
@@ -546,7 +579,7 @@ inline void permute(Comm& c, const void* in, void* out, int64_t count, DType t, 
 #if defined(__AVX__)
 #include <immintrin.h>
 #endif
-struct Stream {};  // the CPU runs a rank's kernels in order on its thread
+struct Stream {};    // the CPU runs a rank's kernels in order on its thread
 struct Partials {};  // a reduction's partial results: the CPU needs none
 inline Partials alloc_partials() { return {}; }
 inline void release(Partials) {}
@@ -577,7 +610,9 @@ inline constexpr int64_t kStreamBytes = int64_t(16) << 20;
 // A map of one element (a scalar): no loop, so a long chain of scalar ops is not
 // compiled again as vector code that would never run.
 template <class T, class F>
-inline void map_one(Stream, const F& f, T* out) { out[0] = f(0); }
+inline void map_one(Stream, const F& f, T* out) {
+  out[0] = f(0);
+}
 template <class T, class F>
 inline void map(Stream, int64_t n, const F& f, T* out) {
 #if defined(__AVX__)
@@ -591,7 +626,8 @@ inline void map(Stream, int64_t n, const F& f, T* out) {
       for (int64_t j = 0; j < nb; ++j) block[j] = f(i + j);
       if (nb == B)
         for (int64_t j = 0; j < B; j += 32 / int64_t(sizeof(T)))
-          _mm256_stream_si256(reinterpret_cast<__m256i*>(out + i + j), _mm256_load_si256(reinterpret_cast<const __m256i*>(block + j)));
+          _mm256_stream_si256(reinterpret_cast<__m256i*>(out + i + j),
+                              _mm256_load_si256(reinterpret_cast<const __m256i*>(block + j)));
       else
         memcpy(out + i, block, size_t(nb) * sizeof(T));
     }
@@ -685,7 +721,9 @@ struct ReduceRow {
 };
 // A row-local buffer (LBuffer::row_local): each row written where the last was.
 template <class T, class F>
-MapRow<T, F> local_row(int64_t len, const F& f, T* out) { return MapRow<T, F>{len, f, out, 0}; }
+MapRow<T, F> local_row(int64_t len, const F& f, T* out) {
+  return MapRow<T, F>{len, f, out, 0};
+}
 template <class... S>
 inline void rows(Stream, int64_t n_rows, const S&... steps) {
   for (int64_t r = 0; r < n_rows; ++r) (steps.row(r), ...);
@@ -694,18 +732,18 @@ inline void rows(Stream, int64_t n_rows, const S&... steps) {
 // C[b] = alpha op(A[b]) op(B[b]), row-major, for b < batch.
 struct Blas {};
 template <class T>
-inline void gemm(Blas, Stream, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t sa,
-                 const T* b, int64_t sb, T* c, int64_t batch, T alpha = T(1)) {
+inline void gemm(Blas, Stream, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t sa, const T* b,
+                 int64_t sb, T* c, int64_t batch, T alpha = T(1)) {
   for (int64_t p = 0; p < batch; ++p) {
     const T* A = a + p * sa;
     const T* B = b + p * sb;
     T* C = c + p * m * n;
     if constexpr (sizeof(T) == 4 && T(0.5) != T(0)) {
-      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n),
-                  int(k), alpha, A, int(ta ? m : k), B, int(tb ? k : n), 0.0f, C, int(n));
+      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
+                  alpha, A, int(ta ? m : k), B, int(tb ? k : n), 0.0f, C, int(n));
     } else if constexpr (sizeof(T) == 8) {
-      cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n),
-                  int(k), alpha, A, int(ta ? m : k), B, int(tb ? k : n), 0.0, C, int(n));
+      cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
+                  alpha, A, int(ta ? m : k), B, int(tb ? k : n), 0.0, C, int(n));
     } else {  // i32: no BLAS routine
       for (int64_t i = 0; i < m; ++i)
         for (int64_t j = 0; j < n; ++j) {
@@ -737,7 +775,7 @@ class Comm {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual void all_reduce(const void* in, void* out, int64_t count, DType t, ROp op) = 0;
-  virtual void all_gather(const void* in, void* out, Blocks b, DType t) = 0;  // b: the operand's blocks
+  virtual void all_gather(const void* in, void* out, Blocks b, DType t) = 0;              // b: the operand's blocks
   virtual void reduce_scatter(const void* in, void* out, Blocks b, DType t, ROp op) = 0;  // b: the result's
   virtual void broadcast(const void* in, void* out, int64_t count, DType t, int root) = 0;
   virtual void reduce(const void* in, void* out, int64_t count, DType t, ROp op, int root) = 0;
@@ -899,8 +937,7 @@ class ThreadComm : public Comm {
              size_t(b.dim * b.inner * es));
     g_.barrier();
   }
-  void all_to_all(const void* in, void* out, const int64_t* shape, int rank, int split, int concat,
-                  DType t) override {
+  void all_to_all(const void* in, void* out, const int64_t* shape, int rank, int split, int concat, DType t) override {
     publish(in, out);
     const int N = size();
     // The operand's shape is `shape`; the result's has shape[split] / N and shape[concat] * N.
@@ -945,9 +982,12 @@ class ThreadComm : public Comm {
  private:
   template <class F>
   static void typed(DType t, F&& f) {
-    if (t == DType::F32) f(float());
-    else if (t == DType::F64) f(double());
-    else f(int32_t());
+    if (t == DType::F32)
+      f(float());
+    else if (t == DType::F64)
+      f(double());
+    else
+      f(int32_t());
   }
   template <class T>
   const T* src(int k) {
@@ -964,8 +1004,7 @@ class ThreadComm : public Comm {
     const int64_t es = dtype_size(t), row = b.dim * b.inner * es;
     for (int k = 0; k < N; ++k)
       for (int64_t o = 0; o < b.outer; ++o)
-        memcpy(static_cast<char*>(out) + (o * N + k) * row, static_cast<const char*>(part(k)) + o * row,
-               size_t(row));
+        memcpy(static_cast<char*>(out) + (o * N + k) * row, static_cast<const char*>(part(k)) + o * row, size_t(row));
   }
   ThreadGroup& g_;
   int rank_;
@@ -1002,7 +1041,8 @@ class MpiComm : public Comm {
   void reduce_scatter(const void* in, void* out, Blocks b, DType t, ROp op) override {
     std::vector<char> parts(size_t(b.count() * size_ * dtype_size(t)));
     regroup(in, parts.data(), b.outer, size_, b.dim * b.inner * dtype_size(t), true);
-    check(MPI_Reduce_scatter_block(parts.data(), out, int(b.count()), type(t), mpi_op(op), c_), "MPI_Reduce_scatter_block");
+    check(MPI_Reduce_scatter_block(parts.data(), out, int(b.count()), type(t), mpi_op(op), c_),
+          "MPI_Reduce_scatter_block");
     if (op == ROp::Avg) divide(out, b.count(), t);
   }
   void broadcast(const void* in, void* out, int64_t count, DType t, int root) override {
@@ -1011,15 +1051,19 @@ class MpiComm : public Comm {
   }
   void reduce(const void* in, void* out, int64_t count, DType t, ROp op, int root) override {
     check(MPI_Reduce(in, out, int(count), type(t), mpi_op(op), root, c_), "MPI_Reduce");
-    if (rank_ != root) memset(out, 0, size_t(count * dtype_size(t)));
-    else if (op == ROp::Avg) divide(out, count, t);
+    if (rank_ != root)
+      memset(out, 0, size_t(count * dtype_size(t)));
+    else if (op == ROp::Avg)
+      divide(out, count, t);
   }
   void gather(const void* in, void* out, Blocks b, DType t, int root) override {
     const int64_t bytes = b.count() * dtype_size(t);
     std::vector<char> all(rank_ == root ? size_t(bytes * size_) : 0);
     check(MPI_Gather(in, int(bytes), MPI_BYTE, all.data(), int(bytes), MPI_BYTE, root, c_), "MPI_Gather");
-    if (rank_ == root) regroup(all.data(), out, b.outer, size_, b.dim * b.inner * dtype_size(t), false);
-    else memset(out, 0, size_t(bytes * size_));
+    if (rank_ == root)
+      regroup(all.data(), out, b.outer, size_, b.dim * b.inner * dtype_size(t), false);
+    else
+      memset(out, 0, size_t(bytes * size_));
   }
   void scatter(const void* in, void* out, Blocks b, DType t, int root) override {
     const int64_t bytes = b.count() * dtype_size(t);
@@ -1096,8 +1140,8 @@ class MpiComm : public Comm {
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t p = 0; p < parts; ++p) {
         const int64_t a = (o * parts + p) * block, b = (p * outer + o) * block;
-        memcpy(static_cast<char*>(dst) + (to_parts_first ? b : a), static_cast<const char*>(src) + (to_parts_first ? a : b),
-               size_t(block));
+        memcpy(static_cast<char*>(dst) + (to_parts_first ? b : a),
+               static_cast<const char*>(src) + (to_parts_first ? a : b), size_t(block));
       }
   }
   MPI_Comm c_;
@@ -1109,7 +1153,9 @@ class MpiComm : public Comm {
 inline void all_reduce(Comm& c, const void* in, void* out, int64_t count, DType t, ROp op, const char*) {
   c.all_reduce(in, out, count, t, op);
 }
-inline void all_gather(Comm& c, const void* in, void* out, Blocks b, DType t, const char*) { c.all_gather(in, out, b, t); }
+inline void all_gather(Comm& c, const void* in, void* out, Blocks b, DType t, const char*) {
+  c.all_gather(in, out, b, t);
+}
 inline void reduce_scatter(Comm& c, const void* in, void* out, Blocks b, DType t, ROp op, const char*) {
   c.reduce_scatter(in, out, b, t, op);
 }
@@ -1140,7 +1186,8 @@ inline void copy(Stream, void* dst, const void* src, int64_t bytes) {
 
 // A program built for one world size, started in another.
 [[noreturn]] inline void wrong_world(const char* name, int world, int size) {
-  fprintf(stderr, "gradc: error: %s was generated for %d ranks, but the communicator has %d; run gradc again with --ranks=%d\n",
+  fprintf(stderr,
+          "gradc: error: %s was generated for %d ranks, but the communicator has %d; run gradc again with --ranks=%d\n",
           name, world, size, size);
   abort();
 }
@@ -1166,7 +1213,8 @@ inline void check_disjoint(const char* name, const Span (&spans)[N]) {
     for (size_t j = 0; j < N; ++j) {
       const char* b = static_cast<const char*>(spans[j].p);
       if (j == i || !b || a >= b + spans[j].bytes || b >= a + spans[i].bytes) continue;
-      fprintf(stderr, "gradc: error: %s::run(): the memory of %s overlaps that of %s: an output needs memory of its own\n",
+      fprintf(stderr,
+              "gradc: error: %s::run(): the memory of %s overlaps that of %s: an output needs memory of its own\n",
               name, spans[i].what, spans[j].what);
       abort();
     }
@@ -1241,6 +1289,5 @@ void check_finite(Stream stream, const T* data, int64_t n, int rank, const char*
                              " (--check-finite)");
   }
 }
-
 
 }  // namespace gradc

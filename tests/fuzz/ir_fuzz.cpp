@@ -1,6 +1,6 @@
 // Textual IR through the reader and every pass of `gradc opt`.
-#include "fuzz.h"
 #include "frontend/ir_reader.h"
+#include "fuzz.h"
 #include "ir/print.h"
 #include "passes/pass.h"
 

@@ -109,9 +109,8 @@ TEST_CASE("all_gather and gather concatenate in rank order") {
       for (int root = 0; root < n; ++root) {
         RankOutputs g = run_collective(c, fmt::format("gather(x, root={}, axis={})", root, axis));
         for (int r = 0; r < n; ++r)
-          for_each_index(want, [&](const auto& idx) {
-            CHECK(at(out(g, r, "y"), idx) == (r == root ? gathered(idx) : 0.0));
-          });
+          for_each_index(want,
+                         [&](const auto& idx) { CHECK(at(out(g, r, "y"), idx) == (r == root ? gathered(idx) : 0.0)); });
       }
     }
   }
@@ -195,7 +194,8 @@ TEST_CASE("collectives on i32 and f64 values") {
     in[size_t(k)]["a"] = make(Type{DType::I32, {3}}, [&](int64_t i) { return double(k * 10 + i); });
     in[size_t(k)]["b"] = make(Type{DType::F64, {3}}, [&](int64_t i) { return 0.1 * double(k + i); });
   }
-  auto o = run("input a : i32[3]\ninput b : f64[3]\ns = all_reduce(a)\nm = all_reduce(b, op=max)\noutput s, m\n", 3, in);
+  auto o =
+      run("input a : i32[3]\ninput b : f64[3]\ns = all_reduce(a)\nm = all_reduce(b, op=max)\noutput s, m\n", 3, in);
   for (int r = 0; r < 3; ++r) {
     CHECK(out(o, r, "s").dtype() == DType::I32);
     check_values(out(o, r, "s"), {30, 33, 36});

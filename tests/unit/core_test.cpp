@@ -1,15 +1,15 @@
 // The op table's self-check, the random generator, .npy, and the IR's text form.
 #include <filesystem>
 
-#include "support/file.h"
-#include "support/name_map.h"
+#include <array>
 #include "frontend/ir_reader.h"
 #include "ir/print.h"
 #include "ir/rules.h"
 #include "ops/register.h"
 #include "passes/lower_kernels.h"
 #include "runtime/npy.h"
-#include <array>
+#include "support/file.h"
+#include "support/name_map.h"
 
 #include "ir/scalar.h"
 #include "util.h"
@@ -62,7 +62,8 @@ TEST_CASE("Philox4x32-10 matches Random123's known-answer vectors") {
 }
 
 TEST_CASE("randn and rand: same seed, same values on every rank; statistics") {
-  auto o = run("a = randn([20000], seed=7)\nb = rand([20000], seed=7)\nc = randn([4], seed=7 + rank)\noutput a, b, c\n", 3);
+  auto o =
+      run("a = randn([20000], seed=7)\nb = rand([20000], seed=7)\nc = randn([4], seed=7 + rank)\noutput a, b, c\n", 3);
   for (int r = 1; r < 3; ++r) {
     CHECK(out(o, r, "a").same_values(out(o, 0, "a")));
     CHECK(out(o, r, "b").same_values(out(o, 0, "b")));
@@ -82,9 +83,9 @@ TEST_CASE("randn and rand: same seed, same values on every rank; statistics") {
     bmax = std::max(bmax, b.get(i));
   }
   double n = double(a.size());
-  CHECK(std::abs(sa / n) < 0.03);             // mean 0 (sd of the mean: 0.007)
-  CHECK(std::abs(sa2 / n - 1) < 0.05);        // variance 1
-  CHECK(std::abs(sb / n - 0.5) < 0.01);       // uniform mean 1/2
+  CHECK(std::abs(sa / n) < 0.03);        // mean 0 (sd of the mean: 0.007)
+  CHECK(std::abs(sa2 / n - 1) < 0.05);   // variance 1
+  CHECK(std::abs(sb / n - 0.5) < 0.01);  // uniform mean 1/2
   CHECK(bmin >= 0);
   CHECK(bmax < 1);
 }

@@ -6,10 +6,10 @@
 
 #include <algorithm>
 
+#include "check/gradcheck.h"
 #include "ir/rules.h"
 #include "passes/ad.h"
 #include "passes/autodiff.h"
-#include "check/gradcheck.h"
 #include "util.h"
 
 namespace gradc::test {
@@ -126,13 +126,20 @@ struct CollectiveCase {
   bool reduces;  // takes op=
 };
 const CollectiveCase kCollectives[] = {
-    {"all_reduce(x, op=OP)", true},       {"reduce(x, root=ROOT, op=OP)", true},
-    {"reduce_scatter(x, axis=1, op=OP)", true}, {"reduce_scatter(x, axis=0, op=OP)", true},
-    {"all_gather(x, axis=0)", false},     {"all_gather(x, axis=1)", false},
-    {"broadcast(x, root=ROOT)", false},   {"gather(x, root=ROOT, axis=1)", false},
-    {"scatter(x, root=ROOT, axis=0)", false}, {"all_to_all(x, split_axis=0, concat_axis=1)", false},
-    {"all_to_all(x, split_axis=1, concat_axis=1)", false}, {"permute(x, shift=1)", false},
-    {"permute(x, shift=-2)", false},      {"permute(x, pairs=[[0, LAST]])", false},
+    {"all_reduce(x, op=OP)", true},
+    {"reduce(x, root=ROOT, op=OP)", true},
+    {"reduce_scatter(x, axis=1, op=OP)", true},
+    {"reduce_scatter(x, axis=0, op=OP)", true},
+    {"all_gather(x, axis=0)", false},
+    {"all_gather(x, axis=1)", false},
+    {"broadcast(x, root=ROOT)", false},
+    {"gather(x, root=ROOT, axis=1)", false},
+    {"scatter(x, root=ROOT, axis=0)", false},
+    {"all_to_all(x, split_axis=0, concat_axis=1)", false},
+    {"all_to_all(x, split_axis=1, concat_axis=1)", false},
+    {"permute(x, shift=1)", false},
+    {"permute(x, shift=-2)", false},
+    {"permute(x, pairs=[[0, LAST]])", false},
 };
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
@@ -200,17 +207,20 @@ TEST_CASE("exact values: prod with zeros, max and min with ties") {
     return interpret(g, RankInputs(3));
   };
   // L = 3 prod_k x_k: dL/dx_k = 3 prod_{j != k} x_j.
-  auto one_zero = grads("input x : f32 = where(rank == 0, 0.0, rank + 1.0)\nd = grad(all_reduce(x, op=prod), x)\noutput d\n");
+  auto one_zero =
+      grads("input x : f32 = where(rank == 0, 0.0, rank + 1.0)\nd = grad(all_reduce(x, op=prod), x)\noutput d\n");
   check_values(out(one_zero, 0, "d"), {3 * 2 * 3});
   check_values(out(one_zero, 1, "d"), {0});
   check_values(out(one_zero, 2, "d"), {0});
   auto two_zeros = grads("input x : f32 = where(rank == 2, 5.0, 0.0)\nd = grad(all_reduce(x, op=prod), x)\noutput d\n");
   for (int r = 0; r < 3; ++r) check_values(out(two_zeros, r, "d"), {0});
   // Three ranks tie for the max: each gets a third of dL/dy = 3 (one per rank).
-  auto ties = grads("input x : f32[2] = where(iota(2) == 0, 7.0, rank)\nd = grad(all_reduce(x, op=max), x)\noutput d\n");
+  auto ties =
+      grads("input x : f32[2] = where(iota(2) == 0, 7.0, rank)\nd = grad(all_reduce(x, op=max), x)\noutput d\n");
   for (int r = 0; r < 3; ++r) check_values(out(ties, r, "d"), {1, r == 2 ? 3.0 : 0.0});
   // Two ranks tie for the min of reduce_scatter's block: each gets half.
-  auto min_ties = grads("input x : f32[3] = where(rank == 1, 4.0, 2.0)\nd = grad(sum(reduce_scatter(x, op=min)), x)\noutput d\n");
+  auto min_ties =
+      grads("input x : f32[3] = where(rank == 1, 4.0, 2.0)\nd = grad(sum(reduce_scatter(x, op=min)), x)\noutput d\n");
   check_values(out(min_ties, 0, "d"), {0.5, 0.5, 0.5});
   check_values(out(min_ties, 1, "d"), {0, 0, 0});
   check_values(out(min_ties, 2, "d"), {0.5, 0.5, 0.5});
@@ -219,7 +229,8 @@ TEST_CASE("exact values: prod with zeros, max and min with ties") {
 TEST_CASE("shared inputs: mode=mean is data-parallel training's averaged gradient") {
   for (int n = 1; n <= 4; ++n) {
     CAPTURE(n);
-    const char* model = "loss = mean(square(tanh(matmul(x, w)) - 0.5))\ndw = grad(loss, w, mode=mean)\noutput loss, dw\n";
+    const char* model =
+        "loss = mean(square(tanh(matmul(x, w)) - 0.5))\ndw = grad(loss, w, mode=mean)\noutput loss, dw\n";
     std::string spmd = fmt::format(
         "input x : f32[4, 3] = randn([4, 3], seed=10 + rank)\n"
         "input w : f32[3, 2] shared = randn([3, 2], seed=1)\n{}",
@@ -239,10 +250,10 @@ TEST_CASE("shared inputs: mode=mean is data-parallel training's averaged gradien
 
 TEST_CASE("a Hessian-vector product through all_reduce") {
   // s = sum_k x_k; L = sum_r s^2 = N s^2; H = 2N everywhere, so Hv = 2N sum_j v_j on every rank.
-  auto o = interpret(autodiff(lower_program(parse_program(
-                                                "input x : f32 = 1\ninput v : f32 = rank + 1\n"
-                                                "s = all_reduce(x)\ng = grad(s * s, x)\nhv = grad(g * v, x)\noutput g, hv\n"),
-                                            3)),
+  auto o = interpret(autodiff(lower_program(
+                         parse_program("input x : f32 = 1\ninput v : f32 = rank + 1\n"
+                                       "s = all_reduce(x)\ng = grad(s * s, x)\nhv = grad(g * v, x)\noutput g, hv\n"),
+                         3)),
                      RankInputs(3));
   for (int r = 0; r < 3; ++r) {
     check_values(out(o, r, "g"), {2 * 3 * 3});
@@ -337,8 +348,9 @@ void gatherlayer_vjp(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
 }
 
 TEST_CASE("gradient checking catches a wrong collective rule") {
-  const char* src = "input x : f32[2] = randn([2], seed=rank)\ng = all_gather(x)\nloss = sum(g * g * (rank + 1))\n"
-                    "dx = grad(loss, x)\noutput dx\n";
+  const char* src =
+      "input x : f32[2] = randn([2], seed=rank)\ng = all_gather(x)\nloss = sum(g * g * (rank + 1))\n"
+      "dx = grad(loss, x)\noutput dx\n";
   require_ok(check(src, 2), 1);
   ScopedOverride<VjpFn> swap(derivatives(), Op::AllGather, gatherlayer_vjp);
   auto rows = check(src, 2);

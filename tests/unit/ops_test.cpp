@@ -83,17 +83,22 @@ TEST_CASE("reductions over axes, keepdims, mean, logsumexp") {
     CHECK(at(s, i) == want);
   });
   CHECK(run1(std::string(x) + "y = sum(x, axis=[0, 2], keepdims=true)\noutput y\n").shape() == Shape{1, 3, 1});
-  check_values(run1(std::string(x) + "y = sum(x, axis=[0, 2])\noutput y\n"), {0 + 1 + 2 + 3 + 12 + 13 + 14 + 15, 4 + 5 + 6 + 7 + 16 + 17 + 18 + 19, 8 + 9 + 10 + 11 + 20 + 21 + 22 + 23});
+  check_values(
+      run1(std::string(x) + "y = sum(x, axis=[0, 2])\noutput y\n"),
+      {0 + 1 + 2 + 3 + 12 + 13 + 14 + 15, 4 + 5 + 6 + 7 + 16 + 17 + 18 + 19, 8 + 9 + 10 + 11 + 20 + 21 + 22 + 23});
   check_values(run1(std::string(x) + "y = mean(x)\noutput y\n"), {11.5});
   check_values(run1(std::string(x) + "y = max(x, axis=-1)\noutput y\n"), {3, 7, 11, 15, 19, 23});
-  check_values(run1(std::string(x) + "y = min(x - 12 * (x > 11), axis=0)\noutput y\n"), {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
-  check_values(run1("y = logsumexp([1.0, 2.0, 3.0])\noutput y\n"), {std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0))}, 1e-6);
+  check_values(run1(std::string(x) + "y = min(x - 12 * (x > 11), axis=0)\noutput y\n"),
+               {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
+  check_values(run1("y = logsumexp([1.0, 2.0, 3.0])\noutput y\n"),
+               {std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0))}, 1e-6);
   check_values(run1("y = mean(iota(4))\noutput y\n"), {1.5});
   check_values(run1("y = sum(iota(4))\noutput y\n"), {6});
   // max and min: a NaN makes the result NaN wherever it is (NumPy's and PyTorch's max);
   // infinities are values; an empty axis gives -inf and +inf.
-  Tensor m = run1("nan = 0.0 / 0.0\nx = [[1.0, nan, 3.0], [nan, -1.0, 2.0], [1.0, 2.0, nan], [-1.0 / 0.0, 0.0, 1.0 / 0.0]]\n"
-                  "y = concat([max(x, axis=1), min(x, axis=1)], axis=0)\noutput y\n");
+  Tensor m = run1(
+      "nan = 0.0 / 0.0\nx = [[1.0, nan, 3.0], [nan, -1.0, 2.0], [1.0, 2.0, nan], [-1.0 / 0.0, 0.0, 1.0 / 0.0]]\n"
+      "y = concat([max(x, axis=1), min(x, axis=1)], axis=0)\noutput y\n");
   const double inf = std::numeric_limits<double>::infinity();
   for (int i : {0, 1, 2, 4, 5, 6}) CHECK(std::isnan(m.get(i)));
   CHECK(m.get(3) == inf);
@@ -108,7 +113,8 @@ TEST_CASE("shape ops and indexing") {
   Tensor t3 = run1("x = reshape(iota(24), [2, 3, 4])\ny = transpose(x, [1, 2, 0])\noutput y\n");
   CHECK(t3.shape() == Shape{3, 4, 2});
   for_each_index({3, 4, 2}, [&](const auto& i) { CHECK(at(t3, i) == double(i[2] * 12 + i[0] * 4 + i[1])); });
-  check_values(run1(std::string(x) + "y = concat([x, x * 10], axis=1)\noutput y\n"), {0, 1, 2, 0, 10, 20, 3, 4, 5, 30, 40, 50});
+  check_values(run1(std::string(x) + "y = concat([x, x * 10], axis=1)\noutput y\n"),
+               {0, 1, 2, 0, 10, 20, 3, 4, 5, 30, 40, 50});
   check_values(run1(std::string(x) + "y = concat([x, x], axis=0)\noutput y\n"), {0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5});
   check_values(run1(std::string(x) + "y = slice(x, axis=1, start=1, end=3)\noutput y\n"), {1, 2, 4, 5});
   check_values(run1(std::string(x) + "y = x[:, 1:3]\noutput y\n"), {1, 2, 4, 5});
@@ -154,21 +160,21 @@ TEST_CASE("composites: softmax, log_softmax, normalize, cross_entropy") {
 }
 
 TEST_CASE("defs are inlined; rank and world; input defaults broadcast and convert") {
-  auto o = run(
-      "def affine(v, s) { t = v * s; return t + 1, t }\n"
-      "input x : f64[3] = rank\n"
-      "a, b = affine(x, world)\n"
-      "output a, b\n",
-      3);
+  auto o =
+      run("def affine(v, s) { t = v * s; return t + 1, t }\n"
+          "input x : f64[3] = rank\n"
+          "a, b = affine(x, world)\n"
+          "output a, b\n",
+          3);
   for (int r = 0; r < 3; ++r) {
     CHECK(out(o, r, "a").dtype() == DType::F64);
     check_values(out(o, r, "a"), {3.0 * r + 1, 3.0 * r + 1, 3.0 * r + 1});
     check_values(out(o, r, "b"), {3.0 * r, 3.0 * r, 3.0 * r});
   }
-  auto first = run(
-      "input x : f32[2, 2] = where(rank == 0, 1.0, 0.0)\n"
-      "y = x + 2\nz = y * y\ng = all_gather(z, axis=0)\nr = g[0:2] * g[2:4]\nloss = mean(r)\noutput loss\n",
-      2);
+  auto first =
+      run("input x : f32[2, 2] = where(rank == 0, 1.0, 0.0)\n"
+          "y = x + 2\nz = y * y\ng = all_gather(z, axis=0)\nr = g[0:2] * g[2:4]\nloss = mean(r)\noutput loss\n",
+          2);
   check_values(out(first, 0, "loss"), {36});  // (1+2)^2 * (0+2)^2 everywhere
   check_values(out(first, 1, "loss"), {36});
 }
@@ -181,8 +187,8 @@ TEST_CASE("shared inputs must agree across ranks") {
   CHECK_NOTHROW(interpret(g, in));
   in[1]["w"] = Tensor::from(Type{DType::F32, {2}}, {1.0, 3.0});
   CHECK_THROWS_WITH_AS(interpret(g, in), "shared input 'w' differs between ranks 0 and 1", UserError);
-  CHECK_THROWS_WITH_AS(run("input w : f32 shared = rank\noutput w\n", 3), "shared input 'w' differs between ranks 0 and 1",
-                       UserError);
+  CHECK_THROWS_WITH_AS(run("input w : f32 shared = rank\noutput w\n", 3),
+                       "shared input 'w' differs between ranks 0 and 1", UserError);
 }
 
 }  // namespace
@@ -229,21 +235,34 @@ TEST_CASE("ops keep i32 and f64: dtypes and values") {
 // gradient, // and torch.remainder), printed by the script in docs/language.md.
 TEST_CASE("erf, gelu, silu, softplus, layer_norm, rms_norm: PyTorch's values") {
   const std::string x = "x = [-2.0, -0.5, 0.0, 0.25, 1.5, 3.0]\n";
-  check_values(run1(x + "y = erf(x)\noutput y\n"),
-               {-0.9953222870826721, -0.5204998850822449, 0.0, 0.27632638812065125, 0.9661051630973816, 0.9999778866767883}, 1e-6);
-  check_values(run1(x + "y = gelu(x)\noutput y\n"),
-               {-0.045500099658966064, -0.1542687863111496, 0.0, 0.14967656135559082, 1.3997890949249268, 2.995950222015381}, 1e-6);
-  check_values(run1(x + "y = gelu(x, approximate=tanh)\noutput y\n"),
-               {-0.04540228843688965, -0.1542859971523285, 0.0, 0.14967535436153412, 1.3995715379714966, 2.9963626861572266}, 1e-6);
-  check_values(run1(x + "y = silu(x)\noutput y\n"),
-               {-0.23840583860874176, -0.1887703388929367, 0.0, 0.140544131398201, 1.226361632347107, 2.857722520828247}, 1e-6);
+  check_values(
+      run1(x + "y = erf(x)\noutput y\n"),
+      {-0.9953222870826721, -0.5204998850822449, 0.0, 0.27632638812065125, 0.9661051630973816, 0.9999778866767883},
+      1e-6);
+  check_values(
+      run1(x + "y = gelu(x)\noutput y\n"),
+      {-0.045500099658966064, -0.1542687863111496, 0.0, 0.14967656135559082, 1.3997890949249268, 2.995950222015381},
+      1e-6);
+  check_values(
+      run1(x + "y = gelu(x, approximate=tanh)\noutput y\n"),
+      {-0.04540228843688965, -0.1542859971523285, 0.0, 0.14967535436153412, 1.3995715379714966, 2.9963626861572266},
+      1e-6);
+  check_values(
+      run1(x + "y = silu(x)\noutput y\n"),
+      {-0.23840583860874176, -0.1887703388929367, 0.0, 0.140544131398201, 1.226361632347107, 2.857722520828247}, 1e-6);
   check_values(run1(x + "y = softplus(x)\noutput y\n"),
-               {0.12692800164222717, 0.4740769863128662, 0.6931471824645996, 0.825939416885376, 1.7014132738113403, 3.0485873222351074}, 1e-6);
+               {0.12692800164222717, 0.4740769863128662, 0.6931471824645996, 0.825939416885376, 1.7014132738113403,
+                3.0485873222351074},
+               1e-6);
   const std::string a = "a = [[1.0, 2.0, 4.0], [3.0, -1.0, 0.5]]\n";
   check_values(run1(a + "y = layer_norm(a)\noutput y\n"),
-               {-1.06904137134552, -0.2672603130340576, 1.3363018035888672, 1.313195824623108, -1.1111656427383423, -0.20203009247779846}, 1e-5);
+               {-1.06904137134552, -0.2672603130340576, 1.3363018035888672, 1.313195824623108, -1.1111656427383423,
+                -0.20203009247779846},
+               1e-5);
   check_values(run1(a + "y = rms_norm(a, axis=-1)\noutput y\n"),
-               {0.37796443700790405, 0.7559288740158081, 1.5118577480316162, 1.6230050325393677, -0.5410016775131226, 0.2705008387565613}, 1e-6);
+               {0.37796443700790405, 0.7559288740158081, 1.5118577480316162, 1.6230050325393677, -0.5410016775131226,
+                0.2705008387565613},
+               1e-6);
 }
 
 TEST_CASE("argmax, argmin: the first index among ties; take and its gradient; // and % with Python's signs") {
@@ -255,8 +274,9 @@ TEST_CASE("argmax, argmin: the first index among ties; take and its gradient; //
   check_values(run1(b + "y = argmax(b, axis=0, keepdims=true)\noutput y\n"), {1, 0, 0});
   check_values(run1("y = argmax([[1.0, 0.0 / 0.0, 5.0]])\noutput y\n"), {1});  // NaN is the maximum, as in PyTorch
   // F.embedding(ids, e) with ids = [2, 0, 2]; its gradient for the weights g below
-  const std::string emb = "input e : f32[3, 2] = [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]\n"
-                          "y = take(e, [2, 0, 2])\nl = sum(y * [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])\nde = grad(l, e)\n";
+  const std::string emb =
+      "input e : f32[3, 2] = [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]\n"
+      "y = take(e, [2, 0, 2])\nl = sum(y * [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])\nde = grad(l, e)\n";
   check_values(run1(emb + "output y\n"), {5, 6, 1, 2, 5, 6});
   check_values(out(interpret(autodiff(compile(emb + "output de\n")), RankInputs(1)), 0, "de"), {3, 4, 0, 0, 6, 8});
   Tensor t = run1("y = take(reshape(iota(12), [2, 3, 2]), [[2, 2], [0, 1]], axis=1)\noutput y\n");
@@ -276,10 +296,13 @@ TEST_CASE("static integers: // and % fold with Python's signs; shapes from world
                std::vector<double>(12, 0.0));
   // range(A, B) and a zero-trip loop, Python's range
   check_values(run1("s = 0\nfor i in range(2, 5) {\n  s = s + i\n}\nfor j in range(5, 2) {\n  s = s + 100\n}\n"
-                    "y = s + [0]\noutput y\n"), {9});
+                    "y = s + [0]\noutput y\n"),
+               {9});
   // nested loops, a name first bound in the body belongs to one iteration
-  check_values(run1("acc = [0, 0]\nfor i in range(3) {\n  t = [1, 10] * i\n  for j in range(i) {\n    acc = acc + t\n  }\n}\n"
-                    "t = 5\ny = acc + t\noutput y\n"), {5 + 5, 50 + 5});
+  check_values(
+      run1("acc = [0, 0]\nfor i in range(3) {\n  t = [1, 10] * i\n  for j in range(i) {\n    acc = acc + t\n  }\n}\n"
+           "t = 5\ny = acc + t\noutput y\n"),
+      {5 + 5, 50 + 5});
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // gradc prove: every collective's adjoint proved and checked, and the prover
 // shown to fail, with a counterexample, on deliberately wrong adjoints.
-#include "passes/ad.h"
 #include "check/prove.h"
+#include "passes/ad.h"
 #include "util.h"
 
 namespace gradc::test {
@@ -49,8 +49,9 @@ TEST_CASE("the prover rejects all_gather paired with all_reduce") {
   opt.claim = claim({{Op::AllReduce, sum}});
   ProofRow r = prove_one(Op::AllGather, "", opt);
   CHECK(!r.proved);
-  CHECK(r.proof_note == "all_reduce(op=sum) routes xbar[r] += ybar[k]  for all ranks k, r, but A^T is "
-                        "xbar[r] += ybar[k].block(axis a, r)  for all ranks k, r");
+  CHECK(r.proof_note ==
+        "all_reduce(op=sum) routes xbar[r] += ybar[k]  for all ranks k, r, but A^T is "
+        "xbar[r] += ybar[k].block(axis a, r)  for all ranks k, r");
   CHECK(!r.checked);
   CHECK(r.counterexample == "N=2, axis=0: the adjoint maps f64[4, 2] to f64[4, 2], but x is f64[2, 2]");
 }
@@ -75,7 +76,8 @@ TEST_CASE("the prover rejects permute paired with itself instead of its inverse"
   CHECK(!r.checked);
   // A shift by one is its own inverse on 2 ranks, but a single message 0 -> 1 is not:
   // its transpose sends from 1 to 0.
-  CHECK(r.counterexample == "N=2, pairs=[[0, 1]]: entry (rank 0 [0, 0] <- rank 1 [0, 0]): A^T has 1, the adjoint has 0");
+  CHECK(r.counterexample ==
+        "N=2, pairs=[[0, 1]]: entry (rank 0 [0, 0] <- rank 1 [0, 0]): A^T has 1, the adjoint has 0");
 }
 
 // prod's derivative as hand-written rules often have it: y / x_k, which divides by zero.
