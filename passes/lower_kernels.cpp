@@ -7,6 +7,7 @@
 
 #include "ir/print.h"
 #include "ir/rules.h"
+#include "passes/pass.h"
 
 namespace gradc {
 
@@ -671,5 +672,9 @@ class Lowerer {
 }  // namespace
 
 Lowered lower_kernels(Graph g, bool check_finite) { return Lowerer(std::move(g), check_finite).run(); }
+
+Lowered lowered(Graph g, bool check_finite) {
+  return lower_kernels(run_pipeline(std::move(g), Pipeline::Optimise), check_finite);
+}
 
 }  // namespace gradc

@@ -22,5 +22,8 @@ OpTable<KernelForm>& kernel_forms();
 // the cheapest leaves is its own kernel's buffer, checked for NaN and infinity after
 // the kernel, so a run stops at the first op, in program order, that makes one.
 Lowered lower_kernels(Graph g, bool check_finite = false);
+// The program as every backend sees it: a graph after the grad pipeline, through the
+// optimise pipeline (passes/pass.h), lowered to kernels.
+Lowered lowered(Graph g, bool check_finite = false);
 
 }  // namespace gradc

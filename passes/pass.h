@@ -25,6 +25,15 @@ struct PipelineOptions {
 // Runs `passes` in order; what the options ask for is appended to `log`.
 Graph run_passes(Graph g, const std::vector<const PassInfo*>& passes, const PipelineOptions& opt, std::string& log);
 
+// The named pipelines, each one straight list of passes (as Halide's Lower.cpp): every
+// command, verify, the benchmarks and the tests run these, not lists of their own.
+//   grad      autodiff: every grad replaced by its derived backward graph, each value
+//             marked replicated or varying
+//   optimise  fold, cse, dce: what the backends compile (after grad)
+enum class Pipeline { Grad, Optimise };
+const std::vector<const PassInfo*>& pipeline(Pipeline p);
+Graph run_pipeline(Graph g, Pipeline p, const PipelineOptions& opt = {}, std::string* log = nullptr);
+
 // The passes (one file each in passes/).
 Graph infer_shapes(Graph g);  // re-derives every type; reports errors at source locations
 Graph dce(Graph g);           // drops values nothing uses; keeps every collective and input

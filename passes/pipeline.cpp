@@ -18,6 +18,17 @@ const std::vector<PassInfo>& all_passes() {
   return passes;
 }
 
+const std::vector<const PassInfo*>& pipeline(Pipeline p) {
+  static const std::vector<const PassInfo*> grad = {find_pass("autodiff")};
+  static const std::vector<const PassInfo*> optimise = {find_pass("fold"), find_pass("cse"), find_pass("dce")};
+  return p == Pipeline::Grad ? grad : optimise;
+}
+
+Graph run_pipeline(Graph g, Pipeline p, const PipelineOptions& opt, std::string* log) {
+  std::string unused;
+  return run_passes(std::move(g), pipeline(p), opt, log ? *log : unused);
+}
+
 const PassInfo* find_pass(const std::string& name) {
   for (const PassInfo& p : all_passes())
     if (name == p.name) return &p;

@@ -173,14 +173,6 @@ const char* kIrHelp =
     "and outputs. --loc ends each text line with the value's source location,\n"
     "loc(\"FILE.dg\":LINE:COL), which gradc opt reads back.\n";
 
-std::vector<const PassInfo*> optimisation_pipeline() { return {find_pass("fold"), find_pass("cse"), find_pass("dce")}; }
-
-// The program as the backends see it: a graph after grad, simplified and lowered to kernels.
-Lowered lowered(Graph g, bool check_finite = false) {
-  std::string log;
-  return lower_kernels(run_passes(std::move(g), optimisation_pipeline(), {}, log), check_finite);
-}
-
 int cmd_ir(const CommandLine& cl) {
   std::string stage = cl.get("stage", "parsed");
   std::string format = cl.get("format", "text");
@@ -199,8 +191,8 @@ int cmd_ir(const CommandLine& cl) {
   };
   Graph g = load_program(cl.one_file("FILE.dg"), ranks_flag(cl));
   lap("parse and check");
-  if (stage != "parsed") g = run_passes(std::move(g), {find_pass("autodiff")}, opt, log);
-  if (stage == "opt" || stage == "lowered") g = run_passes(std::move(g), optimisation_pipeline(), opt, log);
+  if (stage != "parsed") g = run_pipeline(std::move(g), Pipeline::Grad, opt, &log);
+  if (stage == "opt" || stage == "lowered") g = run_pipeline(std::move(g), Pipeline::Optimise, opt, &log);
   t0 = std::chrono::steady_clock::now();
   std::string out;
   if (stage == "lowered") {
@@ -364,7 +356,7 @@ int cmd_run(const CommandLine& cl) {
     backend = native ? "native" : "interp";
   }
   int iters = cl.get_int("iters", 0, 0, 1000000);
-  Graph g = autodiff(load_program(cl.one_file("FILE.dg"), ranks_flag(cl)));
+  Graph g = run_pipeline(load_program(cl.one_file("FILE.dg"), ranks_flag(cl)), Pipeline::Grad);
   Lowered l;
   if (backend == "native") {
     l = lowered(g, cl.has("check-finite"));
@@ -458,7 +450,7 @@ int cmd_cost(const CommandLine& cl) {
   const std::string format = cl.get("format", "text");
   if (format != "text" && format != "json")
     throw UsageError(fmt::format("--format must be text or json, got '{}'", format));
-  Graph g = autodiff(load_program(cl.one_file("FILE.dg"), ranks_flag(cl)));
+  Graph g = run_pipeline(load_program(cl.one_file("FILE.dg"), ranks_flag(cl)), Pipeline::Grad);
   GraphCost c = graph_cost(g);
   c.peak_bytes = double(plan_bytes(lowered(g)));
   std::cout << (format == "json" ? cost_json(g, c, g_source.path) : cost_report(g, c, g_source.path));
@@ -469,7 +461,7 @@ int cmd_cost(const CommandLine& cl) {
 
 // FILE.dg as the backends see it.
 Lowered lowered_program(const CommandLine& cl) {
-  return lowered(autodiff(load_program(cl.one_file("FILE.dg"), ranks_flag(cl))));
+  return lowered(run_pipeline(load_program(cl.one_file("FILE.dg"), ranks_flag(cl)), Pipeline::Grad));
 }
 
 Target target_flag(const CommandLine& cl) {
