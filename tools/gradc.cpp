@@ -78,8 +78,8 @@ struct CommandLine {
 SourceFile g_source;
 
 // A command's big structures are left for the process's exit to return instead of
-// being freed object by object (clang's -disable-free, llvm/Support/BuryPointer.h):
-// 50 ms of a 100k-statement program. They stay reachable, so LeakSanitizer is quiet.
+// being freed object by object (clang's -disable-free, llvm/Support/BuryPointer.h;
+// what it saves is in bench/README.md). They stay reachable, so LeakSanitizer is quiet.
 void* g_graveyard[8];  // a plain array: nothing frees it at exit
 int g_buried = 0;
 template <class T>
