@@ -20,16 +20,16 @@ namespace {
 bool close(double a, double b, const GradCheckOptions& o) { return std::fabs(a - b) <= o.atol + o.rtol * std::fabs(b); }
 
 // The objective a grad differentiates, from every rank's loss (LANGUAGE.md section 6).
-double objective(const std::vector<Tensor>& loss, const std::string& mode) {
+double objective(const std::vector<Tensor>& loss, GradMode mode) {
   auto total = [](const Tensor& t) {
     double s = 0;
     for (int64_t i = 0; i < t.size(); ++i) s += t.get(i);
     return s;
   };
-  if (mode == "global") return total(loss[0]);
+  if (mode == GradMode::Global) return total(loss[0]);
   double s = 0;
   for (const Tensor& t : loss) s += total(t);
-  return mode == "mean" ? s / double(loss.size()) : s;
+  return mode == GradMode::Mean ? s / double(loss.size()) : s;
 }
 
 constexpr double kEps = 2.220446049250313e-16;  // f64's machine epsilon
@@ -108,7 +108,7 @@ std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inpu
     row.name = gi.name.empty() ? fmt::format("grad #{}", k + 1) : gi.name;
     row.wrt = spmd[gi.w].name.empty() ? "%" + names[size_t(gi.w)] : spmd[gi.w].name.str();
     row.type = type_str(spmd.type(gi.w));
-    row.mode = gi.mode;
+    row.mode = grad_mode_name(gi.mode);
     row.loc = gi.loc;
     const std::vector<Tensor>& got = vals[size_t(gi.result)];
 

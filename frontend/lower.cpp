@@ -687,7 +687,7 @@ class Lowerer {
     for (const ast::KwArg& kw : e.kwargs) {
       if (kw.name != "mode") user_error(kw.loc, "grad: unknown argument '{}' (expected mode)", kw.name);
       mode = symbol(*kw.value, "mode");
-      if (mode != "sum" && mode != "mean" && mode != "global")
+      if (!grad_mode_by_name(mode))
         user_error(kw.value->loc, "grad: unknown mode={} (expected sum, mean or global)", mode);
     }
     if (e.args.size() < 2) user_error(e.loc, "grad: needs a loss and at least one value to differentiate by");
@@ -797,7 +797,9 @@ V Lowerer::builtin(const Expr& e) {
   if (f == "pow" || f == "maximum" || f == "minimum") {
     Call c = bind_args(e, {"a", "b"}, 2);
     Op o = f == "pow" ? Op::Pow : f == "maximum" ? Op::Maximum : Op::Minimum;
-    return binary_op(o, arg(c, "a"), arg(c, "b"), loc);
+    V a = arg(c, "a");  // operands in order: a function's arguments are evaluated in no fixed order
+    V b = arg(c, "b");
+    return binary_op(o, a, b, loc);
   }
   if (f == "where") {
     Call c = bind_args(e, {"cond", "a", "b"}, 3);
@@ -1010,7 +1012,9 @@ V Lowerer::builtin(const Expr& e) {
   }
   if (f == "matmul") {
     Call c = bind_args(e, {"a", "b"}, 2);
-    return matmul(arg(c, "a"), arg(c, "b"), loc);
+    V a = arg(c, "a");
+    V b = arg(c, "b");
+    return matmul(a, b, loc);
   }
   if (f == "zeros" || f == "ones") {
     Call c = bind_args(e, {"shape"}, 1);

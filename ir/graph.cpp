@@ -165,6 +165,27 @@ Reduction reduction_of(const Node& n) {
   return *r;
 }
 
+const char* grad_mode_name(GradMode m) {
+  switch (m) {
+    case GradMode::Sum: return "sum";
+    case GradMode::Mean: return "mean";
+    case GradMode::Global: break;
+  }
+  return "global";
+}
+
+std::optional<GradMode> grad_mode_by_name(std::string_view s) {
+  for (GradMode m : {GradMode::Sum, GradMode::Mean, GradMode::Global})
+    if (s == grad_mode_name(m)) return m;
+  return std::nullopt;
+}
+
+GradMode grad_mode_of(const Node& n) {
+  const std::optional<GradMode> m = grad_mode_by_name(n.attr_sym("mode"));
+  if (!m) user_error(n.loc, "grad: unknown mode={} (expected sum, mean or global)", n.attr_sym("mode"));
+  return *m;
+}
+
 std::string checked_op_name(const Node& n) {
   if (n.backward) return fmt::format("in the gradient of {}: {}", op_name(n.fwd_op), op_name(n.op));
   return std::string(op_name(n.op));

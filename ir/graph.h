@@ -131,6 +131,12 @@ const char* reduction_name(Reduction r);  // "sum"
 std::optional<Reduction> reduction_by_name(std::string_view s);
 Reduction reduction_of(const Node& n);  // its `op` attribute; sum where it has none
 
+// What a grad differentiates (LANGUAGE.md section 6): its `mode` attribute.
+enum class GradMode : uint8_t { Sum, Mean, Global };
+const char* grad_mode_name(GradMode m);  // "sum"
+std::optional<GradMode> grad_mode_by_name(std::string_view s);
+GradMode grad_mode_of(const Node& n);  // an unknown mode is a UserError at the node
+
 // The op as a run-time error names it: "log", or "in the gradient of log: mul".
 std::string checked_op_name(const Node& n);
 

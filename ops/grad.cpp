@@ -11,9 +11,7 @@ Type infer_grad(const Graph& g, const Node& n) {
   const Type& w = arg_type(g, n, 1);
   if (!is_float(loss.dtype)) user_error(n.loc, "grad: the loss must be a float value, got {}", type_str(loss));
   if (!is_float(w.dtype)) user_error(n.loc, "grad: cannot differentiate with respect to an {} value", type_str(w));
-  const std::string& mode = n.attr_sym("mode");
-  if (mode != "sum" && mode != "mean" && mode != "global")
-    user_error(n.loc, "grad: unknown mode={} (expected sum, mean or global)", mode);
+  grad_mode_of(n);  // an unknown mode is an error here
   return w;
 }
 

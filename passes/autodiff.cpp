@@ -128,7 +128,7 @@ std::string describe_origin(const Node& n) {
 
 // One reverse sweep from `loss` producing the cotangent of every value in `ws`.
 // `higher_order`: the gradients are differentiated again (see Ad::higher_order).
-std::vector<ValueId> backward(Graph& g, ValueId loss, const std::vector<ValueId>& ws, const std::string& mode,
+std::vector<ValueId> backward(Graph& g, ValueId loss, const std::vector<ValueId>& ws, GradMode mode,
                               bool higher_order) {
   const ValueId first = *std::min_element(ws.begin(), ws.end());
   const ValueId end = loss + 1;  // forward values are [0, end); backward ones are appended after
@@ -159,7 +159,7 @@ std::vector<ValueId> backward(Graph& g, ValueId loss, const std::vector<ValueId>
     // The seed: d L / d loss_r, 1 for mode=sum; 1/N for mean, and for global
     // (there the loss is the same on every rank, so L = sum(loss) = (1/N) sum_r sum(loss_r)).
     ad.begin(loss, {});
-    ct[size_t(loss)] = ad.constant(g.type(loss), mode == "sum" ? 1.0 : 1.0 / g.world);
+    ct[size_t(loss)] = ad.constant(g.type(loss), mode == GradMode::Sum ? 1.0 : 1.0 / g.world);
   }
   for (ValueId v = loss; v >= first; --v) {
     if (ct[size_t(v)] < 0 || !live[size_t(v)] || !is_differentiable(g[v].op)) continue;
@@ -242,13 +242,13 @@ Graph autodiff(Graph g, std::vector<GradInfo>* info) {
     // grad(loss, a, b) lowers to consecutive grad nodes: one sweep serves them all.
     size_t j = i;
     std::vector<ValueId> ws;
-    const std::string mode = n.attr_sym("mode");
-    while (j < count && given(j).op == Op::Grad && given(j).args[0] == n.args[0] && given(j).attr_sym("mode") == mode) {
+    const GradMode mode = grad_mode_of(n);
+    while (j < count && given(j).op == Op::Grad && given(j).args[0] == n.args[0] && grad_mode_of(given(j)) == mode) {
       ws.push_back(remap[size_t(given(j).args[1])]);
       ++j;
     }
     ValueId loss = remap[size_t(n.args[0])];
-    if (mode == "global" && g[loss].rep != Rep::Replicated) {
+    if (mode == GradMode::Global && g[loss].rep != Rep::Replicated) {
       const Node& origin = g[variation_origin(g, loss)];
       const std::string& named = given(size_t(n.args[0])).op == Op::Grad ? given(size_t(n.args[0])).name : g[loss].name;
       std::string lname = named.empty() ? "the loss" : "'" + named + "'";

@@ -10,7 +10,7 @@ namespace gradc {
 // What the autodiff pass made of one grad(loss, w, mode=...), in the new graph.
 struct GradInfo {
   ValueId loss, w, result;
-  std::string mode;
+  GradMode mode;
   std::string name;  // the name the program bound the gradient to
   Loc loc;
 };

@@ -154,7 +154,7 @@ class Unroller {
   // rank's copy of w (one gradient for a shared input: it is one variable; the total
   // of the copies' for a replicated intermediate).
   void grad(const Node& n, std::vector<ValueId>& out) {
-    const std::string mode = n.attr_sym("mode");
+    const GradMode mode = grad_mode_of(n);
     const std::vector<ValueId>& loss = copies(n.args[0]);
     auto total = [&](ValueId v) {
       std::vector<int64_t> axes;
@@ -164,12 +164,12 @@ class Unroller {
       return emit_(Op::ReduceSum, {v}, a);
     };
     ValueId L;
-    if (mode == "global") {
+    if (mode == GradMode::Global) {
       L = total(loss[0]);  // the loss is the same on every rank
     } else {
       L = total(loss[0]);
       for (int r = 1; r < N_; ++r) L = emit_(Op::Add, {L, total(loss[size_t(r)])});
-      if (mode == "mean") L = emit_(Op::Div, {L, constant(Type{g().type(L).dtype, {}}, N_)});
+      if (mode == GradMode::Mean) L = emit_(Op::Div, {L, constant(Type{g().type(L).dtype, {}}, N_)});
     }
     const std::vector<ValueId>& w = copies(n.args[1]);
     Attrs a;
