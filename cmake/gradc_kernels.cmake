@@ -50,8 +50,15 @@ function(gradc_cpu_library target source)
   target_include_directories(${target} PUBLIC "${dir}" "${GRADC_CBLAS_INCLUDE}")
   target_link_libraries(${target} PUBLIC "${GRADC_OPENBLAS}" Threads::Threads)
   if(G_MPI)
-    target_link_libraries(${target} PUBLIC MPI::MPI_CXX)
-    target_compile_definitions(${target} PUBLIC GRADC_WITH_MPI)
+    gradc_link_mpi(${target})
   endif()
+endfunction()
+
+# gradc_link_mpi(TARGET): a program's library links MPI::MPI_CXX and defines
+# GRADC_WITH_MPI for itself and its users (both targets' libraries, with MPI).
+function(gradc_link_mpi target)
+  find_package(MPI REQUIRED COMPONENTS CXX)
+  target_link_libraries(${target} PUBLIC MPI::MPI_CXX)
+  target_compile_definitions(${target} PUBLIC GRADC_WITH_MPI)
 endfunction()
 

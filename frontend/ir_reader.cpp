@@ -177,7 +177,7 @@ class TextParser {
         // loc("file":line:col in "f" called at "file":line:col ...), as `gradc ir --loc` prints it
         expect_punct("(");
         const Loc place = file_line_col();
-        std::vector<std::pair<std::string, Loc>> calls;  // innermost first
+        std::vector<CallSite> calls;  // innermost first
         while (peek().is_ident("in")) {
           next();
           if (peek().kind != Tok::String)
@@ -191,10 +191,7 @@ class TextParser {
           calls.push_back({callee, file_line_col()});
         }
         expect_punct(")");
-        int site = 0;
-        for (size_t c = calls.size(); c-- > 0;)
-          site = call_site(calls[c].first, Loc{calls[c].second.line, calls[c].second.col, site});
-        n.loc = Loc{place.line, place.col, site};
+        n.loc = within_calls(place, calls);
       } else {
         user_error(m.loc, "unknown annotation '{}'", m.text);
       }

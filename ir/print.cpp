@@ -114,11 +114,8 @@ std::string print_text(const Graph& g, const std::string& loc_file) {
     out += fmt::format(" : {}{}", type_str(n.type), meta_str(n, names));
     if (!loc_file.empty() && n.loc.line > 0) {
       out += fmt::format(" loc({}:{}:{}", quote(loc_file), n.loc.line, n.loc.col);
-      for (int site = n.loc.site; site > 0;) {  // the def calls, innermost first
-        const CallSite c = call_site(site);
+      for (const CallSite& c : calls_of(n.loc))  // the def calls, innermost first
         out += fmt::format(" in {} called at {}:{}:{}", quote(c.callee), quote(loc_file), c.call.line, c.call.col);
-        site = c.call.site;
-      }
       out += ")";
     }
     out += "\n";
@@ -216,11 +213,8 @@ std::string print_json(const Graph& g) {
     if (n.loc.known()) out += fmt::format(", \"loc\": [{}, {}]", n.loc.line, n.loc.col);
     if (n.loc.site) {  // the def calls it was reached through, innermost first
       std::vector<std::string> calls;
-      for (int site = n.loc.site; site > 0;) {
-        const CallSite c = call_site(site);
+      for (const CallSite& c : calls_of(n.loc))
         calls.push_back(fmt::format("{{\"def\": {}, \"loc\": [{}, {}]}}", quote(c.callee), c.call.line, c.call.col));
-        site = c.call.site;
-      }
       out += fmt::format(", \"calls\": [{}]", fmt::join(calls, ", "));
     }
     out += "}";

@@ -114,20 +114,24 @@ std::string call_str(const Node& n) {
 std::string cost_report(const Graph& g, const GraphCost& c, const std::string& source) {
   std::string s = fmt::format("{} ranks; bytes each rank sends and receives under ring algorithms\n", g.world);
   // The "at" column is as wide as its longest place (a place in a def carries its calls).
+  std::vector<std::string> at;
   size_t at_width = 22;
-  for (const CollectiveCost& cc : c.collectives)
-    at_width = std::max(at_width, loc_str(source, g[cc.node].loc, false).size());
+  for (const CollectiveCost& cc : c.collectives) {
+    at.push_back(loc_str(source, g[cc.node].loc, false));
+    at_width = std::max(at_width, at.back().size());
+  }
   s += fmt::format("{:<9} {:<{}} {:<26} {:<34} {:<14} {:>11} {:>11}\n", "phase", "at", at_width, "value", "collective",
                    "operand", "sent", "received");
   double totals[2][2] = {{0, 0}, {0, 0}};
   int counts[2] = {0, 0};
-  for (const CollectiveCost& cc : c.collectives) {
+  for (size_t i = 0; i < c.collectives.size(); ++i) {
+    const CollectiveCost& cc = c.collectives[i];
     const Node& n = g[cc.node];
     std::string call = call_str(n);
     if (call.size() > 34) call = call.substr(0, 31) + "...";
-    s += fmt::format("{:<9} {:<{}} {:<26} {:<34} {:<14} {:>11} {:>11}\n", cc.backward ? "backward" : "forward",
-                     loc_str(source, n.loc, false), at_width, source_value(n), call, type_str(g.type(n.args[0])),
-                     readable(cc.sent, "B", true), readable(cc.received, "B", true));
+    s += fmt::format("{:<9} {:<{}} {:<26} {:<34} {:<14} {:>11} {:>11}\n", cc.backward ? "backward" : "forward", at[i],
+                     at_width, source_value(n), call, type_str(g.type(n.args[0])), readable(cc.sent, "B", true),
+                     readable(cc.received, "B", true));
     totals[cc.backward][0] += cc.sent;
     totals[cc.backward][1] += cc.received;
     counts[cc.backward]++;
@@ -150,12 +154,9 @@ std::string cost_json(const Graph& g, const GraphCost& c, const std::string& sou
     const Node& n = g[cc.node];
     totals[cc.backward] += cc.sent;
     std::vector<std::string> calls;  // the def calls it was reached through, innermost first
-    for (int site = n.loc.site; site > 0;) {
-      const CallSite cs = call_site(site);
+    for (const CallSite& cs : calls_of(n.loc))
       calls.push_back(
           fmt::format("{{\"def\": {}, \"line\": {}, \"col\": {}}}", quote(cs.callee), cs.call.line, cs.call.col));
-      site = cs.call.site;
-    }
     s += fmt::format(
         "{}\n  {{\"phase\": \"{}\", \"file\": {}, \"line\": {}, \"col\": {}, \"calls\": [{}], \"value\": {}, "
         "\"collective\": {}, \"call\": {}, \"operand\": \"{}\", \"sent_bytes\": {}, \"received_bytes\": {}}}",

@@ -55,15 +55,25 @@ CallSite call_site(int site) {
   return site > 0 && size_t(site) < t.sites.size() ? t.sites[size_t(site)] : CallSite{};
 }
 
+std::vector<CallSite> calls_of(Loc loc) {
+  std::vector<CallSite> out;
+  for (int site = loc.site; site > 0; site = out.back().call.site) out.push_back(call_site(site));
+  return out;
+}
+
+Loc within_calls(Loc place, const std::vector<CallSite>& calls) {
+  int site = 0;
+  for (size_t i = calls.size(); i-- > 0;)
+    site = call_site(calls[i].callee, Loc{calls[i].call.line, calls[i].call.col, site});
+  return Loc{place.line, place.col, site};
+}
+
 std::string call_chain(const std::string& path, Loc loc, bool col) {
   std::string out;
-  for (int s = loc.site; s > 0;) {
-    const CallSite c = call_site(s);
+  for (const CallSite& c : calls_of(loc))
     out += path.empty() ? fmt::format(" in `{}` called at line {}", c.callee, c.call.line)
            : col        ? fmt::format(" in `{}` called at {}:{}:{}", c.callee, path, c.call.line, c.call.col)
                         : fmt::format(" in `{}` called at {}:{}", c.callee, path, c.call.line);
-    s = c.call.site;
-  }
   return out;
 }
 
@@ -86,8 +96,7 @@ Loc parse_loc_str(const std::string& path, const char* s, size_t* used) {
     *used = 0;
     return {};
   }
-  // The calls, innermost first; interned from the outermost in.
-  std::vector<std::pair<std::string, Loc>> calls;
+  std::vector<CallSite> calls;  // innermost first
   const std::string in = " in `", called = "` called at " + path + ":";
   while (std::strncmp(p, in.c_str(), in.size()) == 0) {
     const char* name = p + in.size();
@@ -102,11 +111,8 @@ Loc parse_loc_str(const std::string& path, const char* s, size_t* used) {
     }
     calls.push_back({std::string(name, end), Loc{l, c}});
   }
-  int site = 0;
-  for (size_t i = calls.size(); i-- > 0;)
-    site = call_site(calls[i].first, Loc{calls[i].second.line, calls[i].second.col, site});
   *used = size_t(p - s);
-  return Loc{line, col, site};
+  return within_calls(Loc{line, col}, calls);
 }
 
 std::string SourceFile::format(const UserError& e) const {
@@ -120,11 +126,8 @@ std::string SourceFile::format(const UserError& e) const {
   // Each def call the place was reached through, innermost first, on a line of its own.
   auto calls = [&](Loc loc) {
     std::string out;
-    for (int site = loc.site; site > 0;) {
-      const CallSite c = call_site(site);
+    for (const CallSite& c : calls_of(loc))
       out += fmt::format("  in `{}` called at {}:{}:{}\n", c.callee, path, c.call.line, c.call.col);
-      site = c.call.site;
-    }
     return out;
   };
   std::string out = located(e.loc, "error", e.what()) + calls(e.loc);

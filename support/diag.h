@@ -35,6 +35,11 @@ struct CallSite {
 // A program with more than 65535 distinct chains keeps the rest without one (0).
 int call_site(const std::string& callee, Loc call);
 CallSite call_site(int site);
+// The calls `loc` was reached through, innermost first (each one's `call.site` is the next).
+std::vector<CallSite> calls_of(Loc loc);
+// `place` inside the calls `calls` (innermost first, their `call.site` ignored): the
+// chain interned from the outermost in, as calls_of reads it back.
+Loc within_calls(Loc place, const std::vector<CallSite>& calls);
 // Where `loc` is, for messages and reports: "prog.dg:3:9", then each call it was
 // reached through, innermost first: "prog.dg:3:9 in `bn` called at prog.dg:8:5".
 // With `col` false, "prog.dg:3" (and the calls as "prog.dg:8").
