@@ -10,7 +10,7 @@
 
 #include "check/memory.h"
 #include "ir/print.h"
-#include "passes/autodiff.h"
+#include "passes/pass.h"
 #include "passes/unroll.h"
 
 namespace gradc {
@@ -57,6 +57,13 @@ Tensor with_element(const Tensor& t, int64_t i, double v) {
   return Tensor::from(t.type, vals);
 }
 
+// The grad pipeline, recording what it made of each grad.
+Graph grad_pipeline(Graph g, std::vector<GradInfo>& info) {
+  PipelineOptions o;
+  o.grads = &info;
+  return run_pipeline(std::move(g), Pipeline::Grad, o);
+}
+
 }  // namespace
 
 std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inputs, const GradCheckOptions& opt) {
@@ -72,7 +79,7 @@ std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inpu
     opt.progress(what);
   };
   std::vector<GradInfo> info;
-  Graph spmd = autodiff(g, &info);
+  Graph spmd = grad_pipeline(g, info);
   check_memory(spmd, 2, "gradc verify (the program and its single-process reference)");
   std::vector<ValueId> wanted;  // every gradient, and every value it is taken with respect to
   for (const GradInfo& gi : info) {
@@ -85,7 +92,7 @@ std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inpu
   // The single-process reference, with rank r's input x renamed x#r.
   Unrolled u = unroll(g);
   std::vector<GradInfo> uinfo;
-  Graph ref = autodiff(u.g, &uinfo);
+  Graph ref = grad_pipeline(u.g, uinfo);
   RankInputs ref_in(1);
   for (const Node& n : g.nodes) {
     if (n.op != Op::Input) continue;
@@ -223,7 +230,7 @@ std::vector<std::string> check_backend(const Graph& g, const RankInputs& inputs,
                                        const GradCheckOptions& opt) {
   if (!opt.run_default) return {};
   std::vector<GradInfo> info;
-  Graph run = autodiff(g, &info);
+  Graph run = grad_pipeline(g, info);
   const size_t outputs = run.outputs.size();
   std::set<std::string> taken;  // each gradient becomes an output, named apart from the program's inputs and outputs
   for (const Node& n : run.nodes)

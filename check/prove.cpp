@@ -9,7 +9,7 @@
 
 #include "ir/print.h"
 #include "passes/ad.h"
-#include "passes/autodiff.h"
+#include "passes/pass.h"
 #include "runtime/interp.h"
 #include "runtime/kernels.h"
 
@@ -233,7 +233,7 @@ AdjointGraph autodiff_adjoint(const Instance& in) {
   ValueId d = emit(g, Op::Grad, {loss, 0}, ma, Loc{}, "dx");
   g.outputs.push_back({"dx", d});
   AdjointGraph out;
-  out.g = autodiff(g);
+  out.g = run_pipeline(std::move(g), Pipeline::Grad);
   out.dx = out.g.outputs[0].second;
   return out;
 }

@@ -673,8 +673,4 @@ class Lowerer {
 
 Lowered lower_kernels(Graph g, bool check_finite) { return Lowerer(std::move(g), check_finite).run(); }
 
-Lowered lowered(Graph g, bool check_finite) {
-  return lower_kernels(run_pipeline(std::move(g), Pipeline::Optimise), check_finite);
-}
-
 }  // namespace gradc

@@ -21,9 +21,7 @@ OpTable<KernelForm>& kernel_forms();
 // With `check_finite` (gradc run --check-finite), every value but constants, views and
 // the cheapest leaves is its own kernel's buffer, checked for NaN and infinity after
 // the kernel, so a run stops at the first op, in program order, that makes one.
+// The lower pipeline (passes/pass.h, lowered()) ends with it.
 Lowered lower_kernels(Graph g, bool check_finite = false);
-// The program as every backend sees it: a graph after the grad pipeline, through the
-// optimise pipeline (passes/pass.h), lowered to kernels.
-Lowered lowered(Graph g, bool check_finite = false);
 
 }  // namespace gradc

@@ -3,11 +3,20 @@
 #include <string>
 #include <vector>
 
-#include "ir/graph.h"
+#include "ir/lowered.h"
+#include "passes/autodiff.h"
 
 namespace gradc {
 
-using PassFn = Graph (*)(Graph);  // takes its input by value: a pass changes it in place
+struct PipelineOptions {
+  bool print_after_all = false;  // the IR after every pass, marked "unchanged" when it is
+  bool time_passes = false;
+  bool check_finite = false;               // lower: a kernel per value, checked (lower_kernels)
+  std::vector<GradInfo>* grads = nullptr;  // grad: what autodiff made of each grad, in program order
+};
+
+// A pass takes its input by value (it changes it in place) and may read the options.
+using PassFn = Graph (*)(Graph, const PipelineOptions&);
 struct PassInfo {
   const char* name;
   PassFn run;
@@ -18,21 +27,20 @@ struct PassInfo {
 const std::vector<PassInfo>& all_passes();
 const PassInfo* find_pass(const std::string& name);
 
-struct PipelineOptions {
-  bool print_after_all = false;  // the IR after every pass, marked "unchanged" when it is
-  bool time_passes = false;
-};
 // Runs `passes` in order; what the options ask for is appended to `log`.
 Graph run_passes(Graph g, const std::vector<const PassInfo*>& passes, const PipelineOptions& opt, std::string& log);
 
 // The named pipelines, each one straight list of passes (as Halide's Lower.cpp): every
-// command, verify, the benchmarks and the tests run these, not lists of their own.
+// command, verify, prove, the benchmarks and the tests run these, not lists of their own.
 //   grad      autodiff: every grad replaced by its derived backward graph, each value
 //             marked replicated or varying
 //   optimise  fold, cse, dce: what the backends compile (after grad)
-enum class Pipeline { Grad, Optimise };
+//   lower     optimise, then lower-kernels: the program as every backend sees it
+//             (ir/lowered.h); run by lowered(), since it ends in kernels, not a graph
+enum class Pipeline { Grad, Optimise, Lower };
 const std::vector<const PassInfo*>& pipeline(Pipeline p);
 Graph run_pipeline(Graph g, Pipeline p, const PipelineOptions& opt = {}, std::string* log = nullptr);
+Lowered lowered(Graph g, const PipelineOptions& opt = {}, std::string* log = nullptr);
 
 // The passes (one file each in passes/).
 Graph infer_shapes(Graph g);  // re-derives every type; reports errors at source locations

@@ -1,19 +1,28 @@
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 
 #include "ir/print.h"
 #include "passes/autodiff.h"
+#include "passes/lower_kernels.h"
 #include "passes/pass.h"
 
 namespace gradc {
 
 const std::vector<PassInfo>& all_passes() {
   static const std::vector<PassInfo> passes = {
-      {"infer-shapes", infer_shapes, "re-derive every type from the op's shape rule"},
-      {"autodiff", [](Graph g) { return autodiff(std::move(g)); }, "replace every grad by its derived backward graph"},
-      {"replication", replication, "mark every value replicated or varying"},
-      {"fold", fold, "evaluate local ops whose operands are constants"},
-      {"cse", cse, "merge identical local ops (never collectives)"},
-      {"dce", dce, "remove values nothing uses (never collectives or inputs)"},
+      {"infer-shapes", [](Graph g, const PipelineOptions&) { return infer_shapes(std::move(g)); },
+       "re-derive every type from the op's shape rule"},
+      {"autodiff", [](Graph g, const PipelineOptions& o) { return autodiff(std::move(g), o.grads); },
+       "replace every grad by its derived backward graph"},
+      {"replication", [](Graph g, const PipelineOptions&) { return replication(std::move(g)); },
+       "mark every value replicated or varying"},
+      {"fold", [](Graph g, const PipelineOptions&) { return fold(std::move(g)); },
+       "evaluate local ops whose operands are constants"},
+      {"cse", [](Graph g, const PipelineOptions&) { return cse(std::move(g)); },
+       "merge identical local ops (never collectives)"},
+      {"dce", [](Graph g, const PipelineOptions&) { return dce(std::move(g)); },
+       "remove values nothing uses (never collectives or inputs)"},
   };
   return passes;
 }
@@ -21,12 +30,33 @@ const std::vector<PassInfo>& all_passes() {
 const std::vector<const PassInfo*>& pipeline(Pipeline p) {
   static const std::vector<const PassInfo*> grad = {find_pass("autodiff")};
   static const std::vector<const PassInfo*> optimise = {find_pass("fold"), find_pass("cse"), find_pass("dce")};
-  return p == Pipeline::Grad ? grad : optimise;
+  return p == Pipeline::Grad ? grad : optimise;  // lower: optimise's passes, then lower-kernels
 }
 
 Graph run_pipeline(Graph g, Pipeline p, const PipelineOptions& opt, std::string* log) {
   std::string unused;
   return run_passes(std::move(g), pipeline(p), opt, log ? *log : unused);
+}
+
+Lowered lowered(Graph g, const PipelineOptions& opt, std::string* log) {
+  std::string unused;
+  std::string& out = log ? *log : unused;
+  g = run_passes(std::move(g), pipeline(Pipeline::Lower), opt, out);
+  auto t0 = std::chrono::steady_clock::now();
+  Lowered l = lower_kernels(std::move(g), opt.check_finite);
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (opt.time_passes) out += fmt::format("// pass lower-kernels: {:.3f} ms\n", ms);
+  if (opt.print_after_all) {
+    char* text = nullptr;
+    size_t size = 0;
+    if (std::FILE* f = open_memstream(&text, &size)) {
+      print_lowered(l, f);
+      std::fclose(f);
+      out += "// -----// IR after lower-kernels //----- //\n" + std::string(text, size);
+    }
+    std::free(text);
+  }
+  return l;
 }
 
 const PassInfo* find_pass(const std::string& name) {
@@ -39,7 +69,7 @@ Graph run_passes(Graph g, const std::vector<const PassInfo*>& passes, const Pipe
   for (const PassInfo* p : passes) {
     std::string before = opt.print_after_all ? print_text(g) : "";
     auto t0 = std::chrono::steady_clock::now();
-    g = p->run(std::move(g));
+    g = p->run(std::move(g), opt);
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (opt.time_passes) log += fmt::format("// pass {}: {:.3f} ms\n", p->name, ms);
     if (opt.print_after_all) {

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "check/gradcheck.h"
@@ -48,34 +49,69 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// A command's parsed options (by long name, without the dashes) and its positional
-// arguments, as CLI11 parsed them (parse_command).
-struct CommandLine {
-  std::vector<std::string> positional;
-  std::map<std::string, std::string> flags;
+// Every option of every command, typed: parse_command binds each option a command
+// takes (commands()) to its field here with CLI11, converting and checking the value
+// in gradc's words as it is parsed.
+struct Options {
+  std::vector<std::string> files;       // the positional arguments: FILE.dg (opt: FILE.ir)
+  int ranks = 0;                        // --ranks: 0 is the program's world, else 1
+  std::string format = "text";          // --format: each command checks the ones it can print
+  bool verbose = false;                 // check -v
+  std::string stage = "parsed";         // ir --stage
+  bool loc = false;                     // ir, opt --loc
+  PipelineOptions pipeline;             // --print-after-all, --time-passes, run --check-finite
+  std::vector<const PassInfo*> passes;  // opt --pass
+  std::string inputs;                   // run, verify --inputs (empty: the defaults)
+  std::optional<std::string> outputs;   // run --outputs
+  std::string backend;                  // run --backend (empty: native where its compiler is found)
+  int iters = 0;                        // run --iters
+  bool quiet = false;                   // run --quiet
+  GradCheckOptions check;               // verify --rtol, --atol, --samples
+  std::string op;                       // prove --op (empty: all)
+  int max_ranks = 8;                    // prove --max-ranks
+  std::optional<Target> target;         // emit, build --target
+  std::optional<std::string> out;       // emit, build -o
+  std::optional<std::string> name;      // emit --name
 
-  bool has(const std::string& k) const { return flags.count(k) > 0; }
-  std::string get(const std::string& k, const std::string& dflt = "") const {
-    auto it = flags.find(k);
-    return it == flags.end() ? dflt : it->second;
-  }
-  int get_int(const std::string& k, int dflt, int lo, int hi) const {
-    if (!has(k)) return dflt;
-    const std::string& v = flags.at(k);
-    char* end = nullptr;
-    long n = std::strtol(v.c_str(), &end, 10);
-    if (v.empty() || *end || n < lo || n > hi)
-      throw UsageError(fmt::format("--{} must be an integer from {} to {}, got '{}'", k, lo, hi, v));
-    return int(n);
-  }
-  std::string one_file(const char* what) const {
-    if (positional.size() != 1) throw UsageError(fmt::format("expected one {}", what));
-    return positional[0];
+  const std::string& one_file(const char* what) const {
+    if (files.size() != 1) throw UsageError(fmt::format("expected one {}", what));
+    return files[0];
   }
 };
 
-// The file being compiled, for diagnostics with its source line.
-SourceFile g_source;
+int int_value(const char* key, const std::string& v, int lo, int hi) {
+  char* end = nullptr;
+  long n = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end || n < lo || n > hi)
+    throw UsageError(fmt::format("--{} must be an integer from {} to {}, got '{}'", key, lo, hi, v));
+  return int(n);
+}
+
+double tolerance_value(const char* key, const std::string& v) {
+  char* end = nullptr;
+  double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end || !(x >= 0)) throw UsageError(fmt::format("--{} must be a number >= 0, got '{}'", key, v));
+  return x;
+}
+
+std::vector<const PassInfo*> pass_list(const std::string& list) {
+  std::vector<const PassInfo*> passes;
+  size_t start = 0;
+  while (start <= list.size() && !list.empty()) {
+    size_t comma = list.find(',', start);
+    std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const PassInfo* p = find_pass(name);
+    if (!p) {
+      std::string known;
+      for (const PassInfo& q : all_passes()) known += std::string(known.empty() ? "" : ", ") + q.name;
+      throw UsageError(fmt::format("unknown pass '{}' (known: {})", name, known));
+    }
+    passes.push_back(p);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return passes;
+}
 
 // A command's big structures are left for the process's exit to return instead of
 // being freed object by object (clang's -disable-free, llvm/Support/BuryPointer.h;
@@ -91,19 +127,16 @@ void bury(T&& value) {
     delete p;
 }
 
-Graph load_program(const std::string& path, int ranks, bool f64 = false) {
-  g_source.path = path;
-  g_source.text = read_file(path);
-  return lower_program(parse_program(g_source.text), LowerOptions{ranks, f64});
+// Reads FILE.dg into `src` (which main's diagnostics quote) and lowers it for the ranks asked for.
+Graph load_program(const Options& o, SourceFile& src, bool f64 = false) {
+  src.path = o.one_file("FILE.dg");
+  src.text = read_file(src.path);
+  return lower_program(parse_program(src.text), LowerOptions{o.ranks, f64});
 }
 
-int ranks_flag(const CommandLine& cl) { return cl.get_int("ranks", 0, 1, kMaxWorld); }
-
-PipelineOptions pipeline_options(const CommandLine& cl) {
-  PipelineOptions o;
-  o.print_after_all = cl.has("print-after-all");
-  o.time_passes = cl.has("time-passes");
-  return o;
+void check_text_or_json(const std::string& format) {
+  if (format != "text" && format != "json")
+    throw UsageError(fmt::format("--format must be text or json, got '{}'", format));
 }
 
 std::string format_graph(const Graph& g, const std::string& format, const std::string& loc_file = "") {
@@ -122,15 +155,17 @@ const char* kCheckHelp =
     "input, collective (those of the derived backward too) and output: types, where\n"
     "each is, and whether the value is replicated or varying.\n";
 
-int cmd_check(const CommandLine& cl) {
+int cmd_check(const Options& o, SourceFile& src) {
   std::vector<GradInfo> grads;
-  Graph g = autodiff(load_program(cl.one_file("FILE.dg"), ranks_flag(cl)), &grads);
+  PipelineOptions po;
+  po.grads = &grads;
+  Graph g = run_pipeline(load_program(o, src), Pipeline::Grad, po);
   verify(g);
-  if (!cl.has("verbose")) return 0;
+  if (!o.verbose) return 0;
   // One line per input, collective (forward, then the derived backward) and output.
-  auto at = [&](const Node& n) { return loc_str(g_source.path, n.loc); };
+  auto at = [&](const Node& n) { return loc_str(src.path, n.loc); };
   auto rep = [](const Node& n) { return n.rep == Rep::Unknown ? "" : rep_name(n.rep); };
-  std::string s = fmt::format("{}: {} rank{}\n", g_source.path, g.world, g.world == 1 ? "" : "s");
+  std::string s = fmt::format("{}: {} rank{}\n", src.path, g.world, g.world == 1 ? "" : "s");
   for (const Node& n : g.nodes)
     if (n.op == Op::Input)
       s += fmt::format("input      {}: {} {}{}, at {}\n", n.attr_sym("name"), type_str(n.type),
@@ -152,8 +187,7 @@ int cmd_check(const CommandLine& cl) {
   for (const GradInfo& gi : grads)  // a non-scalar loss means the sum of its elements (LANGUAGE.md section 6)
     if (g.type(gi.loss).rank() > 0)
       s += fmt::format("grad       {}: of a {} loss, which is summed first, at {}\n",
-                       gi.name.empty() ? "(unnamed)" : gi.name, type_str(g.type(gi.loss)),
-                       loc_str(g_source.path, gi.loc));
+                       gi.name.empty() ? "(unnamed)" : gi.name, type_str(g.type(gi.loss)), loc_str(src.path, gi.loc));
   for (const auto& [name, v] : g.outputs)
     s += fmt::format("output     {}: {} {}\n", name, type_str(g.type(v)), rep(g[v]));
   std::cout << s;
@@ -173,13 +207,11 @@ const char* kIrHelp =
     "and outputs. --loc ends each text line with the value's source location,\n"
     "loc(\"FILE.dg\":LINE:COL), which gradc opt reads back.\n";
 
-int cmd_ir(const CommandLine& cl) {
-  std::string stage = cl.get("stage", "parsed");
-  std::string format = cl.get("format", "text");
+int cmd_ir(const Options& o, SourceFile& src) {
+  const std::string& stage = o.stage;
+  const std::string& format = o.format;
   format_graph(Graph{}, format);  // reject a bad --format before any work
-  if (stage != "parsed" && stage != "grad" && stage != "opt" && stage != "lowered")
-    throw UsageError(fmt::format("--stage must be parsed, grad, opt or lowered, got '{}'", stage));
-  const PipelineOptions opt = pipeline_options(cl);
+  const PipelineOptions& opt = o.pipeline;
   std::string log;
   // --time-passes times the stages around the passes too: parsing, lowering to kernels, printing.
   auto t0 = std::chrono::steady_clock::now();
@@ -189,15 +221,15 @@ int cmd_ir(const CommandLine& cl) {
       log += fmt::format("// {}: {:.3f} ms\n", what, std::chrono::duration<double, std::milli>(t - t0).count());
     t0 = t;
   };
-  Graph g = load_program(cl.one_file("FILE.dg"), ranks_flag(cl));
+  Graph g = load_program(o, src);
   lap("parse and check");
   if (stage != "parsed") g = run_pipeline(std::move(g), Pipeline::Grad, opt, &log);
-  if (stage == "opt" || stage == "lowered") g = run_pipeline(std::move(g), Pipeline::Optimise, opt, &log);
+  if (stage == "opt") g = run_pipeline(std::move(g), Pipeline::Optimise, opt, &log);
   t0 = std::chrono::steady_clock::now();
   std::string out;
   if (stage == "lowered") {
-    Lowered l = lower_kernels(std::move(g));
-    lap("lower to kernels");
+    Lowered l = lowered(std::move(g), opt, &log);  // the lower pipeline: optimise, then lower-kernels
+    t0 = std::chrono::steady_clock::now();
     if (format == "text") {
       std::cout.flush();
       print_lowered(l, stdout);  // 28 MB for a 100k-statement program: written as it is made
@@ -206,7 +238,7 @@ int cmd_ir(const CommandLine& cl) {
     }
     bury(std::move(l));
   } else {
-    out = format_graph(g, format, cl.has("loc") ? g_source.path : "");
+    out = format_graph(g, format, o.loc ? src.path : "");
     bury(std::move(g));
   }
   lap("print");
@@ -220,32 +252,15 @@ const char* kOptHelp =
     "Read textual IR, run the named passes in order, print the result (--loc: with the\n"
     "source locations the IR holds, named by FILE.ir).\n";
 
-int cmd_opt(const CommandLine& cl) {
-  std::string format = cl.get("format", "text");
-  format_graph(Graph{}, format);
-  std::vector<const PassInfo*> passes;
-  std::string list = cl.get("pass");
-  size_t start = 0;
-  while (start <= list.size() && !list.empty()) {
-    size_t comma = list.find(',', start);
-    std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    const PassInfo* p = find_pass(name);
-    if (!p) {
-      std::string known;
-      for (const PassInfo& q : all_passes()) known += std::string(known.empty() ? "" : ", ") + q.name;
-      throw UsageError(fmt::format("unknown pass '{}' (known: {})", name, known));
-    }
-    passes.push_back(p);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  g_source.path = cl.one_file("FILE.ir");
-  g_source.text = read_file(g_source.path);
-  Graph g = parse_text(g_source.text);
+int cmd_opt(const Options& o, SourceFile& src) {
+  format_graph(Graph{}, o.format);
+  src.path = o.one_file("FILE.ir");
+  src.text = read_file(src.path);
+  Graph g = parse_text(src.text);
   std::string log;
-  g = run_passes(std::move(g), passes, pipeline_options(cl), log);
+  g = run_passes(std::move(g), o.passes, o.pipeline, log);
   std::cerr << log;
-  std::cout << format_graph(g, format, cl.has("loc") ? g_source.path : "");
+  std::cout << format_graph(g, o.format, o.loc ? src.path : "");
   bury(std::move(g));
   return 0;
 }
@@ -342,37 +357,33 @@ double median_ms(std::vector<double> ms) {
   return ms.size() % 2 ? ms[ms.size() / 2] : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2;
 }
 
-int cmd_run(const CommandLine& cl) {
-  std::string format = cl.get("format", "text");
-  if (format != "text" && format != "json")
-    throw UsageError(fmt::format("--format must be text or json, got '{}'", format));
-  std::string backend = cl.get("backend");
-  if (!backend.empty() && backend != "interp" && backend != "native")
-    throw UsageError(fmt::format("unknown --backend '{}' (available: native, interp)", backend));
+int cmd_run(const Options& o, SourceFile& src) {
+  check_text_or_json(o.format);
+  std::string backend = o.backend;
   std::string why_not;
   if (backend != "interp") {  // native by default, where its compiler is found
     const bool native = native_available(&why_not);
     if (backend == "native" && !native) throw UserError({}, fmt::format("--backend=native: {}", why_not));
     backend = native ? "native" : "interp";
   }
-  int iters = cl.get_int("iters", 0, 0, 1000000);
-  Graph g = run_pipeline(load_program(cl.one_file("FILE.dg"), ranks_flag(cl)), Pipeline::Grad);
+  const int iters = o.iters;
+  Graph g = run_pipeline(load_program(o, src), Pipeline::Grad);
   Lowered l;
   if (backend == "native") {
-    l = lowered(g, cl.has("check-finite"));
+    l = lowered(g, o.pipeline);
     check_memory_bytes(g, double(plan_bytes(l)), "the program (its buffer plan, as gradc cost reports it)");
   } else {
     check_memory(g, 1, "the program");
   }
-  RankInputs inputs = load_inputs(g, cl.get("inputs"));
+  RankInputs inputs = load_inputs(g, o.inputs);
   RankOutputs outs;
   std::vector<double> ms;
   if (backend == "native") {
-    NativeRun run = run_native(l, cl.one_file("FILE.dg"), complete_inputs(g, inputs, false), iters);
+    NativeRun run = run_native(l, src.path, complete_inputs(g, inputs, false), iters);
     outs = std::move(run.outputs);
     ms = std::move(run.step_ms);
   } else {
-    outs = interpret(g, inputs, cl.has("check-finite"));
+    outs = interpret(g, inputs, o.pipeline.check_finite);
     if (iters > 0) {
       const RankInputs all = complete_inputs(g, inputs, true);  // defaults evaluated once, outside the timing
       for (int i = 0; i < iters; ++i) {
@@ -383,8 +394,8 @@ int cmd_run(const CommandLine& cl) {
     }
   }
   if (iters > 0) std::cerr << fmt::format("median step: {:.3f} ms\n", median_ms(ms));
-  if (cl.has("outputs")) write_outputs(outs, cl.get("outputs"));
-  if (!cl.has("quiet")) std::cout << (format == "json" ? outputs_json(outs) : outputs_text(outs));
+  if (o.outputs) write_outputs(outs, *o.outputs);
+  if (!o.quiet) std::cout << (o.format == "json" ? outputs_json(outs) : outputs_text(outs));
   return 0;
 }
 
@@ -402,35 +413,21 @@ const char* kVerifyHelp =
     "them is reported as a kink, not a failure. Progress on stderr after a second.\n"
     "Inputs take their defaults, or --inputs as for run.\n";
 
-double tolerance_flag(const CommandLine& cl, const char* key, double dflt) {
-  if (!cl.has(key)) return dflt;
-  const std::string& v = cl.get(key);
-  char* end = nullptr;
-  double x = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end || !(x >= 0)) throw UsageError(fmt::format("--{} must be a number >= 0, got '{}'", key, v));
-  return x;
-}
-
-int cmd_verify(const CommandLine& cl) {
-  GradCheckOptions opt;
-  opt.rtol = tolerance_flag(cl, "rtol", opt.rtol);
-  opt.atol = tolerance_flag(cl, "atol", opt.atol);
-  opt.samples = cl.get_int("samples", int(opt.samples), 1, 1 << 30);
-  std::string format = cl.get("format", "text");
-  if (format != "text" && format != "json")
-    throw UsageError(fmt::format("--format must be text or json, got '{}'", format));
+int cmd_verify(const Options& o, SourceFile& src) {
+  GradCheckOptions opt = o.check;
+  check_text_or_json(o.format);
   opt.progress = [](const std::string& what) { std::cerr << "gradc verify: " << what << "\n"; };
-  Graph g = load_program(cl.one_file("FILE.dg"), ranks_flag(cl), /*f64=*/true);
-  std::vector<GradCheckRow> rows = check_gradients(g, load_inputs(g, cl.get("inputs"), true), opt);
+  Graph g = load_program(o, src, /*f64=*/true);
+  std::vector<GradCheckRow> rows = check_gradients(g, load_inputs(g, o.inputs, true), opt);
   // What users run: the program as written on gradc run's default backend, against the interpreter.
   if (native_available())
-    opt.run_default = [](const Graph& p, const RankInputs& in) {
-      return run_native(lowered(p), g_source.path, complete_inputs(p, in, false), 0).outputs;
+    opt.run_default = [&src](const Graph& p, const RankInputs& in) {
+      return run_native(lowered(p), src.path, complete_inputs(p, in, false), 0).outputs;
     };
-  Graph written = load_program(cl.one_file("FILE.dg"), ranks_flag(cl));
-  const std::vector<std::string> differ = check_backend(written, load_inputs(written, cl.get("inputs")), rows, opt);
-  opt.source = g_source.path;
-  std::cout << (format == "json" ? gradcheck_json(rows, opt, differ) : gradcheck_table(rows, opt, differ));
+  Graph written = load_program(o, src);
+  const std::vector<std::string> differ = check_backend(written, load_inputs(written, o.inputs), rows, opt);
+  opt.source = src.path;
+  std::cout << (o.format == "json" ? gradcheck_json(rows, opt, differ) : gradcheck_table(rows, opt, differ));
   for (const GradCheckRow& r : rows)
     if (!r.ok) return 1;
   return differ.empty() ? 0 : 1;
@@ -446,35 +443,30 @@ const char* kCostHelp =
     "rank of the buffer plan the backends use (workspace, inputs and constants).\n"
     "text gives sizes in readable units (KiB, Mflop); json exact counts, for scripts.\n";
 
-int cmd_cost(const CommandLine& cl) {
-  const std::string format = cl.get("format", "text");
-  if (format != "text" && format != "json")
-    throw UsageError(fmt::format("--format must be text or json, got '{}'", format));
-  Graph g = run_pipeline(load_program(cl.one_file("FILE.dg"), ranks_flag(cl)), Pipeline::Grad);
+int cmd_cost(const Options& o, SourceFile& src) {
+  check_text_or_json(o.format);
+  Graph g = run_pipeline(load_program(o, src), Pipeline::Grad);
   GraphCost c = graph_cost(g);
   c.peak_bytes = double(plan_bytes(lowered(g)));
-  std::cout << (format == "json" ? cost_json(g, c, g_source.path) : cost_report(g, c, g_source.path));
+  std::cout << (o.format == "json" ? cost_json(g, c, src.path) : cost_report(g, c, src.path));
   return 0;
 }
 
 // ---- code generation ------------------------------------------------------------
 
 // FILE.dg as the backends see it.
-Lowered lowered_program(const CommandLine& cl) {
-  return lowered(run_pipeline(load_program(cl.one_file("FILE.dg"), ranks_flag(cl)), Pipeline::Grad));
+Lowered lowered_program(const Options& o, SourceFile& src) {
+  return lowered(run_pipeline(load_program(o, src), Pipeline::Grad));
 }
 
-Target target_flag(const CommandLine& cl) {
-  std::string t = cl.get("target");
-  if (t == "cpu") return Target::Cpu;
-  if (t == "cuda") return Target::Cuda;
-  throw UsageError(t.empty() ? "--target=cpu or --target=cuda is needed"
-                             : fmt::format("--target must be cpu or cuda, got '{}'", t));
+Target target_of(const Options& o) {
+  if (!o.target) throw UsageError("--target=cpu or --target=cuda is needed");
+  return *o.target;
 }
 
 // The class name: --name, else the file's stem, as a C++ identifier.
-std::string program_name(const CommandLine& cl) {
-  std::string n = cl.has("name") ? cl.get("name") : fs::path(cl.one_file("FILE.dg")).stem().string();
+std::string program_name(const Options& o) {
+  std::string n = o.name ? *o.name : fs::path(o.one_file("FILE.dg")).stem().string();
   for (char& c : n)
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   if (n.empty() || std::isdigit(static_cast<unsigned char>(n[0]))) n = "p" + n;
@@ -499,11 +491,11 @@ const char* kEmitHelp =
     "NAME.cpp or NAME.cu, the runtime headers they include, and a CMakeLists.txt defining the\n"
     "library NAME. NAME defaults to the file's stem; N to the program's world.\n";
 
-int cmd_emit(const CommandLine& cl) {
-  Target target = target_flag(cl);
-  if (!cl.has("o")) throw UsageError("-o DIR is needed");
-  const std::string name = program_name(cl);
-  write_sources(cl.get("o"), generate(lowered_program(cl), target, name, cl.one_file("FILE.dg")));
+int cmd_emit(const Options& o, SourceFile& src) {
+  Target target = target_of(o);
+  if (!o.out) throw UsageError("-o DIR is needed");
+  const std::string name = program_name(o);
+  write_sources(*o.out, generate(lowered_program(o, src), target, name, src.path));
   return 0;
 }
 
@@ -515,18 +507,20 @@ const char* kBuildHelp =
     "threads of one process. cuda: one process drives N GPUs. `gradc --version` says which\n"
     "targets this gradc can compile.\n";
 
-int cmd_build(const CommandLine& cl) {
-  Target target = target_flag(cl);
-  if (!cl.has("o")) throw UsageError("-o EXE is needed");
-  const std::string exe = cl.get("o"), name = program_name(cl);
+int cmd_build(const Options& o, SourceFile& src) {
+  Target target = target_of(o);
+  if (!o.out) throw UsageError("-o EXE is needed");
+  const std::string exe = *o.out, name = program_name(o);
   Toolchain tc = target == Target::Cuda ? cuda_toolchain() : cpu_toolchain();
-  if (!tc.found) throw UserError({}, fmt::format("gradc build --target={}: {}", cl.get("target"), tc.missing));
-  Lowered l = lowered_program(cl);
+  if (!tc.found)
+    throw UserError({},
+                    fmt::format("gradc build --target={}: {}", target == Target::Cuda ? "cuda" : "cpu", tc.missing));
+  Lowered l = lowered_program(o, src);
   std::string tmpl = (fs::temp_directory_path() / "gradc-build-XXXXXX").string();
   if (!mkdtemp(tmpl.data()))
     throw UserError({}, fmt::format("cannot create a folder for the sources: {}", std::strerror(errno)));
   const std::string dir = tmpl;
-  std::vector<GeneratedFile> files = generate(l, target, name, cl.one_file("FILE.dg"));
+  std::vector<GeneratedFile> files = generate(l, target, name, src.path);
   files.push_back(generate_main(l, target, name));
   write_sources(dir, files);
   const std::string ext = target == Target::Cuda ? ".cu" : ".cpp";
@@ -549,18 +543,17 @@ const char* kProveHelp =
     "derivative against its definition, zeros and ties included. --op=all_gather (or\n"
     "all_reduce, ...) prints the derivation step by step. Exit 1 if anything fails.\n";
 
-int cmd_prove(const CommandLine& cl) {
+int cmd_prove(const Options& o, SourceFile&) {
   ProveOptions opt;
-  opt.max_ranks = cl.get_int("max-ranks", 8, 1, 64);
-  std::string only = cl.get("op");
-  if (!cl.positional.empty()) throw UsageError("prove takes no file");
+  opt.max_ranks = o.max_ranks;
+  const std::string& only = o.op;
+  const std::string& format = o.format;
+  if (!o.files.empty()) throw UsageError("prove takes no file");
+  check_text_or_json(format);
   std::vector<ProofRow> rows;
   for (const ProofCase& c : all_proof_cases())
     if (only.empty() || only == op_name(c.op)) rows.push_back(prove(c, opt));
   if (rows.empty()) throw UsageError(fmt::format("--op: '{}' is not a collective", only));
-  const std::string format = cl.get("format", "text");
-  if (format != "text" && format != "json")
-    throw UsageError(fmt::format("--format must be text or json, got '{}'", format));
   if (format == "json") {
     std::cout << proof_json(rows, opt.max_ranks);
   } else {
@@ -575,98 +568,146 @@ int cmd_prove(const CommandLine& cl) {
   return 0;
 }
 
-// An option: its long name ("o" is -o), whether it is a switch (takes no value), and
-// the line --help shows for it.
+// An option: its long name ("o" is -o, "verbose" also -v), the line --help shows for
+// it, and how its value sets its field of Options (a switch is set with "").
 struct Flag {
   const char* name;
   const char* help;
+  void (*set)(Options&, const std::string& value);
   bool is_switch = false;
 };
 
 struct Command {
   const char* name;
-  int (*run)(const CommandLine&);
-  const char* help;  // the usage line and what the command does, before CLI11's option list
+  int (*run)(const Options&, SourceFile& src);  // src: the file read, for main's diagnostics
+  const char* help;                             // the usage line and what the command does, before CLI11's option list
   std::vector<Flag> flags;
 };
 
-const Flag kRanks{"ranks", "N: the number of ranks (default: the program's world, else 1)"};
+// The options, each once: commands list the ones they take.
+const Flag kRanks{"ranks", "N: the number of ranks (default: the program's world, else 1)",
+                  [](Options& o, const std::string& v) { o.ranks = int_value("ranks", v, 1, kMaxWorld); }};
+Flag format_flag(const char* help) {
+  return {"format", help, [](Options& o, const std::string& v) { o.format = v; }};
+}
+const Flag kLoc{"loc", "end each text line with loc(\"FILE\":LINE:COL)",
+                [](Options& o, const std::string&) { o.loc = true; }, true};
+const Flag kPrintAfterAll{"print-after-all", "print the graph after every pass",
+                          [](Options& o, const std::string&) { o.pipeline.print_after_all = true; }, true};
+Flag time_passes_flag(const char* help) {
+  return {"time-passes", help, [](Options& o, const std::string&) { o.pipeline.time_passes = true; }, true};
+}
+const Flag kInputs{"inputs", "DIR: .npy files for the inputs", [](Options& o, const std::string& v) { o.inputs = v; }};
+const Flag kTarget{"target", "cpu or cuda", [](Options& o, const std::string& v) {
+                     if (v != "cpu" && v != "cuda")
+                       throw UsageError(fmt::format("--target must be cpu or cuda, got '{}'", v));
+                     o.target = v == "cuda" ? Target::Cuda : Target::Cpu;
+                   }};
+Flag out_flag(const char* help) {
+  return {"o", help, [](Options& o, const std::string& v) { o.out = v; }};
+}
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> cmds = {
-      {"check", cmd_check, kCheckHelp, {kRanks, {"verbose", "-v: one line per input, output and collective", true}}},
+      {"check",
+       cmd_check,
+       kCheckHelp,
+       {kRanks,
+        {"verbose", "-v: one line per input, output and collective",
+         [](Options& o, const std::string&) { o.verbose = true; }, true}}},
       {"ir",
        cmd_ir,
        kIrHelp,
-       {{"stage", "parsed, grad, opt or lowered"},
-        {"format", "text, dot or json"},
+       {{"stage", "parsed, grad, opt or lowered",
+         [](Options& o, const std::string& v) {
+           if (v != "parsed" && v != "grad" && v != "opt" && v != "lowered")
+             throw UsageError(fmt::format("--stage must be parsed, grad, opt or lowered, got '{}'", v));
+           o.stage = v;
+         }},
+        format_flag("text, dot or json"),
         kRanks,
-        {"loc", "end each text line with loc(\"FILE\":LINE:COL)", true},
-        {"print-after-all", "print the graph after every pass", true},
-        {"time-passes", "time each pass (and parsing, lowering to kernels, printing)", true}}},
+        kLoc,
+        kPrintAfterAll,
+        time_passes_flag("time each pass (and parsing, lowering to kernels, printing)")}},
       {"opt",
        cmd_opt,
        kOptHelp,
-       {{"pass", "P[,P...]: the passes to run, in order"},
-        {"format", "text, dot or json"},
-        {"loc", "print the source locations the IR holds", true},
-        {"print-after-all", "print the graph after every pass", true},
-        {"time-passes", "time each pass", true}}},
+       {{"pass", "P[,P...]: the passes to run, in order",
+         [](Options& o, const std::string& v) { o.passes = pass_list(v); }},
+        format_flag("text, dot or json"),
+        {"loc", "print the source locations the IR holds", kLoc.set, true},
+        kPrintAfterAll,
+        time_passes_flag("time each pass")}},
       {"run",
        cmd_run,
        kRunHelp,
        {kRanks,
-        {"inputs", "DIR: .npy files for the inputs"},
-        {"outputs", "DIR: write the outputs as .npy files"},
-        {"format", "text or json"},
-        {"backend", "native or interp"},
-        {"iters", "K: time K more runs"},
-        {"quiet", "print no outputs", true},
-        {"check-finite", "stop at the first NaN or infinity", true}}},
+        kInputs,
+        {"outputs", "DIR: write the outputs as .npy files", [](Options& o, const std::string& v) { o.outputs = v; }},
+        format_flag("text or json"),
+        {"backend", "native or interp",
+         [](Options& o, const std::string& v) {
+           if (v != "interp" && v != "native")
+             throw UsageError(fmt::format("unknown --backend '{}' (available: native, interp)", v));
+           o.backend = v;
+         }},
+        {"iters", "K: time K more runs",
+         [](Options& o, const std::string& v) { o.iters = int_value("iters", v, 0, 1000000); }},
+        {"quiet", "print no outputs", [](Options& o, const std::string&) { o.quiet = true; }, true},
+        {"check-finite", "stop at the first NaN or infinity",
+         [](Options& o, const std::string&) { o.pipeline.check_finite = true; }, true}}},
       {"verify",
        cmd_verify,
        kVerifyHelp,
        {kRanks,
-        {"rtol", "relative tolerance"},
-        {"atol", "absolute tolerance"},
-        {"inputs", "DIR: .npy inputs"},
-        {"samples", "K: finite differences per gradient"},
-        {"format", "text or json"}}},
-      {"cost", cmd_cost, kCostHelp, {kRanks, {"format", "text or json"}}},
+        {"rtol", "relative tolerance",
+         [](Options& o, const std::string& v) { o.check.rtol = tolerance_value("rtol", v); }},
+        {"atol", "absolute tolerance",
+         [](Options& o, const std::string& v) { o.check.atol = tolerance_value("atol", v); }},
+        {"inputs", "DIR: .npy inputs", kInputs.set},
+        {"samples", "K: finite differences per gradient",
+         [](Options& o, const std::string& v) { o.check.samples = int_value("samples", v, 1, 1 << 30); }},
+        format_flag("text or json")}},
+      {"cost", cmd_cost, kCostHelp, {kRanks, format_flag("text or json")}},
       {"prove",
        cmd_prove,
        kProveHelp,
-       {{"op", "OP: one collective, with its derivation"},
-        {"max-ranks", "K: check 1..K ranks exactly"},
-        {"format", "text or json"}}},
+       {{"op", "OP: one collective, with its derivation", [](Options& o, const std::string& v) { o.op = v; }},
+        {"max-ranks", "K: check 1..K ranks exactly",
+         [](Options& o, const std::string& v) { o.max_ranks = int_value("max-ranks", v, 1, 64); }},
+        format_flag("text or json")}},
       {"emit",
        cmd_emit,
        kEmitHelp,
-       {{"target", "cpu or cuda"}, {"o", "DIR: where the sources go"}, {"name", "the class name"}, kRanks}},
-      {"build", cmd_build, kBuildHelp, {{"target", "cpu or cuda"}, {"o", "EXE: the executable"}, kRanks}},
+       {kTarget,
+        out_flag("DIR: where the sources go"),
+        {"name", "the class name", [](Options& o, const std::string& v) { o.name = v; }},
+        kRanks}},
+      {"build", cmd_build, kBuildHelp, {kTarget, out_flag("EXE: the executable"), kRanks}},
   };
   return cmds;
 }
 
-// Parses a command's arguments with CLI11: `--key=value`, `--key value`, switches,
-// -o, positional files. A mistake is a UsageError (exit 2) in gradc's words.
-CommandLine parse_command(const Command& c, int argc, char** argv, bool& help) {
+// Parses a command's arguments with CLI11 into Options: `--key=value`, `--key value`,
+// switches, -o, positional files. A mistake is a UsageError (exit 2) in gradc's words.
+Options parse_command(const Command& c, int argc, char** argv, bool& help) {
   CLI::App app{c.help, std::string("gradc ") + c.name};
   app.set_help_flag("-h,--help", "print this help and exit");
   app.allow_extras(true);  // reported below, in gradc's words
-  CommandLine cl;
-  std::map<std::string, std::string> values;
-  std::map<std::string, bool> switched;
+  Options o;
   for (const Flag& f : c.flags) {
     const std::string spelling = std::string(f.name) == "o"         ? "-o"
                                  : std::string(f.name) == "verbose" ? "-v,--verbose"
                                                                     : std::string("--") + f.name;
+    auto set = f.set;
     if (f.is_switch)
-      app.add_flag(spelling, switched[f.name], f.help);
+      app.add_flag_callback(spelling, [&o, set] { set(o, ""); }, f.help);
     else
-      app.add_option(spelling, values[f.name], f.help)->expected(1)->type_name("VALUE");
+      app.add_option_function<std::string>(
+             spelling, [&o, set](const std::string& v) { set(o, v); }, f.help)
+          ->type_name("VALUE");
   }
-  app.add_option("FILE", cl.positional, std::string(c.name) == "opt" ? "the textual IR file" : "the program (.dg) file")
+  app.add_option("FILE", o.files, std::string(c.name) == "opt" ? "the textual IR file" : "the program (.dg) file")
       ->expected(0, 1)
       ->type_name("");
   std::vector<std::string> args;
@@ -676,7 +717,7 @@ CommandLine parse_command(const Command& c, int argc, char** argv, bool& help) {
   } catch (const CLI::CallForHelp&) {
     help = true;
     std::cout << app.help();
-    return cl;
+    return o;
   } catch (const CLI::ParseError& e) {
     // "--ranks: 1 required TEXT missing" and the like
     std::string what = e.what();
@@ -691,13 +732,9 @@ CommandLine parse_command(const Command& c, int argc, char** argv, bool& help) {
       key = key.substr(0, key.find('='));
       throw UsageError(fmt::format("unknown option {}{}", extra.rfind("--", 0) == 0 ? "--" : "-", key));
     }
-    cl.positional.push_back(extra);
+    o.files.push_back(extra);
   }
-  for (const Flag& f : c.flags) {
-    const CLI::Option* o = app.get_option(std::string(f.name) == "o" ? "-o" : std::string("--") + f.name);
-    if (o->count() > 0) cl.flags[f.name] = f.is_switch ? "" : values[f.name];
-  }
-  return cl;
+  return o;
 }
 
 const char* kUsage =
@@ -745,17 +782,18 @@ int main(int argc, char** argv) {
     std::cerr << fmt::format("gradc: unknown command '{}'\n{}", name, kUsage);
     return 2;
   }
+  SourceFile src;  // the file being compiled, for diagnostics with its source line
   try {
     bool help = false;
-    CommandLine cl = parse_command(*it, argc, argv, help);
+    const Options o = parse_command(*it, argc, argv, help);
     if (help) return 0;
-    return it->run(cl);
+    return it->run(o, src);
   } catch (const UsageError& e) {
     std::cerr << fmt::format("gradc {}: {}\n{}", name, e.what(), it->help);
     return 2;
   } catch (const UserError& e) {
-    if (e.loc.known() && !g_source.path.empty())
-      std::cerr << g_source.format(e);
+    if (e.loc.known() && !src.path.empty())
+      std::cerr << src.format(e);
     else
       std::cerr << fmt::format("gradc: error: {}\n", e.what());
     return 1;

@@ -5,12 +5,12 @@
 #include "fuzz.h"
 #include "ir/graph.h"
 #include "ir/print.h"
-#include "passes/autodiff.h"
+#include "passes/pass.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);
   return gradc::fuzz::guarded([&] {
-    gradc::Graph g = gradc::autodiff(gradc::lower_program(gradc::parse_program(text), 0));
+    gradc::Graph g = gradc::run_pipeline(gradc::lower_program(gradc::parse_program(text), 0), gradc::Pipeline::Grad);
     gradc::verify(g);
   });
 }

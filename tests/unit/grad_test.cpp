@@ -9,7 +9,7 @@
 #include "check/gradcheck.h"
 #include "ir/rules.h"
 #include "passes/ad.h"
-#include "passes/autodiff.h"
+#include "passes/pass.h"
 #include "util.h"
 
 namespace gradc::test {
@@ -187,7 +187,7 @@ TEST_CASE("every collective and reduction op, all three modes: zeros and ties, a
 
 TEST_CASE("stop_gradient: the identity with derivative zero; logsumexp's gradient is the softmax, ties included") {
   auto grads = [](const std::string& src) {
-    Graph g = autodiff(lower_program(parse_program(src), 1));
+    Graph g = run_pipeline(lower_program(parse_program(src), 1), Pipeline::Grad);
     return interpret(g, RankInputs(1));
   };
   // d/dx sum(stop_gradient(x) * x) = stop_gradient(x): x, not 2x.
@@ -203,7 +203,7 @@ TEST_CASE("stop_gradient: the identity with derivative zero; logsumexp's gradien
 
 TEST_CASE("exact values: prod with zeros, max and min with ties") {
   auto grads = [](const std::string& src) {
-    Graph g = autodiff(lower_program(parse_program(src), 3));
+    Graph g = run_pipeline(lower_program(parse_program(src), 3), Pipeline::Grad);
     return interpret(g, RankInputs(3));
   };
   // L = 3 prod_k x_k: dL/dx_k = 3 prod_{j != k} x_j.
@@ -241,8 +241,8 @@ TEST_CASE("shared inputs: mode=mean is data-parallel training's averaged gradien
         "input x : f32[{}, 3] = concat([{}], axis=0)\n"
         "input w : f32[3, 2] shared = randn([3, 2], seed=1)\n{}",
         4 * n, parts, model);
-    auto a = interpret(autodiff(lower_program(parse_program(spmd), n)), RankInputs(size_t(n)));
-    auto b = interpret(autodiff(lower_program(parse_program(whole), 1)), RankInputs(1));
+    auto a = interpret(run_pipeline(lower_program(parse_program(spmd), n), Pipeline::Grad), RankInputs(size_t(n)));
+    auto b = interpret(run_pipeline(lower_program(parse_program(whole), 1), Pipeline::Grad), RankInputs(1));
     const Tensor& want = out(b, 0, "dw");
     for (int r = 0; r < n; ++r) check_values(out(a, r, "dw"), want.values(), 1e-5);
   }
@@ -250,11 +250,13 @@ TEST_CASE("shared inputs: mode=mean is data-parallel training's averaged gradien
 
 TEST_CASE("a Hessian-vector product through all_reduce") {
   // s = sum_k x_k; L = sum_r s^2 = N s^2; H = 2N everywhere, so Hv = 2N sum_j v_j on every rank.
-  auto o = interpret(autodiff(lower_program(
-                         parse_program("input x : f32 = 1\ninput v : f32 = rank + 1\n"
-                                       "s = all_reduce(x)\ng = grad(s * s, x)\nhv = grad(g * v, x)\noutput g, hv\n"),
-                         3)),
-                     RankInputs(3));
+  auto o = interpret(
+      run_pipeline(
+          lower_program(parse_program("input x : f32 = 1\ninput v : f32 = rank + 1\n"
+                                      "s = all_reduce(x)\ng = grad(s * s, x)\nhv = grad(g * v, x)\noutput g, hv\n"),
+                        3),
+          Pipeline::Grad),
+      RankInputs(3));
   for (int r = 0; r < 3; ++r) {
     check_values(out(o, r, "g"), {2 * 3 * 3});
     check_values(out(o, r, "hv"), {2 * 3 * 6});
@@ -300,7 +302,8 @@ TEST_CASE("prod over ranks: second and third order with zeros, exact and against
                         "all_gather(reduce_scatter(concat([x, x, x]), op=prod))[0:3]"}) {
     CAPTURE(s);
     std::string prog = fmt::format(fmt::runtime(src), s);
-    auto o = interpret(autodiff(lower_program(parse_program(prog), LowerOptions{N, true})), RankInputs(N));
+    auto o = interpret(run_pipeline(lower_program(parse_program(prog), LowerOptions{N, true}), Pipeline::Grad),
+                       RankInputs(N));
     for (int k = 0; k < N; ++k) {
       std::vector<double> g(3), hv(3), t(3);
       for (int e = 0; e < 3; ++e) {
@@ -327,7 +330,7 @@ TEST_CASE("prod over ranks: a first-order gradient keeps the cheap exchange") {
   // Two all_reduces of x's size for the first derivative; the exact-to-every-order
   // form (an all_gather of N times x) only where the gradient is differentiated again.
   auto count = [](const std::string& src, Op op) {
-    Graph g = autodiff(lower_program(parse_program(src), 4));
+    Graph g = run_pipeline(lower_program(parse_program(src), 4), Pipeline::Grad);
     return std::count_if(g.nodes.begin(), g.nodes.end(), [&](const Node& n) { return n.op == op; });
   };
   const char* first = "input x : f32[3] = rank + 1.0\ng = grad(sum(all_reduce(x, op=prod)), x)\noutput g\n";
