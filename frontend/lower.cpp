@@ -1,5 +1,7 @@
 #include "frontend/lower.h"
 
+#include "frontend/composites.h"
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -520,19 +522,9 @@ class Lowerer {
     a.set("shape", Attr::of_ints(s));
     return op(Op::Reshape, {x}, loc, a).id;
   }
-  ValueId reduce(Op o, ValueId x, const std::vector<int>& axes, Loc loc) {
-    Attrs a;
-    a.set("axes", Attr::of_ints(std::vector<int64_t>(axes.begin(), axes.end())));
-    return op(o, {x}, loc, a).id;
-  }
-  Shape keep_shape(const Shape& s, const std::vector<int>& axes) {
-    Shape k = s;
-    for (int a : axes) k[size_t(a)] = 1;
-    return k;
-  }
   // The reduced axes of call `c` (its `axis=`, default all), normalised.
-  std::vector<int> axes_of(const Call& c, const Type& t, const char* param = "axis") {
-    std::vector<int> axes;
+  std::vector<int64_t> axes_of(const Call& c, const Type& t, const char* param = "axis") {
+    std::vector<int64_t> axes;
     if (const Expr* ax = c.get(param)) {
       for (int64_t a : static_ints(*ax, "axis")) {
         int n = norm_axis(ax->loc, c.name, a, t);
@@ -554,42 +546,6 @@ class Lowerer {
   bool keepdims(const Call& c) {
     const Expr* k = c.get("keepdims");
     return k && static_int(*k, "keepdims") != 0;
-  }
-  ValueId finish_reduce(ValueId r, const Shape& in, const std::vector<int>& axes, bool keep, Loc loc) {
-    return keep ? reshape(r, keep_shape(in, axes), loc) : r;
-  }
-  ValueId div_scalar(ValueId x, double d, Loc loc) {
-    return op(Op::Div, {x, constant(Type{g_.type(x).dtype, {}}, d, loc)}, loc).id;
-  }
-  ValueId sum_keep(ValueId x, int axis, Loc loc) {
-    return reshape(reduce(Op::ReduceSum, x, {axis}, loc), keep_shape(g_.type(x).shape, {axis}), loc);
-  }
-  ValueId max_keep(ValueId x, int axis, Loc loc) {
-    return reshape(reduce(Op::ReduceMax, x, {axis}, loc), keep_shape(g_.type(x).shape, {axis}), loc);
-  }
-  ValueId logsumexp(ValueId x, const std::vector<int>& axes, bool keep, Loc loc) {
-    const Shape s = g_.type(x).shape;  // a copy: emitting nodes moves the graph
-    // The shift by the maximum is for range only: its derivative cancels exactly, so it
-    // is a stop_gradient (as JAX's logsumexp): no gradient through the max, its ties and
-    // its mask in the backward graph.
-    ValueId m = op(Op::StopGradient, {reduce(Op::ReduceMax, x, axes, loc)}, loc).id;
-    ValueId mk = reshape(m, keep_shape(s, axes), loc);
-    ValueId e = op(Op::Exp, {op(Op::Sub, {x, mk}, loc).id}, loc).id;
-    ValueId r = op(Op::Add, {op(Op::Log, {reduce(Op::ReduceSum, e, axes, loc)}, loc).id, m}, loc).id;
-    return finish_reduce(r, s, axes, keep, loc);
-  }
-  ValueId log_softmax(ValueId x, int axis, Loc loc) {
-    return op(Op::Sub, {x, logsumexp(x, {axis}, true, loc)}, loc).id;
-  }
-  ValueId one_hot(ValueId labels, int64_t n, Loc loc) {
-    if (g_.type(labels).dtype != DType::I32)
-      user_error(loc, "one_hot: labels must be i32, got {}", type_str(g_.type(labels)));
-    Shape s = g_.type(labels).shape;
-    s.push_back(1);
-    Attrs a;
-    a.set("n", Attr::of_int(n));
-    ValueId iota = op(Op::Iota, {}, loc, a).id;
-    return op(Op::Eq, {reshape(labels, s, loc), iota}, loc).id;  // f32 ones and zeros
   }
   Shape static_shape(const Call& c, const char* param) {
     const Expr* e = c.get(param);
@@ -706,9 +662,56 @@ class Lowerer {
     return out;
   }
 
-  V builtin(const Expr& e);
+  V builtin(const Expr& e);  // by the table builtins()
   [[noreturn]] void unknown_function(const Expr& e);
 
+  // The builder of a builtin's nodes (ir/builder.h): each at the call's place, with
+  // the def calls being lowered.
+  class At final : public Builder {
+   public:
+    At(Lowerer& l, Loc loc) : Builder(l.g_), l_(l), loc_(loc) {}
+
+   protected:
+    ValueId make(Op o, std::vector<ValueId> args, Attrs attrs) override {
+      return l_.op(o, std::move(args), loc_, std::move(attrs)).id;
+    }
+    ValueId make_constant(const Type& t, double v) override { return l_.constant(t, v, loc_); }
+
+   private:
+    Lowerer& l_;
+    Loc loc_;
+  };
+  At at(Loc loc) { return At(*this, loc); }
+
+ public:
+  // The builtins (builtins() maps each name to one of these).
+  V unary_builtin(const Expr& e);
+  V binary_builtin(const Expr& e);
+  V where_builtin(const Expr& e);
+  V reduction_builtin(const Expr& e);
+  V arg_builtin(const Expr& e);
+  V softmax_builtin(const Expr& e);
+  V cross_entropy_builtin(const Expr& e);
+  V one_hot_builtin(const Expr& e);
+  V cast_builtin(const Expr& e);
+  V reshape_builtin(const Expr& e);
+  V transpose_builtin(const Expr& e);
+  V concat_builtin(const Expr& e);
+  V slice_builtin(const Expr& e);
+  V expand_dims_builtin(const Expr& e);
+  V squeeze_builtin(const Expr& e);
+  V matmul_builtin(const Expr& e);
+  V filled_builtin(const Expr& e);
+  V full_builtin(const Expr& e);
+  V iota_builtin(const Expr& e);
+  V random_builtin(const Expr& e);
+  V take_builtin(const Expr& e);
+  V activation_builtin(const Expr& e);
+  V dropout_builtin(const Expr& e);
+  V norm_builtin(const Expr& e);
+  V collective_builtin(const Expr& e);
+
+ private:
   const ast::Program& prog_;
   uint16_t site_ = 0;  // the def calls being lowered (a call_site), 0 at the top level
   bool f64_;
@@ -719,22 +722,45 @@ class Lowerer {
   bool in_default_ = false;
 };
 
-// The unary ops the language spells as their names, f(x): every UNARY row of ir/ops.def.
-const std::map<std::string, Op> kUnary = {
-#define OP(E, name, arity, flags)
-#define UNARY(E, f, flags) {#f, Op::E},
-#include "ir/ops.def"
-#undef UNARY
-#undef OP
-};
+using BuiltinFn = V (Lowerer::*)(const Expr& e);
 
-// Every builtin's name, for "did you mean" (the unary ops and collectives are in their tables).
-const char* const kBuiltins[] = {
-    "pow",       "maximum", "minimum",      "where",     "sum",         "mean",       "max",           "min",
-    "logsumexp", "argmax",  "argmin",       "softmax",   "log_softmax", "normalize",  "cross_entropy", "one_hot",
-    "cast",      "reshape", "broadcast_to", "transpose", "concat",      "slice",      "expand_dims",   "squeeze",
-    "matmul",    "zeros",   "ones",         "full",      "iota",        "randn",      "rand",          "grad",
-    "gelu",      "silu",    "softplus",     "take",      "dropout",     "layer_norm", "rms_norm"};
+// Every builtin by its name, for calls and for "did you mean"; the ops the language
+// calls by name (every NAMED row of ir/ops.def: f(x), f(a, b)) and the collectives
+// (every COLL row) enter it from ir/ops.def.
+// (grad, which has a value per differentiated value, is Lowerer::grad.)
+const std::map<std::string, BuiltinFn>& builtins() {
+  static const std::map<std::string, BuiltinFn> table = [] {
+    std::map<std::string, BuiltinFn> t = {
+        {"where", &Lowerer::where_builtin},         {"sum", &Lowerer::reduction_builtin},
+        {"mean", &Lowerer::reduction_builtin},      {"max", &Lowerer::reduction_builtin},
+        {"min", &Lowerer::reduction_builtin},       {"logsumexp", &Lowerer::reduction_builtin},
+        {"argmax", &Lowerer::arg_builtin},          {"argmin", &Lowerer::arg_builtin},
+        {"softmax", &Lowerer::softmax_builtin},     {"log_softmax", &Lowerer::softmax_builtin},
+        {"normalize", &Lowerer::softmax_builtin},   {"cross_entropy", &Lowerer::cross_entropy_builtin},
+        {"one_hot", &Lowerer::one_hot_builtin},     {"cast", &Lowerer::cast_builtin},
+        {"reshape", &Lowerer::reshape_builtin},     {"broadcast_to", &Lowerer::reshape_builtin},
+        {"transpose", &Lowerer::transpose_builtin}, {"concat", &Lowerer::concat_builtin},
+        {"slice", &Lowerer::slice_builtin},         {"expand_dims", &Lowerer::expand_dims_builtin},
+        {"squeeze", &Lowerer::squeeze_builtin},     {"matmul", &Lowerer::matmul_builtin},
+        {"zeros", &Lowerer::filled_builtin},        {"ones", &Lowerer::filled_builtin},
+        {"full", &Lowerer::full_builtin},           {"iota", &Lowerer::iota_builtin},
+        {"randn", &Lowerer::random_builtin},        {"rand", &Lowerer::random_builtin},
+        {"take", &Lowerer::take_builtin},           {"gelu", &Lowerer::activation_builtin},
+        {"silu", &Lowerer::activation_builtin},     {"softplus", &Lowerer::activation_builtin},
+        {"dropout", &Lowerer::dropout_builtin},     {"layer_norm", &Lowerer::norm_builtin},
+        {"rms_norm", &Lowerer::norm_builtin},
+    };
+    for (int i = 0; i < kNumOps; ++i) {
+      const Op op = Op(i);
+      const std::string name(op_name(op));
+      if (named(op)) t[name] = op_arity(op) == 1 ? &Lowerer::unary_builtin : &Lowerer::binary_builtin;
+      if (is_collective(op)) t[name] = &Lowerer::collective_builtin;
+    }
+    return t;
+  }();
+  return table;
+}
+
 // Names from PyTorch and NumPy that gradc spells differently.
 const std::map<std::string, std::string> kAliases = {{"mm", "matmul (or a @ b)"},
                                                      {"bmm", "matmul (or a @ b)"},
@@ -779,416 +805,396 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
-const std::map<std::string, Op> kCollective = {
-    {"all_reduce", Op::AllReduce}, {"all_gather", Op::AllGather}, {"reduce_scatter", Op::ReduceScatter},
-    {"broadcast", Op::Broadcast},  {"reduce", Op::Reduce},        {"gather", Op::Gather},
-    {"scatter", Op::Scatter},      {"all_to_all", Op::AllToAll},  {"permute", Op::Permute}};
-
 V Lowerer::builtin(const Expr& e) {
   const std::string& f = e.text;
-  const Loc loc = e.loc;
-
-  if (auto u = kUnary.find(f); u != kUnary.end()) {
-    Call c = bind_args(e, {"x"}, 1);
-    V x = arg(c, "x");
-    ValueId t = float_only(u->second) ? float_tensor(x, loc) : tensor(x, loc);  // others keep i32
-    return op(u->second, {t}, loc);
-  }
-  if (f == "pow" || f == "maximum" || f == "minimum") {
-    Call c = bind_args(e, {"a", "b"}, 2);
-    Op o = f == "pow" ? Op::Pow : f == "maximum" ? Op::Maximum : Op::Minimum;
-    V a = arg(c, "a");  // operands in order: a function's arguments are evaluated in no fixed order
-    V b = arg(c, "b");
-    return binary_op(o, a, b, loc);
-  }
-  if (f == "where") {
-    Call c = bind_args(e, {"cond", "a", "b"}, 3);
-    V cond = arg(c, "cond"), a = arg(c, "a"), b = arg(c, "b");
-    DType dt = promote(dtype(a), dtype(b));
-    return op(Op::Where, {tensor(cond, loc), tensor(a, dt, loc), tensor(b, dt, loc)}, loc);
-  }
-  if (f == "sum" || f == "mean" || f == "max" || f == "min" || f == "logsumexp") {
-    Call c = bind_args(e, {"x", "axis", "keepdims"}, 1);
-    V xv = arg(c, "x");
-    ValueId x = (f == "mean" || f == "logsumexp") ? float_tensor(xv, loc) : tensor(xv, loc);
-    const Type t = g_.type(x);
-    std::vector<int> axes = axes_of(c, t);
-    bool keep = keepdims(c);
-    if (f == "logsumexp") return V{logsumexp(x, axes, keep, loc)};
-    Op o = f == "max" ? Op::ReduceMax : f == "min" ? Op::ReduceMin : Op::ReduceSum;
-    ValueId r = reduce(o, x, axes, loc);
-    if (f == "mean") {
-      int64_t count = 1;
-      for (int a : axes) count *= t.shape[size_t(a)];
-      r = div_scalar(r, double(count), loc);
-    }
-    return V{finish_reduce(r, t.shape, axes, keep, loc)};
-  }
-  if (f == "softmax" || f == "log_softmax" || f == "normalize") {
-    Call c = bind_args(
-        e, f == "normalize" ? std::vector<std::string>{"x", "axis", "eps"} : std::vector<std::string>{"x", "axis"}, 1);
-    ValueId x = float_tensor(arg(c, "x"), loc);
-    int axis = axis1(c, "axis", g_.type(x), -1);
-    if (f == "log_softmax") return V{log_softmax(x, axis, loc)};
-    if (f == "softmax") {
-      ValueId ex = op(Op::Exp, {op(Op::Sub, {x, max_keep(x, axis, loc)}, loc).id}, loc).id;
-      return op(Op::Div, {ex, sum_keep(ex, axis, loc)}, loc);
-    }
-    // x / max(||x||, eps), as PyTorch's. The norm's derivative is 0 where it is 0 (as
-    // torch.norm's): sqrt(where(s > 0, s, 1)) * (s > 0), so a zero row's gradient is
-    // g / eps, finite, and not 0 * inf.
-    double eps = 1e-12;
-    if (const Expr* ee = c.get("eps")) {
-      V ev = expr(*ee);
-      if (!ev.is_lit() || !(ev.num > 0)) user_error(ee->loc, "normalize: eps must be a constant > 0");
-      eps = ev.num;
-    }
-    const DType dt = g_.type(x).dtype;
-    ValueId s = sum_keep(op(Op::Mul, {x, x}, loc).id, axis, loc);
-    ValueId some = op(Op::Gt, {s, constant(Type{dt, {}}, 0, loc)}, loc).id;
-    if (g_.type(some).dtype != dt) some = tensor(V{some}, dt, loc);
-    ValueId safe = op(Op::Where, {some, s, constant(Type{dt, {}}, 1, loc)}, loc).id;
-    ValueId norm = op(Op::Mul, {op(Op::Sqrt, {safe}, loc).id, some}, loc).id;
-    return op(Op::Div, {x, op(Op::Maximum, {norm, constant(Type{dt, {}}, eps, loc)}, loc).id}, loc);
-  }
-  if (f == "cross_entropy") {
-    Call c = bind_args(e, {"logits", "labels", "ignore_index"}, 2);
-    ValueId logits = float_tensor(arg(c, "logits"), loc);
-    ValueId labels = targ(c, "labels");
-    const Type lt = g_.type(logits);
-    if (lt.rank() < 1) user_error(loc, "cross_entropy: logits must have a class axis, got {}", type_str(lt));
-    Shape batch(lt.shape.begin(), lt.shape.end() - 1);
-    if (g_.type(labels).shape != batch || g_.type(labels).dtype != DType::I32)
-      user_error(c.loc_of("labels"), "cross_entropy: labels must be i32{} for logits {}, got {}", shape_str(batch),
-                 type_str(lt), type_str(g_.type(labels)));
-    // PyTorch's: the mean over the rows whose label is not ignore_index of -log_softmax at
-    // the label. A label out of range is an error at run time; the label's entry is
-    // selected (a where, not a product with one_hot: a -inf logit elsewhere stays out).
-    const int64_t ignore = c.get("ignore_index") ? static_int(*c.get("ignore_index"), "ignore_index") : -100;
-    int cls = lt.rank() - 1;
-    Attrs ca;
-    ca.set("n", Attr::of_int(lt.shape.back()));
-    ca.set("ignore", Attr::of_int(ignore));
-    labels = op(Op::CheckLabels, {labels}, loc, ca).id;
-    std::vector<int> all;
-    for (int d = 0; d < cls; ++d) all.push_back(d);
-    // The count first: the rows' forward and backward then run as one row group after it.
-    ValueId kept = op(Op::Ne, {labels, constant(Type{DType::I32, {}}, double(ignore), loc)}, loc).id;
-    // an ignored row selects no class, even when ignore_index is one (-1 is none)
-    const bool a_class = ignore >= 0 && ignore < lt.shape.back();
-    ValueId hit =
-        one_hot(a_class ? op(Op::Where, {kept, labels, constant(Type{DType::I32, {}}, -1, loc)}, loc).id : labels,
-                lt.shape.back(), loc);
-    if (g_.type(kept).dtype != lt.dtype) kept = tensor(V{kept}, lt.dtype, loc);
-    ValueId count = reduce(Op::ReduceSum, kept, all, loc);  // 0 when every row is ignored: NaN, as PyTorch's
-    ValueId zero = constant(Type{lt.dtype, {}}, 0, loc);
-    ValueId picked =
-        reduce(Op::ReduceSum, op(Op::Where, {hit, log_softmax(logits, cls, loc), zero}, loc).id, {cls}, loc);
-    ValueId total = reduce(Op::ReduceSum, picked, all, loc);
-    return op(Op::Neg, {op(Op::Div, {total, count}, loc).id}, loc);
-  }
-  if (f == "one_hot") {
-    Call c = bind_args(e, {"labels", "n"}, 2);
-    int64_t n = static_int(*c.get("n"), "n");
-    if (n < 0) user_error(c.loc_of("n"), "one_hot: n must not be negative");
-    return V{one_hot(targ(c, "labels"), n, loc)};
-  }
-  if (f == "cast") {
-    Call c = bind_args(e, {"x", "dtype"}, 2);
-    std::string name = symbol(*c.get("dtype"), "dtype");
-    DType dt;
-    if (!parse_dtype(name, dt))
-      user_error(c.loc_of("dtype"), "cast: unknown dtype '{}' (expected f32, f64 or i32)", name);
-    V x = arg(c, "x");
-    if (x.is_lit() && !x.is_int_lit() && dt == DType::I32) return V::integer(saturate_i32(x.num), loc);
-    return V{tensor(x, declared(dt), loc)};
-  }
-  if (f == "reshape" || f == "broadcast_to") {
-    Call c = bind_args(e, {"x", "shape"}, 2);
-    ValueId x = targ(c, "x");
-    Shape s = static_shape(c, "shape");
-    if (f == "reshape") {
-      int64_t known = 1, infer = -1;
-      for (size_t i = 0; i < s.size(); ++i) {
-        if (s[i] == -1) {
-          if (infer >= 0) user_error(c.loc_of("shape"), "reshape: only one dimension may be -1");
-          infer = int64_t(i);
-        } else {
-          known *= s[i];
-        }
-      }
-      if (infer >= 0 && known > 0 && g_.type(x).size() % known == 0) s[size_t(infer)] = g_.type(x).size() / known;
-      if (num_elements(s) != g_.type(x).size() || (infer >= 0 && s[size_t(infer)] < 0))
-        user_error(loc, "reshape: cannot reshape {} ({} elements) to {}", type_str(g_.type(x)), g_.type(x).size(),
-                   shape_str(s));
-    }
-    Attrs a;
-    a.set("shape", Attr::of_ints(s));
-    return op(f == "reshape" ? Op::Reshape : Op::BroadcastTo, {x}, loc, a);
-  }
-  if (f == "transpose") {
-    Call c = bind_args(e, {"x", "perm"}, 1);
-    ValueId x = targ(c, "x");
-    std::vector<int64_t> perm;
-    if (c.get("perm")) {
-      perm = static_ints(*c.get("perm"), "perm");
-      for (int64_t& p : perm)
-        if (p < 0) p += g_.type(x).rank();
-    } else {
-      for (int d = g_.type(x).rank() - 1; d >= 0; --d) perm.push_back(d);
-    }
-    Attrs a;
-    a.set("perm", Attr::of_ints(perm));
-    return op(Op::Transpose, {x}, loc, a);
-  }
-  if (f == "concat") {
-    Call c = bind_args(e, {"xs", "axis"}, 1);
-    const Expr* list = c.get("xs");
-    if (list->kind != Expr::List || list->args.empty())
-      user_error(list->loc, "concat: expects a list of values, such as [a, b]");
-    std::vector<V> vs;
-    DType dt = DType::I32;
-    for (const auto& x : list->args) {
-      vs.push_back(expr(*x));
-      dt = promote(dt, dtype(vs.back()));
-    }
-    std::vector<ValueId> ids;
-    for (size_t i = 0; i < vs.size(); ++i) ids.push_back(tensor(vs[i], dt, list->args[i]->loc));
-    Attrs a;
-    a.set("axis", Attr::of_int(axis1(c, "axis", g_.type(ids[0]), 0)));
-    return op(Op::Concat, ids, loc, a);
-  }
-  if (f == "slice") {
-    Call c = bind_args(e, {"x", "axis", "start", "end"}, 1);
-    ValueId x = targ(c, "x");
-    const Type t = g_.type(x);
-    int axis = axis1(c, "axis", t, 0);
-    int64_t dim = t.shape[size_t(axis)];
-    auto bound = [&](const char* p, int64_t dflt) {
-      if (!c.get(p)) return dflt;
-      int64_t i = static_int(*c.get(p), p);
-      if (i < 0) i += dim;
-      if (i < 0 || i > dim)
-        user_error(c.loc_of(p), "slice: {}={} is out of range for axis {} of {}", p, i, axis, type_str(t));
-      return i;
-    };
-    std::vector<int64_t> starts(size_t(t.rank()), 0), ends(t.shape.begin(), t.shape.end());
-    starts[size_t(axis)] = bound("start", 0);
-    ends[size_t(axis)] = bound("end", dim);
-    if (ends[size_t(axis)] < starts[size_t(axis)])
-      user_error(loc, "slice: end {} is before start {}", ends[size_t(axis)], starts[size_t(axis)]);
-    Attrs a;
-    a.set("starts", Attr::of_ints(starts));
-    a.set("ends", Attr::of_ints(ends));
-    return op(Op::Slice, {x}, loc, a);
-  }
-  if (f == "expand_dims") {
-    Call c = bind_args(e, {"x", "axis"}, 2);
-    ValueId x = targ(c, "x");
-    Shape s = g_.type(x).shape;
-    Type grown{g_.type(x).dtype, Shape(s.size() + 1, 1)};
-    int axis = norm_axis(c.loc_of("axis"), "expand_dims", static_int(*c.get("axis"), "axis"), grown);
-    s.insert(s.begin() + axis, 1);
-    return V{reshape(x, s, loc)};
-  }
-  if (f == "squeeze") {
-    Call c = bind_args(e, {"x", "axis"}, 1);
-    ValueId x = targ(c, "x");
-    const Type t = g_.type(x);
-    std::vector<int> axes;
-    if (c.get("axis")) {
-      axes = axes_of(c, t);
-      for (int a : axes)
-        if (t.shape[size_t(a)] != 1)
-          user_error(c.loc_of("axis"), "squeeze: axis {} of {} has size {}, not 1", a, type_str(t), t.shape[size_t(a)]);
-    } else {
-      for (int d = 0; d < t.rank(); ++d)
-        if (t.shape[size_t(d)] == 1) axes.push_back(d);
-    }
-    Shape s;
-    for (int d = 0; d < t.rank(); ++d)
-      if (std::find(axes.begin(), axes.end(), d) == axes.end()) s.push_back(t.shape[size_t(d)]);
-    return V{reshape(x, s, loc)};
-  }
-  if (f == "matmul") {
-    Call c = bind_args(e, {"a", "b"}, 2);
-    V a = arg(c, "a");
-    V b = arg(c, "b");
-    return matmul(a, b, loc);
-  }
-  if (f == "zeros" || f == "ones") {
-    Call c = bind_args(e, {"shape"}, 1);
-    return V{constant(Type{F(), static_shape(c, "shape")}, f == "ones" ? 1.0 : 0.0, loc)};
-  }
-  if (f == "full") {
-    Call c = bind_args(e, {"shape", "value"}, 2);
-    return V{fill(static_shape(c, "shape"), arg(c, "value"), loc)};
-  }
-  if (f == "iota") {
-    Call c = bind_args(e, {"n"}, 1);
-    Attrs a;
-    a.set("n", Attr::of_int(static_int(*c.get("n"), "n")));
-    return op(Op::Iota, {}, loc, a);
-  }
-  if (f == "randn" || f == "rand") {
-    Call c = bind_args(e, {"shape", "seed"}, 1);
-    Attrs a;
-    a.set("shape", Attr::of_ints(static_shape(c, "shape")));
-    V seed = c.get("seed") ? arg(c, "seed") : V::integer(0);
-    if (dtype(seed) != DType::I32) user_error(c.loc_of("seed"), "{}: seed must be an i32 scalar", f);
-    V r = op(f == "randn" ? Op::Randn : Op::Rand, {tensor(seed, c.loc_of("seed"))}, loc, a);
-    return V{tensor(r, F(), loc)};  // f32 values, widened when the program is lowered in f64
-  }
-  if (f == "gelu" || f == "silu" || f == "softplus") {
-    Call c =
-        bind_args(e, f == "gelu" ? std::vector<std::string>{"x", "approximate"} : std::vector<std::string>{"x"}, 1);
-    ValueId x = float_tensor(arg(c, "x"), loc);
-    auto k = [&](double v) { return constant(Type{g_.type(x).dtype, {}}, v, loc); };
-    auto mul = [&](ValueId a, ValueId b) { return op(Op::Mul, {a, b}, loc).id; };
-    auto add = [&](ValueId a, ValueId b) { return op(Op::Add, {a, b}, loc).id; };
-    if (f == "silu") return V{mul(x, op(Op::Sigmoid, {x}, loc).id)};  // x sigmoid(x)
-    if (f == "softplus")  // log(1 + exp(x)) = max(x, 0) + log(1 + exp(-|x|)), which never overflows
-      return V{add(
-          op(Op::Maximum, {x, k(0)}, loc).id,
-          op(Op::Log, {add(k(1), op(Op::Exp, {op(Op::Neg, {op(Op::Abs, {x}, loc).id}, loc).id}, loc).id)}, loc).id)};
-    std::string form = c.get("approximate") ? symbol(*c.get("approximate"), "approximate") : "none";
-    ValueId inner;
-    if (form == "none") {  // x/2 (1 + erf(x / sqrt(2))), PyTorch's default
-      inner = op(Op::Erf, {mul(x, k(0.70710678118654752440))}, loc).id;
-    } else if (form == "tanh") {  // x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-      ValueId cube = mul(mul(x, x), x);
-      inner = op(Op::Tanh, {mul(k(0.79788456080286535588), add(x, mul(k(0.044715), cube)))}, loc).id;
-    } else {
-      user_error(c.loc_of("approximate"), "gelu: unknown approximate={} (expected none or tanh)", form);
-    }
-    return V{mul(mul(x, k(0.5)), add(k(1), inner))};
-  }
-  if (f == "argmax" || f == "argmin") {
-    // The first index among ties: the least index where x is extreme (or NaN, as PyTorch).
-    Call c = bind_args(e, {"x", "axis", "keepdims"}, 1);
-    ValueId x = targ(c, "x");
-    const Type t = g_.type(x);
-    if (t.rank() == 0) user_error(loc, "{}: needs an axis to search, got a scalar", f);
-    const int axis = axis1(c, "axis", t, -1);
-    const int64_t n = t.shape[size_t(axis)];
-    ValueId m = reshape(reduce(f == "argmax" ? Op::ReduceMax : Op::ReduceMin, x, {axis}, loc),
-                        keep_shape(t.shape, {axis}), loc);
-    ValueId hit = op(Op::Maximum, {op(Op::Eq, {x, m}, loc).id, op(Op::Ne, {x, x}, loc).id}, loc).id;
-    Attrs ia;
-    ia.set("n", Attr::of_int(n));
-    Shape along(size_t(t.rank()), 1);
-    along[size_t(axis)] = n;
-    ValueId pos = reshape(op(Op::Iota, {}, loc, ia).id, along, loc);
-    ValueId cand = op(Op::Where, {hit, pos, constant(Type{DType::I32, {}}, double(n), loc)}, loc).id;
-    return V{finish_reduce(reduce(Op::ReduceMin, cand, {axis}, loc), t.shape, {axis}, keepdims(c), loc)};
-  }
-  if (f == "take") {
-    Call c = bind_args(e, {"x", "indices", "axis"}, 2);
-    ValueId x = targ(c, "x");
-    V ix = arg(c, "indices");
-    if (dtype(ix) != DType::I32)
-      user_error(c.loc_of("indices"), "take: indices must be i32, got {}",
-                 ix.is_lit() ? "a float" : type_str(type(ix)));
-    Attrs a;
-    a.set("axis", Attr::of_int(c.get("axis") ? static_int(*c.get("axis"), "axis") : 0));
-    return op(Op::Take, {x, tensor(ix, c.loc_of("indices"))}, loc, a);
-  }
-  if (f == "dropout") {
-    // where(rand(shape(x), seed) >= p, x / (1 - p), 0): rand's mask, the same on every backend
-    Call c = bind_args(e, {"x", "p", "seed"}, 2);
-    ValueId x = float_tensor(arg(c, "x"), loc);
-    V p = arg(c, "p");
-    if (!p.is_lit() || !(p.num >= 0 && p.num < 1))
-      user_error(c.loc_of("p"), "dropout: p must be a constant with 0 <= p < 1");
-    V seed = c.get("seed") ? arg(c, "seed") : V::integer(0);
-    if (dtype(seed) != DType::I32) user_error(c.loc_of("seed"), "dropout: seed must be an i32 scalar");
-    const DType dt = g_.type(x).dtype;
-    Attrs a;
-    a.set("shape", Attr::of_ints(g_.type(x).shape));
-    ValueId r = tensor(op(Op::Rand, {tensor(seed, c.loc_of("seed"))}, loc, a), dt, loc);
-    ValueId keep = op(Op::Ge, {r, constant(Type{dt, {}}, p.num, loc)}, loc).id;
-    ValueId scaled = op(Op::Div, {x, constant(Type{dt, {}}, 1 - p.num, loc)}, loc).id;
-    return op(Op::Where, {keep, scaled, constant(Type{dt, {}}, 0, loc)}, loc);
-  }
-  if (f == "layer_norm" || f == "rms_norm") {
-    // layer_norm: (x - m) / sqrt(v + eps), m the mean and v the biased variance over axis;
-    // rms_norm: x / sqrt(mean(x * x) + eps). No affine part, as PyTorch's functional forms.
-    Call c = bind_args(e, {"x", "axis", "eps"}, 1);
-    ValueId x = float_tensor(arg(c, "x"), loc);
-    const Type t = g_.type(x);
-    std::vector<int> axes = c.get("axis") ? axes_of(c, t) : std::vector<int>{norm_axis(loc, f, -1, t)};
-    double eps = f == "layer_norm" ? 1e-5 : 1e-6;
-    if (const Expr* ee = c.get("eps")) {
-      V ev = expr(*ee);
-      if (!ev.is_lit() || ev.num < 0) user_error(ee->loc, "{}: eps must be a constant, not negative", f);
-      eps = ev.num;
-    }
-    int64_t count = 1;
-    for (int a : axes) count *= t.shape[size_t(a)];
-    auto mean_keep = [&](ValueId v) {
-      return reshape(div_scalar(reduce(Op::ReduceSum, v, axes, loc), double(count), loc), keep_shape(t.shape, axes),
-                     loc);
-    };
-    ValueId d = f == "layer_norm" ? op(Op::Sub, {x, mean_keep(x)}, loc).id : x;
-    ValueId var = mean_keep(op(Op::Mul, {d, d}, loc).id);
-    ValueId r = op(Op::Rsqrt, {op(Op::Add, {var, constant(Type{t.dtype, {}}, eps, loc)}, loc).id}, loc).id;
-    return op(Op::Mul, {d, r}, loc);
-  }
-  if (auto co = kCollective.find(f); co != kCollective.end()) {
-    if (in_default_) user_error(loc, "{}: an input's default value cannot use collectives", f);
-    Op o = co->second;
-    std::vector<std::string> params = {"x"};
-    switch (o) {
-      case Op::AllReduce: params = {"x", "op"}; break;
-      case Op::AllGather: params = {"x", "axis"}; break;
-      case Op::ReduceScatter: params = {"x", "axis", "op"}; break;
-      case Op::Broadcast: params = {"x", "root"}; break;
-      case Op::Reduce: params = {"x", "root", "op"}; break;
-      case Op::Gather:
-      case Op::Scatter: params = {"x", "root", "axis"}; break;
-      case Op::AllToAll: params = {"x", "split_axis", "concat_axis"}; break;
-      default: params = {"x", "shift", "pairs"}; break;
-    }
-    Call c = bind_args(e, params, 1);
-    ValueId x = targ(c, "x");
-    const Type t = g_.type(x);
-    Attrs a;
-    for (const std::string& p : params) {
-      if (p == "x") continue;
-      const Expr* v = c.get(p);
-      if (p == "op") {
-        std::string r = v ? symbol(*v, "op") : "sum";
-        if (!reduction_by_name(r))
-          user_error(c.loc_of(p), "{}: unknown reduction op={} (expected sum, avg, prod, max or min)", f, r);
-        a.set("op", Attr::of_sym(r));
-      } else if (p == "root") {
-        a.set("root", Attr::of_int(v ? static_int(*v, "root") : 0));
-      } else if (p == "axis" || p == "split_axis" || p == "concat_axis") {
-        a.set(p, Attr::of_int(axis1(c, p.c_str(), t, 0)));
-      }
-    }
-    if (o == Op::Permute) {
-      if (c.get("shift") && c.get("pairs")) user_error(loc, "permute: give shift or pairs, not both");
-      std::vector<std::vector<int64_t>> pairs;
-      if (const Expr* pe = c.get("pairs")) {
-        if (pe->kind != Expr::List) user_error(pe->loc, "permute: pairs must be a list such as [[0, 1], [1, 0]]");
-        for (const auto& p : pe->args) {
-          if (p->kind != Expr::List || p->args.size() != 2) user_error(p->loc, "permute: each pair must be [src, dst]");
-          pairs.push_back(static_ints(*p, "a rank"));
-        }
-      } else {
-        int64_t shift = c.get("shift") ? static_int(*c.get("shift"), "shift") : 1;
-        pairs = shift_pairs(shift, g_.world);
-      }
-      Attr pa;
-      pa.kind = Attr::List;
-      for (const auto& p : pairs) pa.list.push_back(Attr::of_ints(p));
-      a.set("pairs", pa);
-    }
-    return op(o, {x}, loc, a);
-  }
-  if (f == "input" || f == "output" || f == "world" || f == "rank") user_error(loc, "'{}' cannot be called", f);
+  if (auto it = builtins().find(f); it != builtins().end()) return (this->*it->second)(e);
+  if (f == "input" || f == "output" || f == "world" || f == "rank") user_error(e.loc, "'{}' cannot be called", f);
   unknown_function(e);
+}
+
+// ---- builtins ----------------------------------------------------------------
+// Each builtin is a small function: it binds and checks its arguments, then builds its
+// value (the composites' math is in composites.cpp). builtins() is the table from a
+// name to its function, which calls and the did-you-mean suggestions read.
+
+V Lowerer::unary_builtin(const Expr& e) {  // every NAMED unary op of ir/ops.def, f(x)
+  const Op o = *op_by_name(e.text);
+  Call c = bind_args(e, {"x"}, 1);
+  V x = arg(c, "x");
+  ValueId t = float_only(o) ? float_tensor(x, e.loc) : tensor(x, e.loc);  // others keep i32
+  return op(o, {t}, e.loc);
+}
+
+V Lowerer::binary_builtin(const Expr& e) {  // every NAMED binary op of ir/ops.def: pow, maximum, minimum
+  Call c = bind_args(e, {"a", "b"}, 2);
+  V a = arg(c, "a");  // operands in order: a function's arguments are evaluated in no fixed order
+  V b = arg(c, "b");
+  return binary_op(*op_by_name(e.text), a, b, e.loc);
+}
+
+V Lowerer::where_builtin(const Expr& e) {
+  Call c = bind_args(e, {"cond", "a", "b"}, 3);
+  V cond = arg(c, "cond");
+  V a = arg(c, "a");
+  V b = arg(c, "b");
+  DType dt = promote(dtype(a), dtype(b));
+  return op(Op::Where, {tensor(cond, e.loc), tensor(a, dt, e.loc), tensor(b, dt, e.loc)}, e.loc);
+}
+
+V Lowerer::reduction_builtin(const Expr& e) {  // sum, mean, max, min, logsumexp
+  const std::string& f = e.text;
+  Call c = bind_args(e, {"x", "axis", "keepdims"}, 1);
+  V xv = arg(c, "x");
+  ValueId x = (f == "mean" || f == "logsumexp") ? float_tensor(xv, e.loc) : tensor(xv, e.loc);
+  const Shape s = g_.type(x).shape;
+  const std::vector<int64_t> axes = axes_of(c, g_.type(x));
+  const bool keep = keepdims(c);
+  At b = at(e.loc);
+  if (f == "logsumexp") return V{composite::logsumexp(b, x, axes, keep)};
+  if (f == "mean") return V{composite::mean(b, x, axes, keep)};
+  const Ex r = f == "max" ? reduce_max(b[x], axes) : f == "min" ? reduce_min(b[x], axes) : reduce_sum(b[x], axes);
+  return V{composite::finish_reduce(b, b(r), s, axes, keep)};
+}
+
+V Lowerer::arg_builtin(const Expr& e) {  // argmax, argmin: the first index among ties
+  Call c = bind_args(e, {"x", "axis", "keepdims"}, 1);
+  ValueId x = targ(c, "x");
+  const Type t = g_.type(x);
+  if (t.rank() == 0) user_error(e.loc, "{}: needs an axis to search, got a scalar", e.text);
+  const int axis = axis1(c, "axis", t, -1);
+  At b = at(e.loc);
+  return V{composite::arg_extremum(b, x, axis, keepdims(c), e.text == "argmax")};
+}
+
+V Lowerer::softmax_builtin(const Expr& e) {  // softmax, log_softmax, normalize
+  const std::string& f = e.text;
+  Call c = bind_args(
+      e, f == "normalize" ? std::vector<std::string>{"x", "axis", "eps"} : std::vector<std::string>{"x", "axis"}, 1);
+  ValueId x = float_tensor(arg(c, "x"), e.loc);
+  const int axis = axis1(c, "axis", g_.type(x), -1);
+  double eps = 1e-12;
+  if (const Expr* ee = c.get("eps")) {
+    V ev = expr(*ee);
+    if (!ev.is_lit() || !(ev.num > 0)) user_error(ee->loc, "normalize: eps must be a constant > 0");
+    eps = ev.num;
+  }
+  At b = at(e.loc);
+  if (f == "log_softmax") return V{composite::log_softmax(b, x, axis)};
+  if (f == "softmax") return V{composite::softmax(b, x, axis)};
+  return V{composite::normalize(b, x, axis, eps)};
+}
+
+V Lowerer::cross_entropy_builtin(const Expr& e) {
+  Call c = bind_args(e, {"logits", "labels", "ignore_index"}, 2);
+  ValueId logits = float_tensor(arg(c, "logits"), e.loc);
+  ValueId labels = targ(c, "labels");
+  const Type lt = g_.type(logits);
+  if (lt.rank() < 1) user_error(e.loc, "cross_entropy: logits must have a class axis, got {}", type_str(lt));
+  Shape batch(lt.shape.begin(), lt.shape.end() - 1);
+  if (g_.type(labels).shape != batch || g_.type(labels).dtype != DType::I32)
+    user_error(c.loc_of("labels"), "cross_entropy: labels must be i32{} for logits {}, got {}", shape_str(batch),
+               type_str(lt), type_str(g_.type(labels)));
+  // PyTorch's; a label out of range that is not ignore_index is an error at run time.
+  const int64_t ignore = c.get("ignore_index") ? static_int(*c.get("ignore_index"), "ignore_index") : -100;
+  Attrs ca;
+  ca.set("n", Attr::of_int(lt.shape.back()));
+  ca.set("ignore", Attr::of_int(ignore));
+  labels = op(Op::CheckLabels, {labels}, e.loc, ca).id;
+  At b = at(e.loc);
+  return V{composite::cross_entropy(b, logits, labels, ignore)};
+}
+
+V Lowerer::one_hot_builtin(const Expr& e) {
+  Call c = bind_args(e, {"labels", "n"}, 2);
+  int64_t n = static_int(*c.get("n"), "n");
+  if (n < 0) user_error(c.loc_of("n"), "one_hot: n must not be negative");
+  ValueId labels = targ(c, "labels");
+  if (g_.type(labels).dtype != DType::I32)
+    user_error(e.loc, "one_hot: labels must be i32, got {}", type_str(g_.type(labels)));
+  At b = at(e.loc);
+  return V{composite::one_hot(b, labels, n)};
+}
+
+V Lowerer::cast_builtin(const Expr& e) {
+  Call c = bind_args(e, {"x", "dtype"}, 2);
+  std::string name = symbol(*c.get("dtype"), "dtype");
+  DType dt;
+  if (!parse_dtype(name, dt))
+    user_error(c.loc_of("dtype"), "cast: unknown dtype '{}' (expected f32, f64 or i32)", name);
+  V x = arg(c, "x");
+  if (x.is_lit() && !x.is_int_lit() && dt == DType::I32) return V::integer(saturate_i32(x.num), e.loc);
+  return V{tensor(x, declared(dt), e.loc)};
+}
+
+V Lowerer::reshape_builtin(const Expr& e) {  // f == "reshape" || f == "broadcast_to"
+  const std::string& f = e.text;
+  const Loc loc = e.loc;
+  Call c = bind_args(e, {"x", "shape"}, 2);
+  ValueId x = targ(c, "x");
+  Shape s = static_shape(c, "shape");
+  if (f == "reshape") {
+    int64_t known = 1, infer = -1;
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (s[i] == -1) {
+        if (infer >= 0) user_error(c.loc_of("shape"), "reshape: only one dimension may be -1");
+        infer = int64_t(i);
+      } else {
+        known *= s[i];
+      }
+    }
+    if (infer >= 0 && known > 0 && g_.type(x).size() % known == 0) s[size_t(infer)] = g_.type(x).size() / known;
+    if (num_elements(s) != g_.type(x).size() || (infer >= 0 && s[size_t(infer)] < 0))
+      user_error(loc, "reshape: cannot reshape {} ({} elements) to {}", type_str(g_.type(x)), g_.type(x).size(),
+                 shape_str(s));
+  }
+  Attrs a;
+  a.set("shape", Attr::of_ints(s));
+  return op(f == "reshape" ? Op::Reshape : Op::BroadcastTo, {x}, loc, a);
+}
+
+V Lowerer::transpose_builtin(const Expr& e) {
+  const Loc loc = e.loc;
+  Call c = bind_args(e, {"x", "perm"}, 1);
+  ValueId x = targ(c, "x");
+  std::vector<int64_t> perm;
+  if (c.get("perm")) {
+    perm = static_ints(*c.get("perm"), "perm");
+    for (int64_t& p : perm)
+      if (p < 0) p += g_.type(x).rank();
+  } else {
+    for (int d = g_.type(x).rank() - 1; d >= 0; --d) perm.push_back(d);
+  }
+  Attrs a;
+  a.set("perm", Attr::of_ints(perm));
+  return op(Op::Transpose, {x}, loc, a);
+}
+
+V Lowerer::concat_builtin(const Expr& e) {
+  const Loc loc = e.loc;
+  Call c = bind_args(e, {"xs", "axis"}, 1);
+  const Expr* list = c.get("xs");
+  if (list->kind != Expr::List || list->args.empty())
+    user_error(list->loc, "concat: expects a list of values, such as [a, b]");
+  std::vector<V> vs;
+  DType dt = DType::I32;
+  for (const auto& x : list->args) {
+    vs.push_back(expr(*x));
+    dt = promote(dt, dtype(vs.back()));
+  }
+  std::vector<ValueId> ids;
+  for (size_t i = 0; i < vs.size(); ++i) ids.push_back(tensor(vs[i], dt, list->args[i]->loc));
+  Attrs a;
+  a.set("axis", Attr::of_int(axis1(c, "axis", g_.type(ids[0]), 0)));
+  return op(Op::Concat, ids, loc, a);
+}
+
+V Lowerer::slice_builtin(const Expr& e) {
+  const Loc loc = e.loc;
+  Call c = bind_args(e, {"x", "axis", "start", "end"}, 1);
+  ValueId x = targ(c, "x");
+  const Type t = g_.type(x);
+  int axis = axis1(c, "axis", t, 0);
+  int64_t dim = t.shape[size_t(axis)];
+  auto bound = [&](const char* p, int64_t dflt) {
+    if (!c.get(p)) return dflt;
+    int64_t i = static_int(*c.get(p), p);
+    if (i < 0) i += dim;
+    if (i < 0 || i > dim)
+      user_error(c.loc_of(p), "slice: {}={} is out of range for axis {} of {}", p, i, axis, type_str(t));
+    return i;
+  };
+  std::vector<int64_t> starts(size_t(t.rank()), 0), ends(t.shape.begin(), t.shape.end());
+  starts[size_t(axis)] = bound("start", 0);
+  ends[size_t(axis)] = bound("end", dim);
+  if (ends[size_t(axis)] < starts[size_t(axis)])
+    user_error(loc, "slice: end {} is before start {}", ends[size_t(axis)], starts[size_t(axis)]);
+  Attrs a;
+  a.set("starts", Attr::of_ints(starts));
+  a.set("ends", Attr::of_ints(ends));
+  return op(Op::Slice, {x}, loc, a);
+}
+
+V Lowerer::expand_dims_builtin(const Expr& e) {
+  const Loc loc = e.loc;
+  Call c = bind_args(e, {"x", "axis"}, 2);
+  ValueId x = targ(c, "x");
+  Shape s = g_.type(x).shape;
+  Type grown{g_.type(x).dtype, Shape(s.size() + 1, 1)};
+  int axis = norm_axis(c.loc_of("axis"), "expand_dims", static_int(*c.get("axis"), "axis"), grown);
+  s.insert(s.begin() + axis, 1);
+  return V{reshape(x, s, loc)};
+}
+
+V Lowerer::squeeze_builtin(const Expr& e) {
+  const Loc loc = e.loc;
+  Call c = bind_args(e, {"x", "axis"}, 1);
+  ValueId x = targ(c, "x");
+  const Type t = g_.type(x);
+  std::vector<int64_t> axes;
+  if (c.get("axis")) {
+    axes = axes_of(c, t);
+    for (int64_t a : axes)
+      if (t.shape[size_t(a)] != 1)
+        user_error(c.loc_of("axis"), "squeeze: axis {} of {} has size {}, not 1", a, type_str(t), t.shape[size_t(a)]);
+  } else {
+    for (int d = 0; d < t.rank(); ++d)
+      if (t.shape[size_t(d)] == 1) axes.push_back(d);
+  }
+  Shape s;
+  for (int d = 0; d < t.rank(); ++d)
+    if (std::find(axes.begin(), axes.end(), d) == axes.end()) s.push_back(t.shape[size_t(d)]);
+  return V{reshape(x, s, loc)};
+}
+
+V Lowerer::matmul_builtin(const Expr& e) {
+  const Loc loc = e.loc;
+  Call c = bind_args(e, {"a", "b"}, 2);
+  V a = arg(c, "a");
+  V b = arg(c, "b");
+  return matmul(a, b, loc);
+}
+
+V Lowerer::filled_builtin(const Expr& e) {  // f == "zeros" || f == "ones"
+  const std::string& f = e.text;
+  const Loc loc = e.loc;
+  Call c = bind_args(e, {"shape"}, 1);
+  return V{constant(Type{F(), static_shape(c, "shape")}, f == "ones" ? 1.0 : 0.0, loc)};
+}
+
+V Lowerer::full_builtin(const Expr& e) {
+  const Loc loc = e.loc;
+  Call c = bind_args(e, {"shape", "value"}, 2);
+  return V{fill(static_shape(c, "shape"), arg(c, "value"), loc)};
+}
+
+V Lowerer::iota_builtin(const Expr& e) {
+  const Loc loc = e.loc;
+  Call c = bind_args(e, {"n"}, 1);
+  Attrs a;
+  a.set("n", Attr::of_int(static_int(*c.get("n"), "n")));
+  return op(Op::Iota, {}, loc, a);
+}
+
+V Lowerer::random_builtin(const Expr& e) {  // f == "randn" || f == "rand"
+  const std::string& f = e.text;
+  const Loc loc = e.loc;
+  Call c = bind_args(e, {"shape", "seed"}, 1);
+  Attrs a;
+  a.set("shape", Attr::of_ints(static_shape(c, "shape")));
+  V seed = c.get("seed") ? arg(c, "seed") : V::integer(0);
+  if (dtype(seed) != DType::I32) user_error(c.loc_of("seed"), "{}: seed must be an i32 scalar", f);
+  V r = op(f == "randn" ? Op::Randn : Op::Rand, {tensor(seed, c.loc_of("seed"))}, loc, a);
+  return V{tensor(r, F(), loc)};  // f32 values, widened when the program is lowered in f64
+}
+
+V Lowerer::take_builtin(const Expr& e) {
+  const Loc loc = e.loc;
+  Call c = bind_args(e, {"x", "indices", "axis"}, 2);
+  ValueId x = targ(c, "x");
+  V ix = arg(c, "indices");
+  if (dtype(ix) != DType::I32)
+    user_error(c.loc_of("indices"), "take: indices must be i32, got {}", ix.is_lit() ? "a float" : type_str(type(ix)));
+  Attrs a;
+  a.set("axis", Attr::of_int(c.get("axis") ? static_int(*c.get("axis"), "axis") : 0));
+  return op(Op::Take, {x, tensor(ix, c.loc_of("indices"))}, loc, a);
+}
+
+V Lowerer::activation_builtin(const Expr& e) {  // gelu, silu, softplus
+  const std::string& f = e.text;
+  Call c = bind_args(e, f == "gelu" ? std::vector<std::string>{"x", "approximate"} : std::vector<std::string>{"x"}, 1);
+  ValueId x = float_tensor(arg(c, "x"), e.loc);
+  At b = at(e.loc);
+  if (f == "silu") return V{b(composite::silu(b[x]))};
+  if (f == "softplus") return V{b(composite::softplus(b[x]))};
+  std::string form = c.get("approximate") ? symbol(*c.get("approximate"), "approximate") : "none";
+  if (form != "none" && form != "tanh")
+    user_error(c.loc_of("approximate"), "gelu: unknown approximate={} (expected none or tanh)", form);
+  return V{b(composite::gelu(b[x], form == "tanh"))};
+}
+
+V Lowerer::dropout_builtin(const Expr& e) {
+  Call c = bind_args(e, {"x", "p", "seed"}, 2);
+  ValueId x = float_tensor(arg(c, "x"), e.loc);
+  V p = arg(c, "p");
+  if (!p.is_lit() || !(p.num >= 0 && p.num < 1))
+    user_error(c.loc_of("p"), "dropout: p must be a constant with 0 <= p < 1");
+  V seed = c.get("seed") ? arg(c, "seed") : V::integer(0);
+  if (dtype(seed) != DType::I32) user_error(c.loc_of("seed"), "dropout: seed must be an i32 scalar");
+  const ValueId sv = tensor(seed, c.loc_of("seed"));
+  At b = at(e.loc);
+  return V{composite::dropout(b, x, p.num, sv)};
+}
+
+V Lowerer::norm_builtin(const Expr& e) {  // layer_norm, rms_norm (no affine part, as PyTorch's functional forms)
+  const std::string& f = e.text;
+  Call c = bind_args(e, {"x", "axis", "eps"}, 1);
+  ValueId x = float_tensor(arg(c, "x"), e.loc);
+  const Type t = g_.type(x);
+  const std::vector<int64_t> axes = c.get("axis") ? axes_of(c, t) : std::vector<int64_t>{norm_axis(e.loc, f, -1, t)};
+  double eps = f == "layer_norm" ? 1e-5 : 1e-6;
+  if (const Expr* ee = c.get("eps")) {
+    V ev = expr(*ee);
+    if (!ev.is_lit() || ev.num < 0) user_error(ee->loc, "{}: eps must be a constant, not negative", f);
+    eps = ev.num;
+  }
+  At b = at(e.loc);
+  return V{f == "layer_norm" ? composite::layer_norm(b, x, axes, eps) : composite::rms_norm(b, x, axes, eps)};
+}
+
+V Lowerer::collective_builtin(const Expr& e) {  // every collective, by its op's name
+  const std::string& f = e.text;
+  const Loc loc = e.loc;
+  if (in_default_) user_error(loc, "{}: an input's default value cannot use collectives", f);
+  const Op o = *op_by_name(f);
+  std::vector<std::string> params = {"x"};
+  switch (o) {
+    case Op::AllReduce: params = {"x", "op"}; break;
+    case Op::AllGather: params = {"x", "axis"}; break;
+    case Op::ReduceScatter: params = {"x", "axis", "op"}; break;
+    case Op::Broadcast: params = {"x", "root"}; break;
+    case Op::Reduce: params = {"x", "root", "op"}; break;
+    case Op::Gather:
+    case Op::Scatter: params = {"x", "root", "axis"}; break;
+    case Op::AllToAll: params = {"x", "split_axis", "concat_axis"}; break;
+    default: params = {"x", "shift", "pairs"}; break;
+  }
+  Call c = bind_args(e, params, 1);
+  ValueId x = targ(c, "x");
+  const Type t = g_.type(x);
+  Attrs a;
+  for (const std::string& p : params) {
+    if (p == "x") continue;
+    const Expr* v = c.get(p);
+    if (p == "op") {
+      std::string r = v ? symbol(*v, "op") : "sum";
+      if (!reduction_by_name(r))
+        user_error(c.loc_of(p), "{}: unknown reduction op={} (expected sum, avg, prod, max or min)", f, r);
+      a.set("op", Attr::of_sym(r));
+    } else if (p == "root") {
+      a.set("root", Attr::of_int(v ? static_int(*v, "root") : 0));
+    } else if (p == "axis" || p == "split_axis" || p == "concat_axis") {
+      a.set(p, Attr::of_int(axis1(c, p.c_str(), t, 0)));
+    }
+  }
+  if (o == Op::Permute) {
+    if (c.get("shift") && c.get("pairs")) user_error(loc, "permute: give shift or pairs, not both");
+    std::vector<std::vector<int64_t>> pairs;
+    if (const Expr* pe = c.get("pairs")) {
+      if (pe->kind != Expr::List) user_error(pe->loc, "permute: pairs must be a list such as [[0, 1], [1, 0]]");
+      for (const auto& p : pe->args) {
+        if (p->kind != Expr::List || p->args.size() != 2) user_error(p->loc, "permute: each pair must be [src, dst]");
+        pairs.push_back(static_ints(*p, "a rank"));
+      }
+    } else {
+      int64_t shift = c.get("shift") ? static_int(*c.get("shift"), "shift") : 1;
+      pairs = shift_pairs(shift, g_.world);
+    }
+    Attr pa;
+    pa.kind = Attr::List;
+    for (const auto& p : pairs) pa.list.push_back(Attr::of_ints(p));
+    a.set("pairs", pa);
+  }
+  return op(o, {x}, loc, a);
 }
 
 void Lowerer::unknown_function(const Expr& e) {
@@ -1196,9 +1202,8 @@ void Lowerer::unknown_function(const Expr& e) {
   if (auto a = kAliases.find(f); a != kAliases.end())
     user_error(e.loc, "unknown function '{}': gradc calls it {}", f, a->second);
   // The nearest known names: within a third of the name's length in edits.
-  std::vector<std::string> known(std::begin(kBuiltins), std::end(kBuiltins));
-  for (const auto& [k, o] : kUnary) known.push_back(k);
-  for (const auto& [k, o] : kCollective) known.push_back(k);
+  std::vector<std::string> known = {"grad"};
+  for (const auto& [k, fn] : builtins()) known.push_back(k);
   for (const auto& [k, fn] : prog_.funcs) known.push_back(k);
   size_t best = std::max<size_t>(1, f.size() / 3) + 1;
   std::vector<std::string> near;
@@ -1221,8 +1226,7 @@ void Lowerer::unknown_function(const Expr& e) {
 
 std::string method_advice(const std::string& attr) {
   if (auto a = kAliases.find(attr); a != kAliases.end()) return "call gradc's " + a->second + " instead";
-  const bool known = kUnary.count(attr) || kCollective.count(attr) ||
-                     std::find(std::begin(kBuiltins), std::end(kBuiltins), attr) != std::end(kBuiltins);
+  const bool known = builtins().count(attr) || attr == "grad";
   if (known) return fmt::format("call a function instead, such as {}(x)", attr);
   return fmt::format("and gradc has no function '{}'", attr);
 }

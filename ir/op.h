@@ -7,7 +7,7 @@
 
 namespace gradc {
 
-enum OpFlags : uint32_t { ELEM = 1, COLL = 2, DIFF = 4, LEAF = 8, FLOAT = 16 };
+enum OpFlags : uint32_t { ELEM = 1, COLL = 2, DIFF = 4, LEAF = 8, FLOAT = 16, NAMED = 32 };
 
 enum class Op : uint8_t {  // a byte: a node is one cache line (ir/graph.h)
 #define OP(E, name, arity, flags) E,
@@ -60,5 +60,6 @@ inline bool is_elementwise(Op op) { return op_flags(op) & ELEM; }
 inline bool is_collective(Op op) { return op_flags(op) & COLL; }
 inline bool is_differentiable(Op op) { return op_flags(op) & DIFF; }
 inline bool float_only(Op op) { return op_flags(op) & FLOAT; }  // operands must be float
+inline bool named(Op op) { return op_flags(op) & NAMED; }       // the language calls it f(...)
 
 }  // namespace gradc

@@ -7,6 +7,8 @@
 namespace gradc {
 namespace {
 
+using namespace build;  // the derivative rules are written as expressions (ir/builder.h)
+
 void check_root(const Graph& g, const Node& n) {
   int64_t root = n.attr_int("root");
   if (root < 0 || root >= g.world) user_error(n.loc, "{}: root {} is outside 0..{}", op_name(n.op), root, g.world - 1);
@@ -134,10 +136,8 @@ Rep rep_permute(const Graph& g, const Node& n) {
 //            itself on every rank. Piecewise constant: every higher derivative is
 //            0, and so is the derivative of this rule.
 ValueId extremum_partial(Ad& ad, ValueId x, ValueId full) {
-  Attrs sum;
-  sum.set("op", Attr::of_sym("sum"));
-  ValueId hit = ad.cmp(Op::Eq, x, full);
-  return ad.div(hit, ad.collective(Op::AllReduce, hit, sum));
+  const Ex hit = eq(ad[x], ad[full]);
+  return ad(hit / all_reduce(hit, Reduction::Sum));
 }
 
 //   prod:    prod_{j != k} x_j, from the count of zeros z = sum_j [x_j = 0] and the
@@ -147,17 +147,9 @@ ValueId extremum_partial(Ad& ad, ValueId x, ValueId full) {
 //            count, the masks) are constants to a further differentiation, so a
 //            gradient that is differentiated again uses leave_one_out_prod.
 ValueId zero_counting_prod(Ad& ad, ValueId x) {
-  DType dt = ad.dtype(x);
-  Attrs sum, prod;
-  sum.set("op", Attr::of_sym("sum"));
-  prod.set("op", Attr::of_sym("prod"));
-  ValueId zero = ad.scalar(0, dt), one = ad.scalar(1, dt);
-  ValueId is_zero = ad.cmp(Op::Eq, x, zero);
-  ValueId zeros = ad.collective(Op::AllReduce, is_zero, sum);
-  ValueId nonzero_prod = ad.collective(Op::AllReduce, ad.where(is_zero, one, x), prod);
-  ValueId if_zero = ad.where(ad.cmp(Op::Eq, zeros, one), nonzero_prod, zero);
-  ValueId if_nonzero = ad.where(ad.cmp(Op::Eq, zeros, zero), ad.div(nonzero_prod, ad.where(is_zero, one, x)), zero);
-  return ad.where(is_zero, if_zero, if_nonzero);
+  const Ex is_zero = eq(ad[x], 0.0), nonzero = where(is_zero, 1.0, ad[x]);
+  const Ex zeros = all_reduce(is_zero, Reduction::Sum), P = all_reduce(nonzero, Reduction::Prod);
+  return ad(where(is_zero, where(eq(zeros, 1.0), P, 0.0), where(eq(zeros, 0.0), P / nonzero, 0.0)));
 }
 
 // prod_{j != k} x_j on rank k, exact to every order: the ranks' values gathered
@@ -176,12 +168,9 @@ ValueId leave_one_out_prod(Ad& ad, ValueId x) {
   Attrs ax0;
   ax0.set("axis", Attr::of_int(0));
   ValueId all = ad.collective(Op::AllGather, ad.reshape(x, rows), ax0);  // [N] + s
-  Attrs n_attr;
-  n_attr.set("n", Attr::of_int(N));
   Shape col(rows.size(), 1);
   col[0] = N;
-  ValueId mine = ad.cmp(Op::Eq, ad.reshape(ad.emit(Op::Iota, {}, n_attr), col), ad.emit(Op::Rank, {}));
-  ValueId v = ad.where(mine, ad.scalar(1, dt), all);
+  ValueId v = ad(where(eq(reshape(iota(N), col), rank()), 1.0, ad[all]));  // the row of rank k is ones
   for (int64_t n = N; n > 1;) {
     if (n % 2) {
       rows[0] = 1;
@@ -194,7 +183,7 @@ ValueId leave_one_out_prod(Ad& ad, ValueId x) {
     end[0] = n;
     std::vector<int64_t> second = start;
     second[0] = n / 2;
-    v = ad.mul(ad.slice(v, start, mid), ad.slice(v, second, end));
+    v = ad(slice(ad[v], start, mid) * slice(ad[v], second, end));
     n /= 2;
   }
   return ad.reshape(v, s);

@@ -8,6 +8,8 @@
 namespace gradc {
 namespace {
 
+using namespace build;  // the derivative rules are written as expressions (ir/builder.h)
+
 bool is_comparison(Op op) {
   return op == Op::Eq || op == Op::Ne || op == Op::Lt || op == Op::Le || op == Op::Gt || op == Op::Ge;
 }
@@ -219,48 +221,50 @@ Tensor eval_where(const Node& n, const Args& a, const EvalCtx&) {
 }
 
 // ---- derivative rules: y = f(x), g = the cotangent of y ---------------------
+// Written as expressions (ir/builder.h): ad[v] is the value v, ad(e) adds e's nodes.
 
 // d/dx -x = -1
-void vjp_neg(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad.neg(g); }
+void vjp_neg(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad(-ad[g]); }
 // d/dx exp(x) = exp(x) = y
-void vjp_exp(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad.mul(g, y); }
+void vjp_exp(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad(ad[g] * ad[y]); }
 // d/dx log(x) = 1 / x
-void vjp_log(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad.div(g, ad.arg(0)); }
+void vjp_log(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad(ad[g] / ad[ad.arg(0)]); }
 // d/dx sqrt(x) = 1 / (2 sqrt(x)) = 0.5 / y
-void vjp_sqrt(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad.div(ad.mul(g, 0.5), y); }
+void vjp_sqrt(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad(ad[g] * 0.5 / ad[y]); }
 // d/dx x^(-1/2) = -1/2 x^(-3/2) = -1/2 y^3
 void vjp_rsqrt(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) {
-  ct[0] = ad.mul(ad.mul(g, -0.5), ad.mul(y, ad.mul(y, y)));
+  const Ex Y = ad[y];
+  ct[0] = ad(ad[g] * -0.5 * (Y * (Y * Y)));
 }
 // d/dx |x| = sign(x)   (0 at 0, as in PyTorch)
-void vjp_abs(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad.mul(g, ad.unary(Op::Sign, ad.arg(0))); }
+void vjp_abs(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad(ad[g] * sign(ad[ad.arg(0)])); }
 // d/dx relu(x) = [x > 0]   (0 at 0, as in PyTorch)
-void vjp_relu(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
-  ValueId x = ad.arg(0);
-  ct[0] = ad.mul(g, ad.cmp(Op::Gt, x, ad.scalar(0, ad.dtype(x))));
-}
+void vjp_relu(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad(ad[g] * (ad[ad.arg(0)] > 0.0)); }
 // d/dx sigmoid(x) = y (1 - y)
 void vjp_sigmoid(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) {
-  ct[0] = ad.mul(g, ad.mul(y, ad.sub(ad.scalar(1, ad.dtype(y)), y)));
+  const Ex Y = ad[y];
+  ct[0] = ad(ad[g] * (Y * (1.0 - Y)));
 }
 // d/dx tanh(x) = 1 - y^2
 void vjp_tanh(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) {
-  ct[0] = ad.mul(g, ad.sub(ad.scalar(1, ad.dtype(y)), ad.mul(y, y)));
+  const Ex Y = ad[y];
+  ct[0] = ad(ad[g] * (1.0 - Y * Y));
 }
 // d/dx sin(x) = cos(x)
-void vjp_sin(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad.mul(g, ad.unary(Op::Cos, ad.arg(0))); }
+void vjp_sin(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad(ad[g] * cos(ad[ad.arg(0)])); }
 // d/dx cos(x) = -sin(x)
-void vjp_cos(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
-  ct[0] = ad.neg(ad.mul(g, ad.unary(Op::Sin, ad.arg(0))));
-}
+void vjp_cos(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad(-(ad[g] * sin(ad[ad.arg(0)]))); }
 // d/dx x^2 = 2 x
-void vjp_square(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad.mul(ad.mul(g, ad.arg(0)), 2.0); }
+void vjp_square(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad(ad[g] * ad[ad.arg(0)] * 2.0); }
 // d/dx 1/x = -1/x^2 = -y^2
-void vjp_reciprocal(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad.neg(ad.mul(g, ad.mul(y, y))); }
+void vjp_reciprocal(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) {
+  const Ex Y = ad[y];
+  ct[0] = ad(-(ad[g] * (Y * Y)));
+}
 // d/dx erf(x) = 2/sqrt(pi) exp(-x^2)
 void vjp_erf(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
-  ValueId x = ad.arg(0);
-  ct[0] = ad.mul(ad.mul(g, ad.unary(Op::Exp, ad.neg(ad.mul(x, x)))), 1.1283791670955126);
+  const Ex X = ad[ad.arg(0)];
+  ct[0] = ad(ad[g] * exp(-(X * X)) * 1.1283791670955126);
 }
 // d/dx cast(x) = 1, in x's dtype
 void vjp_cast(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad.cast(g, ad.dtype(ad.arg(0))); }
@@ -274,53 +278,47 @@ void vjp_add(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
 // d/da (a - b) = 1, d/db (a - b) = -1
 void vjp_sub(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
   if (ad.needs(0)) ct[0] = ad.sum_to(g, ad.shape(ad.arg(0)));
-  if (ad.needs(1)) ct[1] = ad.sum_to(ad.neg(g), ad.shape(ad.arg(1)));
+  if (ad.needs(1)) ct[1] = ad.sum_to(ad(-ad[g]), ad.shape(ad.arg(1)));
 }
 // d/da (a b) = b, d/db (a b) = a
 void vjp_mul(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
-  ValueId a = ad.arg(0), b = ad.arg(1);
-  if (ad.needs(0)) ct[0] = ad.sum_to(ad.mul(g, b), ad.shape(a));
-  if (ad.needs(1)) ct[1] = ad.sum_to(ad.mul(g, a), ad.shape(b));
+  const ValueId a = ad.arg(0), b = ad.arg(1);
+  if (ad.needs(0)) ct[0] = ad.sum_to(ad(ad[g] * ad[b]), ad.shape(a));
+  if (ad.needs(1)) ct[1] = ad.sum_to(ad(ad[g] * ad[a]), ad.shape(b));
 }
 // d/da (a / b) = 1 / b, d/db (a / b) = -a / b^2 = -y / b
 void vjp_div(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) {
-  ValueId a = ad.arg(0), b = ad.arg(1);
-  ValueId gb = ad.div(g, b);
-  if (ad.needs(0)) ct[0] = ad.sum_to(gb, ad.shape(a));
-  if (ad.needs(1)) ct[1] = ad.sum_to(ad.neg(ad.mul(gb, y)), ad.shape(b));
+  const ValueId a = ad.arg(0), b = ad.arg(1);
+  const Ex gb = ad[g] / ad[b];
+  if (ad.needs(0)) ct[0] = ad.sum_to(ad(gb), ad.shape(a));
+  if (ad.needs(1)) ct[1] = ad.sum_to(ad(-(gb * ad[y])), ad.shape(b));
 }
 // d/da a^b = b a^(b-1), taken as 0 where b = 0 (0^0 is 1: no 0 * inf);
 // d/db a^b = a^b log(a), taken as 0 where a = 0 (as PyTorch does both)
 void vjp_pow(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) {
-  ValueId a = ad.arg(0), b = ad.arg(1);
-  DType dt = ad.dtype(a);
-  if (ad.needs(0)) {
-    ValueId zero = ad.scalar(0, dt);
-    ValueId d = ad.where(ad.cmp(Op::Eq, b, zero), zero, ad.mul(b, ad.emit(Op::Pow, {a, ad.sub(b, ad.scalar(1, dt))})));
-    ct[0] = ad.sum_to(ad.mul(g, d), ad.shape(a));
-  }
+  const ValueId a = ad.arg(0), b = ad.arg(1);
+  const Ex A = ad[a], B = ad[b], G = ad[g];
+  if (ad.needs(0)) ct[0] = ad.sum_to(ad(G * where(eq(B, 0.0), 0.0, B * pow(A, B - 1.0))), ad.shape(a));
   if (ad.needs(1)) {
-    ValueId zero = ad.scalar(0, dt);
-    ValueId safe_a = ad.where(ad.cmp(Op::Eq, a, zero), ad.scalar(1, dt), a);
-    ValueId d = ad.where(ad.cmp(Op::Eq, a, zero), zero, ad.mul(y, ad.unary(Op::Log, safe_a)));
-    ct[1] = ad.sum_to(ad.mul(g, d), ad.shape(b));
+    const Ex a_is_0 = eq(A, 0.0);
+    ct[1] = ad.sum_to(ad(G * where(a_is_0, 0.0, ad[y] * log(where(a_is_0, 1.0, A)))), ad.shape(b));
   }
 }
 // d/da max(a, b) = [a > b] + 1/2 [a = b]: a tie splits the derivative evenly
 // (likewise min with <), as PyTorch does.
 void vjp_extremum(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
-  ValueId a = ad.arg(0), b = ad.arg(1);
-  Op wins = ad.y().op == Op::Maximum ? Op::Gt : Op::Lt;
-  ValueId half_tie = ad.mul(ad.cmp(Op::Eq, a, b), 0.5);
-  if (ad.needs(0)) ct[0] = ad.sum_to(ad.mul(g, ad.add(ad.cmp(wins, a, b), half_tie)), ad.shape(a));
-  if (ad.needs(1)) ct[1] = ad.sum_to(ad.mul(g, ad.add(ad.cmp(wins, b, a), half_tie)), ad.shape(b));
+  const ValueId a = ad.arg(0), b = ad.arg(1);
+  const Ex A = ad[a], B = ad[b];
+  const bool max = ad.y().op == Op::Maximum;
+  const Ex half_tie = eq(A, B) * 0.5;
+  if (ad.needs(0)) ct[0] = ad.sum_to(ad(ad[g] * ((max ? A > B : A < B) + half_tie)), ad.shape(a));
+  if (ad.needs(1)) ct[1] = ad.sum_to(ad(ad[g] * ((max ? B > A : B < A) + half_tie)), ad.shape(b));
 }
 // d/da where(c, a, b) = [c], d/db where(c, a, b) = [not c]; nothing flows to c
 void vjp_where(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
-  ValueId c = ad.arg(0);
-  ValueId zero = ad.scalar(0, ad.dtype(g));
-  if (ad.needs(1)) ct[1] = ad.sum_to(ad.where(c, g, zero), ad.shape(ad.arg(1)));
-  if (ad.needs(2)) ct[2] = ad.sum_to(ad.where(c, zero, g), ad.shape(ad.arg(2)));
+  const Ex C = ad[ad.arg(0)], G = ad[g];
+  if (ad.needs(1)) ct[1] = ad.sum_to(ad(where(C, G, 0.0)), ad.shape(ad.arg(1)));
+  if (ad.needs(2)) ct[2] = ad.sum_to(ad(where(C, 0.0, G)), ad.shape(ad.arg(2)));
 }
 
 }  // namespace

@@ -22,7 +22,7 @@ void Ad::begin(ValueId y, const std::vector<bool>& need) {
   need_ = need;
 }
 
-ValueId Ad::emit(Op op, std::vector<ValueId> args, Attrs attrs) {
+ValueId Ad::make(Op op, std::vector<ValueId> args, Attrs attrs) {
   Node n;
   n.op = op;
   n.args = std::move(args);
@@ -35,74 +35,13 @@ ValueId Ad::emit(Op op, std::vector<ValueId> args, Attrs attrs) {
   return g_.append(std::move(n));
 }
 
-ValueId Ad::constant(const Type& t, double v) {
+ValueId Ad::make_constant(const Type& t, double v) {
   Node n = const_node(t, v, y_ >= 0 ? g_[y_].loc : Loc{});
   n.backward = true;
   if (y_ >= 0) n.fwd_op = g_[y_].op;
   n.rep = Rep::Replicated;
   return g_.append(std::move(n));
 }
-
-ValueId Ad::cast(ValueId a, DType dt) {
-  if (dtype(a) == dt) return a;
-  Attrs at;
-  at.set("to", Attr::of_sym(dtype_name(dt)));
-  return emit(Op::Cast, {a}, at);
-}
-
-ValueId Ad::reshape(ValueId a, Shape s) {
-  if (shape(a) == s) return a;
-  Attrs at;
-  at.set("shape", Attr::of_ints(s));
-  return emit(Op::Reshape, {a}, at);
-}
-
-ValueId Ad::broadcast(ValueId a, Shape s) {
-  if (shape(a) == s) return a;
-  Attrs at;
-  at.set("shape", Attr::of_ints(s));
-  return emit(Op::BroadcastTo, {a}, at);
-}
-
-ValueId Ad::transpose(ValueId a, const std::vector<int64_t>& perm) {
-  Attrs at;
-  at.set("perm", Attr::of_ints(perm));
-  return emit(Op::Transpose, {a}, at);
-}
-
-ValueId Ad::slice(ValueId a, const std::vector<int64_t>& starts, const std::vector<int64_t>& ends) {
-  Attrs at;
-  at.set("starts", Attr::of_ints(starts));
-  at.set("ends", Attr::of_ints(ends));
-  return emit(Op::Slice, {a}, at);
-}
-
-ValueId Ad::pad(ValueId a, const std::vector<int64_t>& lo, const std::vector<int64_t>& hi) {
-  Attrs at;
-  at.set("lo", Attr::of_ints(lo));
-  at.set("hi", Attr::of_ints(hi));
-  return emit(Op::Pad, {a}, at);
-}
-
-ValueId Ad::reduce_sum(ValueId a, const std::vector<int64_t>& axes) {
-  if (axes.empty()) return a;
-  Attrs at;
-  at.set("axes", Attr::of_ints(axes));
-  return emit(Op::ReduceSum, {a}, at);
-}
-
-ValueId Ad::sum_to(ValueId a, Shape s) {
-  const Shape from = shape(a);
-  if (from == s) return a;
-  // Axes that broadcasting added (leading) or stretched (size 1 in s).
-  std::vector<int64_t> axes;
-  size_t lead = from.size() - s.size();
-  for (size_t d = 0; d < from.size(); ++d)
-    if (d < lead || (s[d - lead] == 1 && from[d] != 1)) axes.push_back(int64_t(d));
-  return reshape(reduce_sum(a, axes), s);
-}
-
-ValueId Ad::collective(Op op, ValueId a, Attrs attrs) { return emit(op, {a}, std::move(attrs)); }
 
 // ---- the pass ------------------------------------------------------------------
 

@@ -1,0 +1,33 @@
+// The language's composite builtins: functions of other ops, written as the math
+// (ir/builder.h). The frontend (lower.cpp) checks a call's arguments, then builds its
+// value here; every node is at the call's place (the builder's).
+#pragma once
+#include <vector>
+
+#include "ir/builder.h"
+
+namespace gradc::composite {
+
+// s with the reduced axes kept, as size 1.
+Shape keep_shape(Shape s, const std::vector<int64_t>& axes);
+// r, a reduction of a value of shape `in` over `axes`, with the axes kept (keepdims) or not.
+ValueId finish_reduce(Builder& b, ValueId r, const Shape& in, const std::vector<int64_t>& axes, bool keep);
+
+ValueId mean(Builder& b, ValueId x, const std::vector<int64_t>& axes, bool keep);
+ValueId logsumexp(Builder& b, ValueId x, const std::vector<int64_t>& axes, bool keep);
+ValueId softmax(Builder& b, ValueId x, int axis);
+ValueId log_softmax(Builder& b, ValueId x, int axis);
+ValueId normalize(Builder& b, ValueId x, int axis, double eps);
+// The first index among ties where x is greatest (least), or NaN.
+ValueId arg_extremum(Builder& b, ValueId x, int axis, bool keep, bool max);
+ValueId one_hot(Builder& b, ValueId labels, int64_t n);
+// PyTorch's cross_entropy of logits [..., C] and labels [...] (checked, i32).
+ValueId cross_entropy(Builder& b, ValueId logits, ValueId labels, int64_t ignore_index);
+ValueId layer_norm(Builder& b, ValueId x, const std::vector<int64_t>& axes, double eps);
+ValueId rms_norm(Builder& b, ValueId x, const std::vector<int64_t>& axes, double eps);
+ValueId dropout(Builder& b, ValueId x, double p, ValueId seed);
+Ex silu(Ex x);
+Ex softplus(Ex x);
+Ex gelu(Ex x, bool tanh_approximation);
+
+}  // namespace gradc::composite
