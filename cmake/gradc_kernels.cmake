@@ -37,10 +37,11 @@ function(gradc_cpu_library target source)
   else()
     get_filename_component(name "${source}" NAME_WE)
     set(object "${CMAKE_CURRENT_BINARY_DIR}/${target}_kernels.o")
+    file(GLOB runtime "${dir}/gradc_*.h")  # the runtime gradc wrote beside the source
     add_custom_command(OUTPUT "${object}"
       COMMAND "${GRADC_KERNEL_CXX}" ${flags} ${clang_flags} ${mpi_flags} -std=c++17 -fPIC "-I${dir}" "-I${GRADC_CBLAS_INCLUDE}"
               -c "${source}" -o "${object}"
-      DEPENDS "${source}" "${dir}/${name}.h" "${dir}/gradc_runtime.h" "${dir}/gradc_scalar.h"
+      DEPENDS "${source}" "${dir}/${name}.h" ${runtime}
       COMMENT "gradc: compiling ${target}'s kernels with ${GRADC_KERNEL_CXX}")
     add_library(${target} STATIC "${object}")
     set_target_properties(${target} PROPERTIES LINKER_LANGUAGE CXX)

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
+#include <optional>
 #include <set>
 
 #include "codegen/runtime_files.h"
@@ -409,10 +411,38 @@ std::map<std::string, std::string> api_names(const Lowered& l, const std::string
   return api;
 }
 
-class Writer {
+// Fills in a template (codegen/templates/): each @KEY@ by its value.
+std::string fill(std::string text, const std::map<std::string, std::string>& values) {
+  for (const auto& [key, value] : values) {
+    const std::string at = "@" + key + "@";
+    for (size_t p = text.find(at); p != std::string::npos; p = text.find(at, p + value.size()))
+      text.replace(p, at.size(), value);
+  }
+  return text;
+}
+
+// The generator of one program's sources: what both targets share. A target's
+// emitter (CpuEmitter, CudaEmitter, below) overrides only what differs: its
+// constructors and members, how a kernel waits for another stream, where constants
+// live, its CMake and main() templates. Every method may be called in any order
+// (the kernels' functors are made once, on first use: functors()).
+class Emitter {
  public:
-  Writer(const Lowered& l, Target t, std::string name, std::string source)
-      : l_(l), g_(l.graph), target_(t), name_(std::move(name)), source_(std::move(source)), api_(api_names(l, name_)) {}
+  Emitter(const Lowered& l, std::string name, std::string source)
+      : l_(l), g_(l.graph), name_(std::move(name)), source_(std::move(source)), api_(api_names(l, name_)) {}
+  virtual ~Emitter() = default;
+
+  // The class's files, the runtime's, CMake's, and (gradc build) an executable's main.
+  std::vector<GeneratedFile> files() {
+    std::vector<GeneratedFile> out = {{name_ + ".h", header()}, {name_ + extension(), source()}};
+    for (const char* f : runtime_files()) out.push_back({f, embedded_file(f)});
+    out.push_back({"CMakeLists.txt", fill(embedded_file(cmake_template()), {{"NAME", name_}})});
+    return out;
+  }
+  GeneratedFile main_file() {
+    return {name_ + "_main" + extension(),
+            fill(embedded_file(main_template()), {{"NAME", name_}, {"PROGRAM", program_table()}, {"BIND", bind()}})};
+  }
 
   std::string header() {
     std::string s = fmt::format(
@@ -431,24 +461,7 @@ class Writer {
       if (n != a)
         s += fmt::format("  // '{}' of the program is {} here ({} is taken in C++ or in this class)\n", n, a, n);
     s += fmt::format("  static constexpr int64_t workspace_bytes = {};\n\n", l_.workspace_bytes);
-    if (target_ == Target::Cuda)
-      s += fmt::format(
-          "  // The NCCL communicator of the world's ranks (this rank's, on its device) and the\n"
-          "  // stream to run on; both stay the application's.\n  {}(ncclComm_t comm, cudaStream_t stream);\n",
-          name_);
-    else
-      s += fmt::format(
-          "  // The world's ranks as threads of this process: this rank's place in gradc's\n"
-          "  // in-process group (one gradc::ThreadGroup of `world` ranks, shared by the threads).\n"
-          "  {0}(gradc::ThreadGroup& group, int rank);\n"
-          "#if defined(GRADC_WITH_MPI)\n"
-          "  // The world's ranks as MPI processes (gradc_add_program(... MPI) defines GRADC_WITH_MPI).\n"
-          "  explicit {0}(MPI_Comm comm);\n"
-          "#endif\n"
-          "  // Any gradc::Comm; it must outlive this object. (The communicators above are made\n"
-          "  // in {0}'s own source, so that their code is compiled with the kernels' flags.)\n"
-          "  explicit {0}(gradc::Comm& comm);\n",
-          name_);
+    s += constructors();
     s += fmt::format("  ~{0}();\n  {0}(const {0}&) = delete;\n  {0}& operator=(const {0}&) = delete;\n\n", name_);
     for (const auto& [n, b] : l_.inputs) {
       const LBuffer& x = l_.buffers[size_t(b)];
@@ -472,18 +485,7 @@ class Writer {
       if (!l_.graph[l_.buffers[size_t(b)].value].args.empty())
         s += fmt::format(" if (!in_{0}_) in_{0}_ = default_{0}_;", n);
     s += " }\n\n private:\n";
-    if (target_ == Target::Cuda)
-      s += fmt::format(
-          "  cudaStream_t stream_, comm_stream_;  // compute, and communication\n  gradc::Comm comm_;\n"
-          "  cublasHandle_t blas_;\n  cudaEvent_t events_[{}];  // one per kernel, for the other stream to wait on\n"
-          "  static constexpr int64_t scratch_bytes = {};  // a collective's rearranged blocks\n",
-          std::max<size_t>(1, l_.kernels.size()), scratch_bytes());
-    else
-      s += fmt::format(
-          "  {}(std::unique_ptr<gradc::Comm> owned, gradc::Comm* comm);\n"
-          "  std::unique_ptr<gradc::Comm> owned_;  // the communicator made for this object, if any\n"
-          "  gradc::Comm& comm_;\n  gradc::Stream stream_, comm_stream_;\n  gradc::Blas blas_;\n",
-          name_);
+    s += members();
     s += "  int32_t rank_;\n  char* ws_ = nullptr;\n  gradc::Partials partials_;  // a reduction's partial results\n";
     if (any_shared()) s += "  int shared_checks_ = GRADC_CHECK_SHARED;\n";
     for (const auto& [n, b] : l_.inputs)
@@ -508,9 +510,9 @@ class Writer {
     // row (x[i] - m[i / n], as softmax and normalize do; tests/lit/vectorized.dg).
     s += fmt::format("namespace {}_kernels {{\n\n", name_);
     for (size_t i = 0; i < l_.kernels.size(); ++i)
-      if (l_.kernels[i].kind == LKernel::Map || l_.kernels[i].kind == LKernel::Reduce) s += functor(int(i));
+      if (const auto f = functors().find(int(i)); f != functors().end()) s += f->second.text;
     s += fmt::format("}}  // namespace {}_kernels\n\nusing namespace {}_kernels;\n\n", name_, name_);
-    s += constructor();
+    s += lifetime();
     s += run();
     for (const auto& [n, b] : l_.outputs)  // where each output is: the caller's place, else the plan's
       s += fmt::format("\n{}* {}::{}() {{ return out_{}_ ? out_{}_ : {}; }}\n",
@@ -518,7 +520,54 @@ class Writer {
     return s;
   }
 
- private:
+ protected:
+  // ---- what a target's emitter says ----------------------------------------------
+  virtual const char* extension() const = 0;                   // of the class's source: .cpp, .cu
+  virtual std::vector<const char*> runtime_files() const = 0;  // the runtime headers it includes
+  virtual const char* cmake_template() const = 0;
+  virtual const char* main_template() const = 0;
+  virtual std::string constructors() = 0;          // their declarations in the class
+  virtual std::string members() = 0;               // the target's private members
+  virtual std::string constructor() = 0;           // their definitions, up to what both targets do
+  virtual std::string destructor() { return ""; }  // what the destructor releases besides the workspace
+  // A constant's array, and a pointer to it that kernels read.
+  virtual std::string const_array(const LBuffer& b, size_t count, const std::string& values) = 0;
+  virtual std::string const_pointer(const LBuffer& b) { return fmt::format("{}_data", b.name); }
+  // Whether a row group's row-local buffers hold one row (the CPU runs a row at a time).
+  virtual bool row_local_buffers() const { return false; }
+  // A kernel's waits for the other stream, and the record of its end (CUDA's events).
+  virtual std::string waits(const LKernel&, const std::string&) { return ""; }
+  virtual std::string record(size_t, const std::string&, const std::string&) { return ""; }
+  virtual std::string step_end() { return ""; }  // after the last kernel
+  // An executable's main: input i and output i bound to the class.
+  virtual std::string bind_input(size_t i, const std::string& api, const char* ctype) = 0;
+  virtual std::string bind_output(size_t i, const std::string& api, const char* ctype) = 0;
+
+  // The main template's @PROGRAM@: the executable's table of inputs and outputs.
+  std::string program_table() const {
+    auto arg = [&](const std::string& n, int b, bool has_default) {
+      const LBuffer& x = l_.buffers[size_t(b)];
+      std::string dims = x.type->shape.empty() ? "0" : fmt::format("{}", fmt::join(x.type->shape, ", "));
+      return fmt::format("{{\"{}\", {}, {}, {{{}}}, {}}}", n, dtype_enum(x.type->dtype), x.type->rank(), dims,
+                         has_default ? "true" : "false");
+    };
+    std::vector<std::string> ins, outs;
+    for (const auto& [n, b] : l_.inputs) ins.push_back(arg(n, b, !g_[l_.buffers[size_t(b)].value].args.empty()));
+    for (const auto& [n, b] : l_.outputs) outs.push_back(arg(n, b, false));
+    return fmt::format("\"{}\", \"{}\", {}, {{{}}}, {{{}}}", name_ + ".dg", name_, g_.world, fmt::join(ins, ", "),
+                       fmt::join(outs, ", "));
+  }
+  // The main template's @BIND@: the shared inputs' check, then each input and output bound.
+  std::string bind() {
+    std::string s;
+    if (any_shared()) s += "    step.check_shared_inputs(1);  // the first step: the inputs do not change\n";
+    for (size_t i = 0; i < l_.inputs.size(); ++i)
+      s += bind_input(i, api(l_.inputs[i].first), ctype(l_.buffers[size_t(l_.inputs[i].second)].type->dtype));
+    for (size_t i = 0; i < l_.outputs.size(); ++i)
+      s += bind_output(i, api(l_.outputs[i].first), ctype(l_.buffers[size_t(l_.outputs[i].second)].type->dtype));
+    return s;
+  }
+
   std::string shape_members(const std::string& name, const LBuffer& b) {
     const std::string& n = api(name);
     std::string dims = b.type->shape.empty() ? "" : fmt::format("{}", fmt::join(b.type->shape, ", "));
@@ -531,12 +580,8 @@ class Writer {
   std::string const_data(const LBuffer& b) {
     std::vector<std::string> vals;
     for (const Attr& a : g_[b.value].attrs.find("value")->list) vals.push_back(literal(a.number(), b.type->dtype));
-    std::string s = fmt::format("// {}: a constant {}\n", b.name, type_str(b.type));
-    if (target_ == Target::Cuda)
-      return s + fmt::format("__device__ const {} {}_data[{}] = {{{}}};\n\n", ctype(b.type->dtype), b.name, vals.size(),
-                             fmt::join(vals, ", "));
-    return s + fmt::format("const {} {}_data[{}] = {{{}}};\n\n", ctype(b.type->dtype), b.name, vals.size(),
-                           fmt::join(vals, ", "));
+    return fmt::format("// {}: a constant {}\n", b.name, type_str(b.type)) +
+           const_array(b, vals.size(), fmt::format("{}", fmt::join(vals, ", ")));
   }
   std::string comment(const LKernel& k) {
     std::string ops = fused_ops(l_, k);
@@ -570,8 +615,7 @@ class Writer {
       p = g_[base->value].args.empty() ? "in_" + n + "_" : fmt::format("(in_{0}_ ? in_{0}_ : default_{0}_)", n);
       if (!for_reading) p = fmt::format("const_cast<{}*>({})", t, p);
     } else if (base->kind == LBuffer::Const) {
-      p = fmt::format("{}_data", base->name);
-      if (target_ == Target::Cuda) p = fmt::format("gradc::symbol({}_data)", base->name);
+      p = const_pointer(*base);
       if (!for_reading) p = fmt::format("const_cast<{}*>({})", t, p);
     } else {
       p = fmt::format("reinterpret_cast<{}*>(ws_ + {})", t, base->offset);
@@ -579,7 +623,24 @@ class Writer {
     return p;
   }
 
-  std::string functor(int i) {
+  // The functor of each map and reduce kernel, and the buffers it reads (the fields
+  // the calls fill in): made once, on first use.
+  struct Functor {
+    std::string text;
+    std::vector<int> reads;
+  };
+  const std::map<int, Functor>& functors() {
+    if (!functors_) {
+      functors_.emplace();
+      for (size_t i = 0; i < l_.kernels.size(); ++i)
+        if (l_.kernels[i].kind == LKernel::Map || l_.kernels[i].kind == LKernel::Reduce)
+          (*functors_)[int(i)] = functor(int(i));
+    }
+    return *functors_;
+  }
+  const std::vector<int>& reads(size_t kernel) { return functors().at(int(kernel)).reads; }
+
+  Functor functor(int i) {
     const LKernel& k = l_.kernels[size_t(i)];
     const Type& out = l_.buffers[size_t(k.out)].type;
     Body body(l_, k, source_);
@@ -602,7 +663,7 @@ class Writer {
         idx = body.unflatten("i", out.shape, "i");
       }
       body.set_element(idx, out.shape, "i");
-      if (target_ == Target::Cpu) body.set_row("r", k.row_len, k.row_len == 1 ? "0" : "j");
+      if (row_local_buffers()) body.set_row("r", k.row_len, k.row_len == 1 ? "0" : "j");
       result = body.value(k.root, idx);
       body.line(fmt::format("return {};", result));
       signature = fmt::format("GRADC_FUNCTOR {} operator()(int64_t r, int64_t j) const", ctype(out.dtype));
@@ -625,7 +686,7 @@ class Writer {
       size_t ko = 0, kr = 0;
       for (size_t d = 0; d < in.size(); ++d)
         idx.push_back(std::count(axes.begin(), axes.end(), int64_t(d)) ? q[kr++] : o[ko++]);
-      if (k.group >= 0 && target_ == Target::Cpu) body.set_row("o", k.row_len, "");
+      if (k.group >= 0 && row_local_buffers()) body.set_row("o", k.row_len, "");
       result = body.value(r.args[0], idx);
       body.line(fmt::format("return {};", result));
       signature = fmt::format("GRADC_FUNCTOR {} operator()(int64_t o, int64_t r) const", ctype(out.dtype));
@@ -636,53 +697,15 @@ class Writer {
       s += fmt::format("  const {}* b_{};\n", ctype(l_.buffers[size_t(b)].type->dtype), l_.buffers[size_t(b)].name);
     s += "  int32_t rank;\n";
     s += fmt::format("  {} {{\n{}  }}\n}};\n\n", signature, body.text());
-    reads_[i] = std::vector<int>(body.reads.begin(), body.reads.end());
-    return s;
-  }
-  // Room for one collective's rearranged blocks (CUDA): twice its larger buffer.
-  int64_t scratch_bytes() const {
-    int64_t most = 0;
-    for (const LKernel& k : l_.kernels)
-      if (k.kind == LKernel::Comm)
-        most = std::max({most, 2 * l_.buffers[size_t(k.out)].bytes(),
-                         2 * g_.type(g_[k.root].args[0]).size() * dtype_size(g_.type(g_[k.root].args[0]).dtype)});
-    return most;
+    return {s, std::vector<int>(body.reads.begin(), body.reads.end())};
   }
   // A kernel is named by the buffer it writes.
   const std::string& out_name(const LKernel& k) const { return l_.buffers[size_t(k.out)].name; }
   std::string kernel_name(int i) { return fmt::format("k{}_{}", i, out_name(l_.kernels[size_t(i)])); }
 
-  std::string constructor() {
-    std::string s;
-    if (target_ == Target::Cuda) {
-      s += fmt::format("{}::{}(ncclComm_t comm, cudaStream_t stream) : stream_(stream) {{\n", name_, name_);
-      s += "  int rank = 0, size = 0;\n  GRADC_NCCL(ncclCommUserRank(comm, &rank), \"constructor\");\n";
-      s += "  GRADC_NCCL(ncclCommCount(comm, &size), \"constructor\");\n  rank_ = rank;\n";
-      s += fmt::format("  if (size != world) gradc::wrong_world(\"{}\", world, size);\n", name_);
-      s += "  GRADC_CUDA(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking), \"constructor\");\n";
-      s += "  comm_ = gradc::Comm{comm, comm_stream_, static_cast<char*>(gradc::alloc(scratch_bytes)), rank, size};\n";
-      s += "  GRADC_CUBLAS(cublasCreate(&blas_), \"constructor\");\n  GRADC_CUBLAS(cublasSetStream(blas_, stream_), "
-           "\"constructor\");\n";
-      s += "  for (cudaEvent_t& e : events_) GRADC_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "
-           "\"constructor\");\n";
-    } else {
-      // The communicators are made here, not inline in the header: their collectives'
-      // loops are then compiled with the kernels (as gradc run compiles them), not by the
-      // application's compiler at its own optimisation level.
-      s += fmt::format(
-          "{0}::{0}(gradc::ThreadGroup& group, int rank) : {0}(std::make_unique<gradc::ThreadComm>(group, rank), "
-          "nullptr) {{}}\n"
-          "#if defined(GRADC_WITH_MPI)\n"
-          "{0}::{0}(MPI_Comm comm) : {0}(std::make_unique<gradc::MpiComm>(comm), nullptr) {{}}\n"
-          "#endif\n"
-          "{0}::{0}(gradc::Comm& comm) : {0}(nullptr, &comm) {{}}\n\n",
-          name_);
-      s += fmt::format(
-          "{0}::{0}(std::unique_ptr<gradc::Comm> owned, gradc::Comm* comm)\n"
-          "    : owned_(std::move(owned)), comm_(comm ? *comm : *owned_), rank_(comm_.rank()) {{\n",
-          name_);
-      s += fmt::format("  if (comm_.size() != world) gradc::wrong_world(\"{}\", world, comm_.size());\n", name_);
-    }
+  // The constructors and the destructor: the target's part, then what both do.
+  std::string lifetime() {
+    std::string s = constructor();
     s += "  ws_ = static_cast<char*>(gradc::alloc(workspace_bytes));\n  partials_ = gradc::alloc_partials();\n";
     for (const auto& [n, b] : l_.inputs)
       if (!g_[l_.buffers[size_t(b)].value].args.empty())
@@ -693,10 +716,7 @@ class Writer {
     s += fmt::format("{}::~{}() {{\n  gradc::release(ws_);\n  gradc::release(partials_);\n", name_, name_);
     for (const auto& [n, b] : l_.inputs)
       if (!g_[l_.buffers[size_t(b)].value].args.empty()) s += fmt::format("  gradc::release(default_{}_);\n", n);
-    if (target_ == Target::Cuda)
-      s += "  gradc::release(comm_.scratch);\n  for (cudaEvent_t e : events_) cudaEventDestroy(e);\n"
-           "  cublasDestroy(blas_);\n  cudaStreamDestroy(comm_stream_);\n";
-    return s + "}\n\n";
+    return s + destructor() + "}\n\n";
   }
 
   // --check-finite: a buffer's float values checked for NaN and infinity (an error at
@@ -757,22 +777,18 @@ class Writer {
                               ? source_
                               : fmt::format("{}:{}{}", source_, k.lines.front(),
                                             call_chain(source_, g_[l_.buffers[size_t(k.out)].value].loc, false));
-      std::string call;
-      if (target_ == Target::Cuda)
-        for (int w : k.waits) call += fmt::format("  gradc::wait({}, events_[{}]);\n", stream, w);
+      std::string call = waits(k, stream);
       const LBuffer& out = l_.buffers[size_t(k.out)];
       const int64_t n_out = out.type->size();
       if (k.group >= 0) {  // a row group: one kernel, launched at its first member
         if (k.group == int(i)) s += row_group(int(i), stream, where);
-        s += finite_check(k.out, stream);
-        if (target_ == Target::Cuda)
-          s += fmt::format("  GRADC_CUDA(cudaEventRecord(events_[{}], {}), \"{}\");\n", i, stream, where);
+        s += finite_check(k.out, stream) + record(i, stream, where);
         continue;
       }
       switch (k.kind) {
         case LKernel::Map: {
           std::vector<std::string> fields;
-          for (int b : reads_[int(i)]) fields.push_back(ptr(b, true));
+          for (int b : reads(i)) fields.push_back(ptr(b, true));
           fields.push_back("rank_");
           const std::string n_arg = n_out == 1 ? "" : fmt::format("{}, ", n_out);
           call += fmt::format(
@@ -783,7 +799,7 @@ class Writer {
         }
         case LKernel::Reduce: {
           std::vector<std::string> fields;
-          for (int b : reads_[int(i)]) fields.push_back(ptr(b, true));
+          for (int b : reads(i)) fields.push_back(ptr(b, true));
           fields.push_back("rank_");
           const Node& r = g_[k.root];
           call += fmt::format("  gradc::{}({}, partials_, {}, {}, {}, {}{{{}}}, {});\n",
@@ -808,11 +824,9 @@ class Writer {
       }
       s += fmt::format("  // {} ({})\n", out.name, where) + call + finite_check(k.out, stream);
       if (k.guard >= 0) s += shared_check(k.guard);
-      if (target_ == Target::Cuda)
-        s += fmt::format("  GRADC_CUDA(cudaEventRecord(events_[{}], {}), \"{}\");\n", i, stream, where);
+      s += record(i, stream, where);
     }
-    if (target_ == Target::Cuda && !l_.kernels.empty())  // the step ends on the compute stream
-      s += fmt::format("  gradc::wait(stream_, events_[{}]);\n", l_.kernels.size() - 1);
+    s += step_end();
     // Outputs no kernel writes in place (an input, a constant, a view, a second name
     // for one value) are copied where the caller asked for them.
     std::set<int> first;
@@ -841,13 +855,12 @@ class Writer {
     size_t j = size_t(first);
     for (; j < l_.kernels.size() && l_.kernels[j].group == first; ++j) {
       const LKernel& k = l_.kernels[j];
-      if (target_ == Target::Cuda)
-        for (int w : k.waits) waits += fmt::format("  gradc::wait({}, events_[{}]);\n", stream, w);
+      waits += this->waits(k, stream);
       std::vector<std::string> fields;
-      for (int b : reads_[int(j)]) fields.push_back(ptr(b, true));
+      for (int b : reads(j)) fields.push_back(ptr(b, true));
       fields.push_back("rank_");
       std::string f = fmt::format("{}{{{}}}", kernel_name(int(j)), fmt::join(fields, ", "));
-      const bool local = target_ == Target::Cpu && l_.buffers[size_t(k.out)].row_local;  // written at row 0
+      const bool local = row_local_buffers() && l_.buffers[size_t(k.out)].row_local;  // written at row 0
       steps += k.kind == LKernel::Map ? fmt::format(",\n              gradc::{}({}, {}, {})",
                                                     local ? "local_row" : "map_row", k.row_len, f, ptr(k.out, false))
                                       : fmt::format(",\n              gradc::reduce_row({}, {}, {}, {})",
@@ -927,155 +940,188 @@ class Writer {
 
   const Lowered& l_;
   const Graph& g_;
-  Target target_;
   std::string name_, source_;
-  std::map<int, std::vector<int>> reads_;
+  std::optional<std::map<int, Functor>> functors_;
   std::map<std::string, std::string> api_;  // an input's or output's name in the API, by its name
   const std::string& api(const std::string& n) const { return api_.at(n); }
 };
 
+class CpuEmitter final : public Emitter {
+ public:
+  using Emitter::Emitter;
+
+  // The native backend's entry (gradc run): the class on gradc's in-process group.
+  GeneratedFile native_entry() {
+    const size_t ni = std::max<size_t>(l_.inputs.size(), 1), no = std::max<size_t>(l_.outputs.size(), 1);
+    std::string bind;
+    if (any_shared()) bind += "    step.check_shared_inputs(1);  // the first step: the inputs do not change\n";
+    for (size_t i = 0; i < l_.inputs.size(); ++i) {
+      const auto& [n, b] = l_.inputs[i];
+      bind +=
+          fmt::format("    if (inputs[r * {0} + {1}]) step.set_{2}(static_cast<const {3}*>(inputs[r * {0} + {1}]));\n",
+                      ni, i, api(n), ctype(l_.buffers[size_t(b)].type->dtype));
+    }
+    for (size_t i = 0; i < l_.outputs.size(); ++i) {
+      const auto& [n, b] = l_.outputs[i];
+      bind += fmt::format("    step.set_{}_out(static_cast<{}*>(outputs[r * {} + {}]));\n", api(n),
+                          ctype(l_.buffers[size_t(b)].type->dtype), no, i);
+    }
+    return {name_ + "_native.cpp",
+            fill(embedded_file("native.cpp.in"),
+                 {{"NAME", name_}, {"NI", std::to_string(ni)}, {"NO", std::to_string(no)}, {"BIND", bind}})};
+  }
+
+ private:
+  const char* extension() const override { return ".cpp"; }
+  std::vector<const char*> runtime_files() const override {
+    return {"gradc_runtime.h", "gradc_common.h", "gradc_dtype.h", "gradc_scalar.h", "gradc_cpu.h",
+            "gradc_threads.h", "gradc_mpi.h",    "gradc_main.h",  "gradc_npy.h",    "gradc_kernels.cmake"};
+  }
+  const char* cmake_template() const override { return "CMakeLists.cpu.txt"; }
+  const char* main_template() const override { return "main.cpu.cpp.in"; }
+  std::string constructors() override {
+    return fmt::format(
+        "  // The world's ranks as threads of this process: this rank's place in gradc's\n"
+        "  // in-process group (one gradc::ThreadGroup of `world` ranks, shared by the threads).\n"
+        "  {0}(gradc::ThreadGroup& group, int rank);\n"
+        "#if defined(GRADC_WITH_MPI)\n"
+        "  // The world's ranks as MPI processes (gradc_add_program(... MPI) defines GRADC_WITH_MPI).\n"
+        "  explicit {0}(MPI_Comm comm);\n"
+        "#endif\n"
+        "  // Any gradc::Comm; it must outlive this object. (The communicators above are made\n"
+        "  // in {0}'s own source, so that their code is compiled with the kernels' flags.)\n"
+        "  explicit {0}(gradc::Comm& comm);\n",
+        name_);
+  }
+  std::string members() override {
+    return fmt::format(
+        "  {}(std::unique_ptr<gradc::Comm> owned, gradc::Comm* comm);\n"
+        "  std::unique_ptr<gradc::Comm> owned_;  // the communicator made for this object, if any\n"
+        "  gradc::Comm& comm_;\n  gradc::Stream stream_, comm_stream_;\n  gradc::Blas blas_;\n",
+        name_);
+  }
+  std::string constructor() override {
+    // The communicators are made here, not inline in the header: their collectives'
+    // loops are then compiled with the kernels (as gradc run compiles them), not by the
+    // application's compiler at its own optimisation level.
+    return fmt::format(
+        "{0}::{0}(gradc::ThreadGroup& group, int rank) : {0}(std::make_unique<gradc::ThreadComm>(group, rank), "
+        "nullptr) {{}}\n"
+        "#if defined(GRADC_WITH_MPI)\n"
+        "{0}::{0}(MPI_Comm comm) : {0}(std::make_unique<gradc::MpiComm>(comm), nullptr) {{}}\n"
+        "#endif\n"
+        "{0}::{0}(gradc::Comm& comm) : {0}(nullptr, &comm) {{}}\n\n"
+        "{0}::{0}(std::unique_ptr<gradc::Comm> owned, gradc::Comm* comm)\n"
+        "    : owned_(std::move(owned)), comm_(comm ? *comm : *owned_), rank_(comm_.rank()) {{\n"
+        "  if (comm_.size() != world) gradc::wrong_world(\"{0}\", world, comm_.size());\n",
+        name_);
+  }
+  std::string const_array(const LBuffer& b, size_t count, const std::string& values) override {
+    return fmt::format("const {} {}_data[{}] = {{{}}};\n\n", ctype(b.type->dtype), b.name, count, values);
+  }
+  bool row_local_buffers() const override { return true; }
+  std::string bind_input(size_t i, const std::string& api, const char* t) override {  // host vectors, by pointer
+    return fmt::format(
+        "    if (!d.inputs[{0}].empty()) step.set_{1}(reinterpret_cast<const {2}*>(d.inputs[{0}].data()));\n", i, api,
+        t);
+  }
+  std::string bind_output(size_t i, const std::string& api, const char* t) override {
+    return fmt::format("    step.set_{}_out(reinterpret_cast<{}*>(d.outputs[{}].data()));\n", api, t, i);
+  }
+};
+
+class CudaEmitter final : public Emitter {
+ public:
+  using Emitter::Emitter;
+
+ private:
+  const char* extension() const override { return ".cu"; }
+  std::vector<const char*> runtime_files() const override {
+    return {"gradc_runtime.h", "gradc_common.h", "gradc_dtype.h", "gradc_scalar.h",
+            "gradc_cuda.h",    "gradc_nccl.h",   "gradc_main.h",  "gradc_npy.h"};
+  }
+  const char* cmake_template() const override { return "CMakeLists.cuda.txt"; }
+  const char* main_template() const override { return "main.cuda.cu.in"; }
+  std::string constructors() override {
+    return fmt::format(
+        "  // The NCCL communicator of the world's ranks (this rank's, on its device) and the\n"
+        "  // stream to run on; both stay the application's.\n  {}(ncclComm_t comm, cudaStream_t stream);\n",
+        name_);
+  }
+  std::string members() override {
+    return fmt::format(
+        "  cudaStream_t stream_, comm_stream_;  // compute, and communication\n  gradc::Comm comm_;\n"
+        "  cublasHandle_t blas_;\n  cudaEvent_t events_[{}];  // one per kernel, for the other stream to wait on\n"
+        "  static constexpr int64_t scratch_bytes = {};  // a collective's rearranged blocks\n",
+        std::max<size_t>(1, l_.kernels.size()), scratch_bytes());
+  }
+  // Room for one collective's rearranged blocks (CUDA): twice its larger buffer.
+  int64_t scratch_bytes() const {
+    int64_t most = 0;
+    for (const LKernel& k : l_.kernels)
+      if (k.kind == LKernel::Comm)
+        most = std::max({most, 2 * l_.buffers[size_t(k.out)].bytes(),
+                         2 * g_.type(g_[k.root].args[0]).size() * dtype_size(g_.type(g_[k.root].args[0]).dtype)});
+    return most;
+  }
+  std::string constructor() override {
+    std::string s = fmt::format("{}::{}(ncclComm_t comm, cudaStream_t stream) : stream_(stream) {{\n", name_, name_);
+    s += "  int rank = 0, size = 0;\n  GRADC_NCCL(ncclCommUserRank(comm, &rank), \"constructor\");\n";
+    s += "  GRADC_NCCL(ncclCommCount(comm, &size), \"constructor\");\n  rank_ = rank;\n";
+    s += fmt::format("  if (size != world) gradc::wrong_world(\"{}\", world, size);\n", name_);
+    s += "  GRADC_CUDA(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking), \"constructor\");\n";
+    s += "  comm_ = gradc::Comm{comm, comm_stream_, static_cast<char*>(gradc::alloc(scratch_bytes)), rank, size};\n";
+    s += "  GRADC_CUBLAS(cublasCreate(&blas_), \"constructor\");\n  GRADC_CUBLAS(cublasSetStream(blas_, stream_), "
+         "\"constructor\");\n";
+    s += "  for (cudaEvent_t& e : events_) GRADC_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "
+         "\"constructor\");\n";
+    return s;
+  }
+  std::string destructor() override {
+    return "  gradc::release(comm_.scratch);\n  for (cudaEvent_t e : events_) cudaEventDestroy(e);\n"
+           "  cublasDestroy(blas_);\n  cudaStreamDestroy(comm_stream_);\n";
+  }
+  std::string const_array(const LBuffer& b, size_t count, const std::string& values) override {
+    return fmt::format("__device__ const {} {}_data[{}] = {{{}}};\n\n", ctype(b.type->dtype), b.name, count, values);
+  }
+  std::string const_pointer(const LBuffer& b) override { return fmt::format("gradc::symbol({}_data)", b.name); }
+  std::string waits(const LKernel& k, const std::string& stream) override {
+    std::string s;
+    for (int w : k.waits) s += fmt::format("  gradc::wait({}, events_[{}]);\n", stream, w);
+    return s;
+  }
+  std::string record(size_t i, const std::string& stream, const std::string& where) override {
+    return fmt::format("  GRADC_CUDA(cudaEventRecord(events_[{}], {}), \"{}\");\n", i, stream, where);
+  }
+  std::string step_end() override {  // the step ends on the compute stream
+    return l_.kernels.empty() ? "" : fmt::format("  gradc::wait(stream_, events_[{}]);\n", l_.kernels.size() - 1);
+  }
+  std::string bind_input(size_t i, const std::string& api, const char* t) override {  // device pointers
+    return fmt::format("    if (d.inputs[{0}]) step.set_{1}(static_cast<const {2}*>(d.inputs[{0}]));\n", i, api, t);
+  }
+  std::string bind_output(size_t i, const std::string& api, const char* t) override {
+    return fmt::format("    step.set_{}_out(static_cast<{}*>(d.outputs[{}]));\n", api, t, i);
+  }
+};
+
+std::unique_ptr<Emitter> emitter(const Lowered& l, Target target, const std::string& name, const std::string& source) {
+  if (target == Target::Cuda) return std::make_unique<CudaEmitter>(l, name, source);
+  return std::make_unique<CpuEmitter>(l, name, source);
+}
+
 }  // namespace
-
-std::string cmake_file(const std::string& name, Target target) {
-  std::string s = fmt::format(
-      "# Generated by gradc: the library `{0}` for the {1} target. Add this folder with\n"
-      "# add_subdirectory() and link {0}, or use gradc_add_program() from find_package(gradc).\n"
-      "cmake_minimum_required(VERSION 3.20)\n",
-      name, target == Target::Cuda ? "cuda" : "cpu");
-  if (target == Target::Cuda) {
-    s += fmt::format(
-        "enable_language(CUDA)\nfind_package(CUDAToolkit REQUIRED)\n"
-        "find_library(GRADC_NCCL_LIBRARY nccl HINTS ${{CUDAToolkit_LIBRARY_DIR}} REQUIRED)\n"
-        "add_library({0} STATIC ${{CMAKE_CURRENT_LIST_DIR}}/{0}.cu)\n"
-        "set_target_properties({0} PROPERTIES CUDA_ARCHITECTURES \"80;90\" POSITION_INDEPENDENT_CODE ON)\n"
-        "target_compile_features({0} PUBLIC cxx_std_17)\n"
-        "target_include_directories({0} PUBLIC ${{CMAKE_CURRENT_LIST_DIR}})\n"
-        "target_link_libraries({0} PUBLIC CUDA::cudart CUDA::cublas ${{GRADC_NCCL_LIBRARY}})\n",
-        name);
-  } else {
-    s += fmt::format(
-        "# The kernels are compiled as gradc run compiles them, whatever the application's\n"
-        "# build type and compiler: gradc_kernels.cmake says how. Set GRADC_WITH_MPI before\n"
-        "# add_subdirectory() for the class's constructor on an MPI_Comm.\n"
-        "include(${{CMAKE_CURRENT_LIST_DIR}}/gradc_kernels.cmake)\n"
-        "if(GRADC_WITH_MPI)\n"
-        "  gradc_cpu_library({0} ${{CMAKE_CURRENT_LIST_DIR}}/{0}.cpp MPI)\n"
-        "else()\n"
-        "  gradc_cpu_library({0} ${{CMAKE_CURRENT_LIST_DIR}}/{0}.cpp)\n"
-        "endif()\n",
-        name);
-  }
-  return s;
-}
-
-GeneratedFile generate_main(const Lowered& l, Target target, const std::string& name) {
-  const Graph& g = l.graph;
-  const std::map<std::string, std::string> api = api_names(l, name);
-  auto arg = [&](const std::string& n, int b, bool has_default) {
-    const LBuffer& x = l.buffers[size_t(b)];
-    std::string dims = x.type->shape.empty() ? "0" : fmt::format("{}", fmt::join(x.type->shape, ", "));
-    return fmt::format("{{\"{}\", {}, {}, {{{}}}, {}}}", n, dtype_enum(x.type->dtype), x.type->rank(), dims,
-                       has_default ? "true" : "false");
-  };
-  std::vector<std::string> ins, outs;
-  for (const auto& [n, b] : l.inputs) ins.push_back(arg(n, b, !g[l.buffers[size_t(b)].value].args.empty()));
-  for (const auto& [n, b] : l.outputs) outs.push_back(arg(n, b, false));
-  const bool shared = has_shared_input(l);
-  std::string s = fmt::format(
-      "// Generated by gradc: the standalone executable of {0}.\n#include \"{0}.h\"\n"
-      "#include \"gradc_main.h\"\n\n",
-      name);
-  s += "int main(int argc, char** argv) {\n";
-  s += fmt::format("  static const gradc::exe::Program program{{\"{}\", \"{}\", {}, {{{}}}, {{{}}}}};\n", name + ".dg",
-                   name, g.world, fmt::join(ins, ", "), fmt::join(outs, ", "));
-  if (target == Target::Cuda) {
-    s += "  return gradc::exe::main_cuda(program, argc, argv, [&](ncclComm_t comm, cudaStream_t stream, "
-         "gradc::exe::DeviceData& d) {\n";
-    s += fmt::format("    {} step(comm, stream);\n", name);
-    if (shared) s += "    step.check_shared_inputs(1);  // the first step: the inputs do not change\n";
-  } else {
-    s += "  return gradc::exe::main(program, argc, argv, [&](gradc::Comm& comm, gradc::exe::RankData& d, int iters, "
-         "const gradc::exe::Barrier& barrier) {\n";
-    s += fmt::format("    {} step(comm);\n", name);
-    if (shared) s += "    step.check_shared_inputs(1);  // the first step: the inputs do not change\n";
-  }
-  // Host vectors on the CPU, device pointers on CUDA: both bind by pointer, no copies.
-  const bool cuda = target == Target::Cuda;
-  for (size_t i = 0; i < l.inputs.size(); ++i) {
-    const auto& [n, b] = l.inputs[i];
-    const char* t = ctype(l.buffers[size_t(b)].type->dtype);
-    s +=
-        cuda
-            ? fmt::format("    if (d.inputs[{0}]) step.set_{1}(static_cast<const {2}*>(d.inputs[{0}]));\n", i,
-                          api.at(n), t)
-            : fmt::format(
-                  "    if (!d.inputs[{0}].empty()) step.set_{1}(reinterpret_cast<const {2}*>(d.inputs[{0}].data()));\n",
-                  i, api.at(n), t);
-  }
-  for (size_t i = 0; i < l.outputs.size(); ++i) {
-    const auto& [n, b] = l.outputs[i];
-    const char* t = ctype(l.buffers[size_t(b)].type->dtype);
-    s += cuda ? fmt::format("    step.set_{}_out(static_cast<{}*>(d.outputs[{}]));\n", api.at(n), t, i)
-              : fmt::format("    step.set_{}_out(reinterpret_cast<{}*>(d.outputs[{}].data()));\n", api.at(n), t, i);
-  }
-  if (cuda)
-    s += "    gradc::exe::cuda_steps(stream, d, [&] { step.run(); }, [&] { step.keep_defaults(); });\n  });\n}\n";
-  else
-    s += "    gradc::exe::timed_steps(barrier, d.step_ms, iters, [&] { step.run(); }, [&] { step.keep_defaults(); });\n"
-         "  });\n}\n";
-  return {name + "_main" + (target == Target::Cuda ? ".cu" : ".cpp"), s};
-}
-
-GeneratedFile generate_native_entry(const Lowered& l, const std::string& name) {
-  const size_t ni = l.inputs.size(), no = l.outputs.size();
-  const std::map<std::string, std::string> api = api_names(l, name);
-  std::string s = fmt::format(
-      "// Generated by gradc: the entry the native backend of `gradc run` calls for {0}.\n"
-      "#include \"{0}.h\"\n#include \"gradc_main.h\"\n\n"
-      "// Runs 1 + iters steps on `world` ranks, a thread each: inputs[r * {1} + i] is rank r's\n"
-      "// data for input i (null: its default), outputs[r * {2} + i] where its output i goes;\n"
-      "// step_ms[k] the k-th timed step. 0, or 1 with the failing rank's message in `error`.\n"
-      "extern \"C\" int gradc_native_run(int world, const void* const* inputs, void* const* outputs, int iters,\n"
-      "                                double* step_ms, char* error, int error_size) {{\n"
-      "  std::vector<double> ms;\n"
-      "  std::string why = gradc::exe::run_threads(world, [&](gradc::Comm& comm, int r, const gradc::exe::Barrier& "
-      "barrier) {{\n"
-      "    {0} step(comm);\n",
-      name, std::max<size_t>(ni, 1), std::max<size_t>(no, 1));
-  if (has_shared_input(l)) s += "    step.check_shared_inputs(1);  // the first step: the inputs do not change\n";
-  for (size_t i = 0; i < ni; ++i) {
-    const auto& [n, b] = l.inputs[i];
-    s += fmt::format("    if (inputs[r * {0} + {1}]) step.set_{2}(static_cast<const {3}*>(inputs[r * {0} + {1}]));\n",
-                     std::max<size_t>(ni, 1), i, api.at(n), ctype(l.buffers[size_t(b)].type->dtype));
-  }
-  for (size_t i = 0; i < no; ++i) {
-    const auto& [n, b] = l.outputs[i];
-    s += fmt::format("    step.set_{}_out(static_cast<{}*>(outputs[r * {} + {}]));\n", api.at(n),
-                     ctype(l.buffers[size_t(b)].type->dtype), std::max<size_t>(no, 1), i);
-  }
-  s += "    std::vector<double> mine;\n"
-       "    gradc::exe::timed_steps(barrier, mine, iters, [&] { step.run(); }, [&] { step.keep_defaults(); });\n"
-       "    if (r == 0) ms = mine;\n  });\n"
-       "  for (size_t k = 0; k < ms.size(); ++k) step_ms[k] = ms[k];\n"
-       "  snprintf(error, size_t(error_size), \"%s\", why.c_str());\n"
-       "  return why.empty() ? 0 : 1;\n}\n";
-  return {name + "_native.cpp", s};
-}
 
 std::vector<GeneratedFile> generate(const Lowered& l, Target target, const std::string& name,
                                     const std::string& source_path) {
-  Writer w(l, target, name, source_path);
-  std::vector<GeneratedFile> files;
-  std::string src = w.source();  // first: it fills in which buffers each kernel reads
-  files.push_back({name + ".h", w.header()});
-  files.push_back({name + (target == Target::Cuda ? ".cu" : ".cpp"), src});
-  files.push_back({"gradc_runtime.h", runtime_header()});
-  files.push_back({"gradc_scalar.h", scalar_header()});
-  files.push_back({"gradc_main.h", main_header()});
-  files.push_back({"gradc_npy.h", npy_header()});
-  files.push_back({"CMakeLists.txt", cmake_file(name, target)});
-  if (target == Target::Cpu) files.push_back({"gradc_kernels.cmake", cmake_kernels()});
-  return files;
+  return emitter(l, target, name, source_path)->files();
+}
+
+GeneratedFile generate_main(const Lowered& l, Target target, const std::string& name) {
+  return emitter(l, target, name, "")->main_file();
+}
+
+GeneratedFile generate_native_entry(const Lowered& l, const std::string& name) {
+  return CpuEmitter(l, name, "").native_entry();
 }
 
 }  // namespace gradc

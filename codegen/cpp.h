@@ -1,8 +1,11 @@
-// The C++ code generator: one writer, two targets. It reads the lowered program
+// The C++ code generator: an emitter base with a cpu and a cuda emitter that
+// override only what differs (codegen/cpp.cpp). It reads the lowered program
 // (ir/lowered.h) and nothing above it. Every kernel body is a functor whose
 // operator() both nvcc and the host compiler compile; what differs between
-// targets is in the runtime header written out with the code
-// (codegen/runtime/gradc_runtime.h).
+// targets at run time is in the runtime's files written out with the code
+// (codegen/runtime/: gradc_common.h, then gradc_cpu.h, gradc_threads.h and
+// gradc_mpi.h, or gradc_cuda.h and gradc_nccl.h), and the CMake and main() text
+// are templates (codegen/templates/).
 #pragma once
 #include <string>
 #include <vector>

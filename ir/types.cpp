@@ -30,8 +30,6 @@ uint64_t TypeTraits::hash(const Type& t) {
   return (h ^ t.shape.size()) * 0x9e3779b97f4a7c15ull;
 }
 
-int dtype_size(DType t) { return t == DType::F64 ? 8 : 4; }
-
 bool too_large(const Shape& s) {
   // An empty tensor holds nothing: its other dimensions may be as large as NumPy allows,
   // up to 2^62 multiplied, so that no product of them overflows int64.

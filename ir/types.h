@@ -4,13 +4,11 @@
 #include <string>
 #include <vector>
 
+#include "ir/dtype.h"   // DType, dtype_size: shared with generated code's runtime
 #include "ir/scalar.h"  // saturate_i32
 #include "support/intern.h"
 
 namespace gradc {
-
-// Ordered by promotion: i32 -> f32 -> f64.
-enum class DType : uint8_t { I32, F32, F64 };
 
 inline bool is_float(DType t) { return t != DType::I32; }
 inline DType promote(DType a, DType b) { return a > b ? a : b; }
@@ -18,7 +16,6 @@ inline DType promote(DType a, DType b) { return a > b ? a : b; }
 inline DType float_of(DType t) { return t == DType::I32 ? DType::F32 : t; }
 const char* dtype_name(DType t);
 bool parse_dtype(const std::string& s, DType& out);
-int dtype_size(DType t);
 
 using Shape = std::vector<int64_t>;
 

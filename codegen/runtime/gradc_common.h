@@ -1,0 +1,233 @@
+// gradc's runtime for generated code: what both targets share (errors in a step's
+// data, reductions over ranks in rank order, a collective's blocks, the checks of
+// run()). gradc emit writes it out beside the code, with the target's files:
+//   cpu: gradc_cpu.h (loops, BLAS, the communicator interface), gradc_threads.h
+//        (ranks as threads), gradc_mpi.h (ranks as MPI processes)
+//   cuda: gradc_cuda.h (kernels, cuBLAS, memory), gradc_nccl.h (NCCL)
+// gradc_runtime.h includes the ones the compiler targets. The kernel bodies are the
+// generated functors' operator(), compiled by both nvcc and the host compiler.
+#pragma once
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "gradc_dtype.h"
+#include "gradc_scalar.h"
+
+// A kernel's functor is inlined wherever the runtime's loops call it. A large one
+// (randn's 10 rounds of Philox, a chain of 256 ops) clang 19 otherwise leaves a
+// call inside the loop, which then stays scalar.
+#if defined(__CUDACC__)
+#define GRADC_FUNCTOR __host__ __device__ __forceinline__
+#else
+#define GRADC_FUNCTOR __attribute__((always_inline)) inline
+#endif
+
+namespace gradc {
+
+enum class ROp { Sum, Avg, Prod, Max, Min };
+
+// A failed library call names the call, the library's message and the source
+// location of the op, and ends the process at once with status 1: every rank in
+// it stops (under a launcher, the others then fail in their next collective).
+[[noreturn]] inline void fail(const char* call, const std::string& why, const char* where) {
+  fprintf(stderr, "gradc: error: %s failed: %s (%s)\n", call, why.c_str(), where);
+  fflush(stderr);
+  _Exit(1);
+}
+
+// ---- errors in the program's data, found while a step runs ------------------
+// `where` is the op's file:line:col, `dims` the shape of the value whose element
+// (row-major `element`) is at fault. On the host the rank throws (its thread, or
+// its process, then stops every rank, as a failed collective does); in a CUDA
+// kernel the message is printed and the kernel traps, which the next checked
+// CUDA call reports.
+// The row-major `element` of a value of shape `dims` ("2, 3") as an index, "[1, 1]",
+// in a fixed buffer: the same text on the host and in a CUDA kernel's printf.
+struct ElementText {
+  char s[16 * 22 + 3];  // up to 16 dimensions of up to 20 digits, ", " between them
+};
+GRADC_HD inline ElementText element_text(int64_t element, const char* dims) {
+  int64_t shape[16], idx[16];
+  int rank = 0;
+  for (const char* p = dims; *p && rank < 16;) {
+    int64_t v = 0;
+    while (*p >= '0' && *p <= '9') v = v * 10 + (*p++ - '0');
+    shape[rank++] = v;
+    while (*p == ',' || *p == ' ') ++p;
+  }
+  for (int d = rank; d-- > 0;) {
+    idx[d] = shape[d] ? element % shape[d] : 0;
+    element = shape[d] ? element / shape[d] : 0;
+  }
+  ElementText t;
+  int n = 0;
+  t.s[n++] = '[';
+  for (int d = 0; d < rank; ++d) {
+    if (d) t.s[n++] = ',', t.s[n++] = ' ';
+    char digits[20];
+    int k = 0;
+    for (int64_t v = idx[d]; k == 0 || v; v /= 10) digits[k++] = char('0' + v % 10);
+    while (k) t.s[n++] = digits[--k];
+  }
+  t.s[n++] = ']';
+  t.s[n] = 0;
+  return t;
+}
+inline std::string element_str(int64_t element, const char* dims) { return element_text(element, dims).s; }
+GRADC_HD inline void division_error(const char* where, const char* op, int rank, int64_t element, const char* dims) {
+#if defined(__CUDA_ARCH__)
+  printf("%s: error: %s: division by zero on rank %d, at element %s of i32[%s]\n", where, op, rank,
+         element_text(element, dims).s, dims);
+  __trap();
+#else
+  throw std::runtime_error(std::string(where) + ": " + op + ": division by zero on rank " + std::to_string(rank) +
+                           ", at element " + element_str(element, dims) + " of i32[" + dims + "]");
+#endif
+}
+GRADC_HD inline void index_error(const char* where, int rank, int64_t index, int64_t n, int64_t element,
+                                 const char* dims) {
+#if defined(__CUDA_ARCH__)
+  printf("%s: error: take: index %lld is out of range 0..%lld on rank %d, at element %s of the indices\n", where,
+         (long long)index, (long long)(n - 1), rank, element_text(element, dims).s);
+  __trap();
+#else
+  throw std::runtime_error(std::string(where) + ": take: index " + std::to_string(index) + " is out of range 0.." +
+                           std::to_string(n - 1) + " on rank " + std::to_string(rank) + ", at element " +
+                           element_str(element, dims) + " of the indices");
+#endif
+}
+
+GRADC_HD inline void label_error(const char* where, int rank, int64_t label, int64_t n, int64_t ignore, int64_t element,
+                                 const char* dims) {
+#if defined(__CUDA_ARCH__)
+  printf(
+      "%s: error: cross_entropy: label %lld is out of range 0..%lld on rank %d, at element %s of the labels "
+      "(ignore_index is %lld)\n",
+      where, (long long)label, (long long)(n - 1), rank, element_text(element, dims).s, (long long)ignore);
+  __trap();
+#else
+  throw std::runtime_error(std::string(where) + ": cross_entropy: label " + std::to_string(label) +
+                           " is out of range 0.." + std::to_string(n - 1) + " on rank " + std::to_string(rank) +
+                           ", at element " + element_str(element, dims) + " of the labels (ignore_index is " +
+                           std::to_string(ignore) + ")");
+#endif
+}
+
+// ---- reductions over ranks, in rank order (as the interpreter combines them) ---
+template <class T>
+GRADC_HD inline T combine(ROp op, T a, T b) {
+  switch (op) {
+    case ROp::Prod: return T(a * b);
+    case ROp::Max: return a > b ? a : b;
+    case ROp::Min: return a < b ? a : b;
+    default: return T(a + b);
+  }
+}
+
+// Reductions over axes accumulate in double (int64 for i32), as the interpreter does:
+// a sum from 0, a max or min from -inf or +inf (the i32 limits) by max_step and min_step
+// (gradc_scalar.h: a NaN element makes the result NaN).
+template <class T>
+struct Acc {
+  using type = double;
+};
+template <>
+struct Acc<int32_t> {
+  using type = int64_t;
+};
+template <>
+struct Acc<int64_t> {
+  using type = int64_t;
+};  // the GPU's partial results of an i32 reduction
+template <class A>
+GRADC_HD inline A reduce_init(ROp op) {
+  return op == ROp::Sum ? A(0) : op == ROp::Max ? max_start<A>() : min_start<A>();
+}
+template <class A>
+GRADC_HD inline A reduce_step(ROp op, A acc, A x) {
+  return op == ROp::Max ? max_step(acc, x) : op == ROp::Min ? min_step(acc, x) : A(acc + x);
+}
+
+// A map kernel's functor gives the value of element i, f(i) (in a row group, of
+// element j of row r, f(r, j)); a reduction's, the element r of output o, f(o, r).
+// The runtime stores the results.
+template <class T, class F>
+struct MapRow;
+template <class T, class F>
+struct ReduceRow;
+template <class T, class F>
+MapRow<T, F> map_row(int64_t len, const F& f, T* out) {
+  return MapRow<T, F>{len, f, out};
+}
+template <class T, class F>
+ReduceRow<T, F> reduce_row(ROp op, int64_t len, const F& f, T* out) {
+  return ReduceRow<T, F>{op, len, f, out};
+}
+
+// A collective's operand and result as blocks: [outer, dim, inner] elements,
+// the block axis in the middle (outer = 1, inner = 1 for a whole buffer).
+struct Blocks {
+  int64_t outer = 1, dim = 1, inner = 1;
+  int64_t count() const { return outer * dim * inner; }
+};
+
+// A program built for one world size, started in another.
+[[noreturn]] inline void wrong_world(const char* name, int world, int size) {
+  fprintf(stderr,
+          "gradc: error: %s was generated for %d ranks, but the communicator has %d; run gradc again with --ranks=%d\n",
+          name, world, size, size);
+  abort();
+}
+[[noreturn]] inline void missing_input(const char* name, const char* input) {
+  fprintf(stderr, "gradc: error: %s::run(): input '%s' has no default and was not set (set_%s)\n", name, input, input);
+  abort();
+}
+
+// A step writes its outputs while it still reads its inputs (and the outputs it wrote
+// before), so memory given with set_<name>_out must not overlap an input's or another
+// output's: run() checks the pointers it was given (a few comparisons) and stops.
+struct Span {
+  const void* p;  // null: not set
+  int64_t bytes;
+  const char* what;  // "input 'x'", "output 'y'"
+  bool output;
+};
+template <size_t N>
+inline void check_disjoint(const char* name, const Span (&spans)[N]) {
+  for (size_t i = 0; i < N; ++i) {
+    if (!spans[i].output || !spans[i].p) continue;
+    const char* a = static_cast<const char*>(spans[i].p);
+    for (size_t j = 0; j < N; ++j) {
+      const char* b = static_cast<const char*>(spans[j].p);
+      if (j == i || !b || a >= b + spans[j].bytes || b >= a + spans[i].bytes) continue;
+      fprintf(stderr,
+              "gradc: error: %s::run(): the memory of %s overlaps that of %s: an output needs memory of its own\n",
+              name, spans[i].what, spans[j].what);
+      abort();
+    }
+  }
+}
+
+// A shared input (LANGUAGE.md section 3) must hold the same bytes on every rank: each
+// rank compares its data with rank 0's, the ranks exchange the verdicts, and every rank
+// stops with the first rank that differs, in the interpreter's words (check_shared, in
+// the target's file). It synchronises and allocates: a class checks in debug builds
+// only (every step), unless told (check_shared_inputs(): executables and gradc run
+// check their first step).
+#if !defined(GRADC_CHECK_SHARED)
+#if defined(NDEBUG)
+#define GRADC_CHECK_SHARED 0
+#else
+#define GRADC_CHECK_SHARED -1
+#endif
+#endif
+
+}  // namespace gradc

@@ -1,0 +1,295 @@
+// gradc's runtime, the CPU target: kernel bodies in plain loops the host compiler
+// vectorises, reductions, OpenBLAS, memory, and the communicator interface the
+// ranks' communicators implement (gradc_threads.h, gradc_mpi.h, or an application's
+// own). See gradc_common.h.
+#pragma once
+#include <cblas.h>
+
+#include <thread>
+
+#include "gradc_common.h"
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+
+namespace gradc {
+
+struct Stream {};    // the CPU runs a rank's kernels in order on its thread
+struct Partials {};  // a reduction's partial results: the CPU needs none
+inline Partials alloc_partials() { return {}; }
+inline void release(Partials) {}
+
+// A kernel's loop iterations are independent: a kernel never writes memory it
+// reads (the buffer plan gives its result a place none of its operands has), so
+// the compiler may vectorise without checking for overlap. GRADC_VECTORIZE_SUM
+// also lets it split a sum into vector lanes.
+#if defined(__clang__)
+#define GRADC_VECTORIZE _Pragma("clang loop vectorize(assume_safety)")
+#define GRADC_VECTORIZE_SUM _Pragma("clang loop vectorize(enable) interleave(enable)")
+#elif defined(__GNUC__)
+#define GRADC_VECTORIZE _Pragma("GCC ivdep")
+#define GRADC_VECTORIZE_SUM
+#else
+#define GRADC_VECTORIZE
+#define GRADC_VECTORIZE_SUM
+#endif
+
+// An output of kStreamBytes or more (far past a core's caches) is computed 1 KiB at a
+// time into a block that stays in L1, which streaming stores then write out: whole
+// 32-byte vectors that go to memory without the cache lines being read first (a
+// plain store reads each line before writing it), as memcpy does for large copies.
+// The values are the same. The functor is called in two places only (it is
+// inlined in each): the first block ends where `out` is 32-byte aligned, so the
+// others are whole aligned vectors, and the last may be short.
+inline constexpr int64_t kStreamBytes = int64_t(16) << 20;
+// A map of one element (a scalar): no loop, so a long chain of scalar ops is not
+// compiled again as vector code that would never run.
+template <class T, class F>
+inline void map_one(Stream, const F& f, T* out) {
+  out[0] = f(0);
+}
+template <class T, class F>
+inline void map(Stream, int64_t n, const F& f, T* out) {
+#if defined(__AVX__)
+  if (n * int64_t(sizeof(T)) >= kStreamBytes) {
+    constexpr int64_t B = 1024 / int64_t(sizeof(T));
+    alignas(32) T block[B];
+    const int64_t head = int64_t((32 - reinterpret_cast<uintptr_t>(out) % 32) % 32) / int64_t(sizeof(T));
+    for (int64_t i = 0, nb = 0; i < n; i += nb) {
+      nb = i == 0 && head > 0 ? head : n - i < B ? n - i : B;
+      GRADC_VECTORIZE
+      for (int64_t j = 0; j < nb; ++j) block[j] = f(i + j);
+      if (nb == B)
+        for (int64_t j = 0; j < B; j += 32 / int64_t(sizeof(T)))
+          _mm256_stream_si256(reinterpret_cast<__m256i*>(out + i + j),
+                              _mm256_load_si256(reinterpret_cast<const __m256i*>(block + j)));
+      else
+        memcpy(out + i, block, size_t(nb) * sizeof(T));
+    }
+    _mm_sfence();
+    return;
+  }
+#endif
+  GRADC_VECTORIZE
+  for (int64_t i = 0; i < n; ++i) out[i] = f(i);
+}
+
+// out[o] = op over r of f(o, r). A sum accumulates in Acc (f64; i64 for i32) and is
+// vectorised: the compiler splits it into L lanes (L = vector width x interleave, at
+// most 64 here), each summing every L-th element in order, then adds the lanes; the
+// error of a sum of n terms stays within (n / L + log2 L + 1) u sum |x_r|, u the
+// accumulator's unit roundoff (2^-53), before the one rounding to T. A max or min is
+// exact in any order (max_step, min_step): 16 vector lanes in T, each taking every
+// 16th element, then the lanes in order; only which NaN or which zero is the result
+// can differ from one pass in order.
+template <class T, class F>
+inline void reduce_one(ROp op, int64_t n_red, const F& f, int64_t o, T* out) {
+  using A = typename Acc<T>::type;
+  if (op == ROp::Sum) {
+    A acc = 0;
+    GRADC_VECTORIZE_SUM
+    for (int64_t r = 0; r < n_red; ++r) acc += A(f(o, r));
+    out[o] = T(acc);
+    return;
+  }
+  constexpr int64_t L = 16;
+  const T init = T(reduce_init<A>(op));
+  T lane[L];
+  for (int64_t j = 0; j < L; ++j) lane[j] = init;
+  int64_t r = 0;
+  for (; r + L <= n_red; r += L)
+    for (int64_t j = 0; j < L; ++j) {
+      const T x = T(f(o, r + j));
+      lane[j] = op == ROp::Max ? max_step(lane[j], x) : min_step(lane[j], x);
+    }
+  T acc = init;
+  for (int64_t j = 0; j < L; ++j) acc = reduce_step<T>(op, acc, lane[j]);
+  for (; r < n_red; ++r) acc = reduce_step<T>(op, acc, T(f(o, r)));
+  out[o] = acc;
+}
+template <class T, class F>
+inline void reduce(Stream, Partials, ROp op, int64_t n_out, int64_t n_red, const F& f, T* out) {
+  for (int64_t o = 0; o < n_out; ++o) reduce_one(op, n_red, f, o, out);
+}
+// The same where the reduced axes come first (a column sum: element (r, o) at
+// r * n_out + o): rows outer, a block of outputs inner, so memory is read in
+// order; each output still takes its elements in order of r.
+template <class T, class F>
+inline void reduce_leading(Stream, Partials, ROp op, int64_t n_out, int64_t n_red, const F& f, T* out) {
+  using A = typename Acc<T>::type;
+  constexpr int64_t kBlock = 256;
+  A acc[kBlock];
+  for (int64_t o0 = 0; o0 < n_out; o0 += kBlock) {
+    const int64_t nb = n_out - o0 < kBlock ? n_out - o0 : kBlock;
+    for (int64_t j = 0; j < nb; ++j) acc[j] = reduce_init<A>(op);
+    for (int64_t r = 0; r < n_red; ++r) {
+      GRADC_VECTORIZE
+      for (int64_t j = 0; j < nb; ++j) acc[j] = reduce_step<A>(op, acc[j], A(f(o0 + j, r)));
+    }
+    for (int64_t j = 0; j < nb; ++j) out[o0 + j] = T(acc[j]);
+  }
+}
+
+// A row group: per row, every member on that row in turn (the row stays in cache).
+template <class T, class F>
+struct MapRow {
+  int64_t len;
+  F f;
+  T* out;
+  int64_t stride = len;  // where row r is written: at out + r * stride (a row-local buffer's: 0)
+  void row(int64_t r) const { fill(out + r * stride, r); }
+  // The row's elements are written through a pointer nothing else reads: what
+  // depends on the row alone (a row's sum, and what is computed from it) is
+  // computed once per row, outside the loop.
+  void fill(T* __restrict o, int64_t r) const {
+    GRADC_VECTORIZE
+    for (int64_t j = 0; j < len; ++j) o[j] = f(r, j);
+  }
+};
+template <class T, class F>
+struct ReduceRow {
+  ROp op;
+  int64_t len;
+  F f;
+  T* out;
+  void row(int64_t r) const { reduce_one(op, len, f, r, out); }
+};
+// A row-local buffer (LBuffer::row_local): each row written where the last was.
+template <class T, class F>
+MapRow<T, F> local_row(int64_t len, const F& f, T* out) {
+  return MapRow<T, F>{len, f, out, 0};
+}
+template <class... S>
+inline void rows(Stream, int64_t n_rows, const S&... steps) {
+  for (int64_t r = 0; r < n_rows; ++r) (steps.row(r), ...);
+}
+
+// C[b] = alpha op(A[b]) op(B[b]), row-major, for b < batch.
+struct Blas {};
+template <class T>
+inline void gemm(Blas, Stream, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t sa, const T* b,
+                 int64_t sb, T* c, int64_t batch, T alpha = T(1)) {
+  for (int64_t p = 0; p < batch; ++p) {
+    const T* A = a + p * sa;
+    const T* B = b + p * sb;
+    T* C = c + p * m * n;
+    if constexpr (sizeof(T) == 4 && T(0.5) != T(0)) {
+      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
+                  alpha, A, int(ta ? m : k), B, int(tb ? k : n), 0.0f, C, int(n));
+    } else if constexpr (sizeof(T) == 8) {
+      cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
+                  alpha, A, int(ta ? m : k), B, int(tb ? k : n), 0.0, C, int(n));
+    } else {  // i32: no BLAS routine
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          T s = 0;
+          for (int64_t q = 0; q < k; ++q) s += A[ta ? q * m + i : i * k + q] * B[tb ? j * k + q : q * n + j];
+          C[i * n + j] = s;
+        }
+    }
+  }
+}
+
+inline void* alloc(int64_t bytes) { return bytes ? aligned_alloc(256, size_t((bytes + 255) / 256 * 256)) : nullptr; }
+inline void release(void* p) { free(p); }
+inline void fill_zero(Stream, void* p, int64_t bytes) { memset(p, 0, size_t(bytes)); }
+
+// Each rank's BLAS calls get an equal share of this machine's cores: `ranks_here` ranks
+// (threads of this process, or processes on this node) each calling a BLAS that starts
+// a thread per core would oversubscribe them. OPENBLAS_NUM_THREADS, when set, wins.
+inline void share_blas_threads(int ranks_here) {
+  if (getenv("OPENBLAS_NUM_THREADS")) return;
+  const unsigned cores = std::thread::hardware_concurrency();
+  openblas_set_num_threads(int(cores > unsigned(ranks_here) ? cores / unsigned(ranks_here) : 1));
+}
+
+// ---- communication ------------------------------------------------------------
+// What every communicator provides; each rank calls the same collectives in the
+// same order. `in` and `out` may be the same buffer for all_reduce.
+class Comm {
+ public:
+  virtual ~Comm() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual void all_reduce(const void* in, void* out, int64_t count, DType t, ROp op) = 0;
+  virtual void all_gather(const void* in, void* out, Blocks b, DType t) = 0;              // b: the operand's blocks
+  virtual void reduce_scatter(const void* in, void* out, Blocks b, DType t, ROp op) = 0;  // b: the result's
+  virtual void broadcast(const void* in, void* out, int64_t count, DType t, int root) = 0;
+  virtual void reduce(const void* in, void* out, int64_t count, DType t, ROp op, int root) = 0;
+  virtual void gather(const void* in, void* out, Blocks b, DType t, int root) = 0;   // b: the operand's
+  virtual void scatter(const void* in, void* out, Blocks b, DType t, int root) = 0;  // b: the result's
+  // y_r: block r (along split) of every x_k, concatenated in k order (along concat).
+  virtual void all_to_all(const void* in, void* out, const int64_t* shape, int rank, int split, int concat,
+                          DType t) = 0;
+  // y_r = x_src for the pair (src, r), zeros where none ends at r.
+  virtual void permute(const void* in, void* out, int64_t count, DType t, const int* pairs, int n_pairs) = 0;
+  virtual void abort_all(const char* why) = 0;  // a failing rank stops every rank
+};
+
+// The calls generated code makes, one per collective; `where` is the op's source location.
+inline void all_reduce(Comm& c, const void* in, void* out, int64_t count, DType t, ROp op, const char*) {
+  c.all_reduce(in, out, count, t, op);
+}
+inline void all_gather(Comm& c, const void* in, void* out, Blocks b, DType t, const char*) {
+  c.all_gather(in, out, b, t);
+}
+inline void reduce_scatter(Comm& c, const void* in, void* out, Blocks b, DType t, ROp op, const char*) {
+  c.reduce_scatter(in, out, b, t, op);
+}
+inline void broadcast(Comm& c, const void* in, void* out, int64_t count, DType t, int root, const char*) {
+  c.broadcast(in, out, count, t, root);
+}
+inline void reduce_to(Comm& c, const void* in, void* out, int64_t count, DType t, ROp op, int root, const char*) {
+  c.reduce(in, out, count, t, op, root);
+}
+inline void gather(Comm& c, const void* in, void* out, Blocks b, DType t, int root, const char*) {
+  c.gather(in, out, b, t, root);
+}
+inline void scatter(Comm& c, const void* in, void* out, Blocks b, DType t, int root, const char*) {
+  c.scatter(in, out, b, t, root);
+}
+inline void all_to_all(Comm& c, const void* in, void* out, const int64_t* shape, int rank, int split, int concat,
+                       DType t, const char*) {
+  c.all_to_all(in, out, shape, rank, split, concat, t);
+}
+inline void permute(Comm& c, const void* in, void* out, int64_t count, DType t, const int* pairs, int n_pairs,
+                    const char*) {
+  c.permute(in, out, count, t, pairs, n_pairs);
+}
+inline void copy(Stream, void* dst, const void* src, int64_t bytes) {
+  if (dst != src) memmove(dst, src, size_t(bytes));
+}
+
+inline void check_shared(Comm& c, Stream compute, const void* data, int64_t count, DType t, const char* name,
+                         const char* where) {
+  const size_t bytes = size_t(count * dtype_size(t));
+  std::vector<char> first(bytes), mine(bytes);
+  (void)compute;
+  const int size = c.size();
+  c.broadcast(data, first.data(), count, t, 0);
+  const int32_t differs = std::memcmp(first.data(), data, bytes) != 0;
+  std::vector<int32_t> all(static_cast<size_t>(size));
+  c.all_gather(&differs, all.data(), Blocks{1, 1, 1}, DType::I32);
+  for (int r = 1; r < size; ++r)
+    if (all[size_t(r)])
+      throw std::runtime_error(std::string(where) + ": shared input '" + name + "' differs between ranks 0 and " +
+                               std::to_string(r));
+}
+
+// gradc run --check-finite: the first NaN or infinity of an op's result stops the
+// rank (on CUDA after copying the result to the host: a check synchronises).
+template <class T>
+void check_finite(Stream stream, const T* data, int64_t n, int rank, const char* where, const char* what,
+                  const char* type, const char* dims) {
+  (void)stream;
+  for (int64_t i = 0; i < n; ++i) {
+    const T v = data[i];
+    if (v - v == v - v) continue;  // finite
+    const char* what_value = v != v ? "NaN" : v > 0 ? "inf" : "-inf";
+    throw std::runtime_error(std::string(where) + ": " + what + ": the result holds " + what_value + " on rank " +
+                             std::to_string(rank) + ", at element " + element_str(i, dims) + " of " + type +
+                             " (--check-finite)");
+  }
+}
+
+}  // namespace gradc

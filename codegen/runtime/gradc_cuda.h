@@ -1,0 +1,272 @@
+// gradc's runtime, the CUDA target: launching a kernel body (a grid-stride loop),
+// reductions (CUB), cuBLAS, memory and streams. See gradc_common.h.
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cub/cub.cuh>
+
+#include "gradc_common.h"
+
+namespace gradc {
+#define GRADC_CHECK(kind, call, where, ok, message)                                  \
+  do {                                                                               \
+    auto gradc_status_ = (call);                                                     \
+    if (!(gradc_status_ == (ok))) gradc::fail(#call, message(gradc_status_), where); \
+  } while (0)
+#define GRADC_CUDA(call, where) GRADC_CHECK(cuda, call, where, cudaSuccess, cudaGetErrorString)
+#define GRADC_NCCL(call, where) GRADC_CHECK(nccl, call, where, ncclSuccess, ncclGetErrorString)
+#define GRADC_CUBLAS(call, where) GRADC_CHECK(cublas, call, where, CUBLAS_STATUS_SUCCESS, cublasGetStatusString)
+
+using Stream = cudaStream_t;
+using Blas = cublasHandle_t;
+
+inline void* alloc(int64_t bytes) {
+  void* p = nullptr;
+  if (bytes) GRADC_CUDA(cudaMalloc(&p, size_t(bytes)), "allocating the workspace");
+  return p;
+}
+inline void release(void* p) { cudaFree(p); }
+inline void wait(cudaStream_t s, cudaEvent_t e) { GRADC_CUDA(cudaStreamWaitEvent(s, e, 0), "a stream dependency"); }
+inline void copy(cudaStream_t s, void* dst, const void* src, int64_t bytes) {
+  if (dst != src && bytes) GRADC_CUDA(cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDeviceToDevice, s), "a copy");
+}
+inline void fill_zero(cudaStream_t s, void* p, int64_t bytes) {
+  if (bytes) GRADC_CUDA(cudaMemsetAsync(p, 0, size_t(bytes), s), "zeros");
+}
+// A constant array's device address.
+template <class T, size_t N>
+const T* symbol(const T (&sym)[N]) {
+  void* p = nullptr;
+  GRADC_CUDA(cudaGetSymbolAddress(&p, sym), "a constant");
+  return static_cast<const T*>(p);
+}
+
+// A kernel body over n elements: a grid-stride loop, each thread computing four
+// elements at a time (their loads in flight together) while four strides remain.
+template <class T, class F>
+__global__ void map_kernel(int64_t n, F f, T* out) {
+  const int64_t stride = int64_t(blockDim.x) * gridDim.x;
+  int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    const T a = f(i), b = f(i + stride), c = f(i + 2 * stride), d = f(i + 3 * stride);
+    out[i] = a;
+    out[i + stride] = b;
+    out[i + 2 * stride] = c;
+    out[i + 3 * stride] = d;
+  }
+  for (; i < n; i += stride) out[i] = f(i);
+}
+inline unsigned grid(int64_t n) { return unsigned(n / 256 + 1 < 65535 ? n / 256 + 1 : 65535); }
+template <class T, class F>
+inline void map(cudaStream_t s, int64_t n, const F& f, T* out) {
+  if (n == 0) return;
+  map_kernel<<<grid((n + 3) / 4), 256, 0, s>>>(n, f, out);
+  GRADC_CUDA(cudaGetLastError(), "a kernel launch");
+}
+// A map of one element (a scalar).
+template <class T, class F>
+inline void map_one(cudaStream_t s, const F& f, T* out) {
+  map(s, 1, f, out);
+}
+
+// out[o] = op over r of f(o, r). A block reduces a range of one output's elements
+// (CUB's block reduction); where there are too few outputs to fill the GPU, each
+// output's elements are split into `parts` consecutive chunks, a block each, whose
+// results (Partials, allocated once with the program) a second pass combines in
+// chunk order: the result does not depend on timing.
+template <class A>
+struct Step {
+  ROp op;
+  __device__ A operator()(A a, A b) const { return reduce_step<A>(op, a, b); }
+};
+constexpr int64_t kBlocks = 1024;     // the blocks a reduction aims for: 8 per SM of an H100
+constexpr int64_t kPartials = 32768;  // accumulators in Partials
+struct Partials {
+  void* p = nullptr;
+};
+inline Partials alloc_partials() { return Partials{alloc(kPartials * 8)}; }
+inline void release(Partials p) { release(p.p); }
+// The whole block (256 threads) reduces f(o, r) for r in [lo, hi) into *dst.
+template <class T, class F>
+__device__ void block_reduce(ROp op, int64_t lo, int64_t hi, const F& f, int64_t o, T* dst) {
+  using A = typename Acc<T>::type;
+  using BlockReduce = cub::BlockReduce<A, 256>;
+  __shared__ typename BlockReduce::TempStorage tmp;
+  A acc = reduce_init<A>(op);
+#pragma unroll 4
+  for (int64_t r = lo + threadIdx.x; r < hi; r += 256) acc = reduce_step<A>(op, acc, A(f(o, r)));
+  A total = BlockReduce(tmp).Reduce(acc, Step<A>{op});
+  if (threadIdx.x == 0) *dst = T(total);
+  __syncthreads();  // the block's threads see *dst, and tmp may be used again
+}
+// Block b reduces chunk b % parts of output b / parts: into out, or with parts > 1
+// into partial[b].
+template <class T, class F, class A = typename Acc<T>::type>
+__global__ void reduce_kernel(ROp op, int64_t n_out, int64_t n_red, int64_t parts, F f, T* out, A* partial) {
+  const int64_t chunk = (n_red + parts - 1) / parts;
+  for (int64_t b = blockIdx.x; b < n_out * parts; b += gridDim.x) {
+    const int64_t o = b / parts, lo = b % parts * chunk, hi = lo + chunk < n_red ? lo + chunk : n_red;
+    if (parts == 1)
+      block_reduce(op, lo, hi, f, o, out + o);
+    else
+      block_reduce(op, lo, hi, f, o, partial + b);
+  }
+}
+// Element r of output o in the second pass: chunk r's result.
+template <class A>
+struct PartialOf {
+  const A* partial;
+  int64_t parts;
+  __device__ A operator()(int64_t o, int64_t r) const { return partial[o * parts + r]; }
+};
+inline unsigned blocks(int64_t n) { return unsigned(n < 65535 ? n : 65535); }
+template <class T>
+inline void combine_parts(cudaStream_t s, ROp op, int64_t n_out, int64_t parts, Partials scratch, T* out) {
+  using A = typename Acc<T>::type;
+  const PartialOf<A> f{static_cast<const A*>(scratch.p), parts};
+  reduce_kernel<T, PartialOf<A>><<<blocks(n_out), 256, 0, s>>>(op, n_out, parts, 1, f, out, static_cast<A*>(nullptr));
+  GRADC_CUDA(cudaGetLastError(), "a reduction launch");
+}
+// How many chunks each of `outputs` work items is split into: enough blocks to
+// fill the GPU, each reducing at least `least` elements, within Partials.
+inline int64_t split(int64_t items, int64_t outputs, int64_t n_red, int64_t least) {
+  int64_t parts = kBlocks / items;
+  if (parts > n_red / least) parts = n_red / least;
+  if (parts > kPartials / outputs) parts = kPartials / outputs;
+  return parts > 1 ? parts : 1;
+}
+template <class T, class F>
+inline void reduce(cudaStream_t s, Partials scratch, ROp op, int64_t n_out, int64_t n_red, const F& f, T* out) {
+  using A = typename Acc<T>::type;
+  if (n_out == 0) return;
+  const int64_t parts = split(n_out, n_out, n_red, 4096);
+  reduce_kernel<<<blocks(n_out * parts), 256, 0, s>>>(op, n_out, n_red, parts, f, out, static_cast<A*>(scratch.p));
+  GRADC_CUDA(cudaGetLastError(), "a reduction launch");
+  if (parts > 1) combine_parts(s, op, n_out, parts, scratch, out);
+}
+// Reduced axes first (a column sum: element (r, o) at r * n_out + o). A block takes
+// 32 adjacent outputs and a chunk of rows: each warp reads 32 adjacent elements of
+// a row at a time, its 8 warps take every 8th row, and their sums are combined in
+// shared memory in warp order.
+template <class T, class F, class A = typename Acc<T>::type>
+__global__ void reduce_leading_kernel(ROp op, int64_t n_out, int64_t n_red, int64_t parts, F f, T* out, A* partial) {
+  __shared__ A lanes[8][32];
+  const int64_t tiles = (n_out + 31) / 32, chunk = (n_red + parts - 1) / parts;
+  const int col = int(threadIdx.x % 32), warp = int(threadIdx.x / 32);
+  for (int64_t b = blockIdx.x; b < tiles * parts; b += gridDim.x) {
+    const int64_t o = b / parts * 32 + col, p = b % parts, lo = p * chunk, hi = lo + chunk < n_red ? lo + chunk : n_red;
+    A acc = reduce_init<A>(op);
+    if (o < n_out) {
+#pragma unroll 4
+      for (int64_t r = lo + warp; r < hi; r += 8) acc = reduce_step<A>(op, acc, A(f(o, r)));
+    }
+    lanes[warp][col] = acc;
+    __syncthreads();
+    if (warp == 0 && o < n_out) {
+      for (int w = 1; w < 8; ++w) acc = reduce_step<A>(op, acc, lanes[w][col]);
+      if (parts == 1)
+        out[o] = T(acc);
+      else
+        partial[o * parts + p] = acc;
+    }
+    __syncthreads();
+  }
+}
+template <class T, class F>
+inline void reduce_leading(cudaStream_t s, Partials scratch, ROp op, int64_t n_out, int64_t n_red, const F& f, T* out) {
+  using A = typename Acc<T>::type;
+  if (n_out == 0) return;
+  const int64_t tiles = (n_out + 31) / 32, parts = split(tiles, n_out, n_red, 64);
+  reduce_leading_kernel<<<blocks(tiles * parts), 256, 0, s>>>(op, n_out, n_red, parts, f, out,
+                                                              static_cast<A*>(scratch.p));
+  GRADC_CUDA(cudaGetLastError(), "a reduction launch");
+  if (parts > 1) combine_parts(s, op, n_out, parts, scratch, out);
+}
+
+// A row group: a block per row runs every member on that row in turn.
+template <class T, class F>
+struct MapRow {
+  int64_t len;
+  F f;
+  T* out;
+  __device__ void row(int64_t r) const {
+    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) out[r * len + j] = f(r, j);
+    __syncthreads();
+  }
+};
+template <class T, class F>
+struct ReduceRow {
+  ROp op;
+  int64_t len;
+  F f;
+  T* out;
+  __device__ void row(int64_t r) const { block_reduce(op, 0, len, f, r, out + r); }
+};
+template <class... S>
+__global__ void rows_kernel(int64_t n_rows, S... steps) {
+  for (int64_t r = blockIdx.x; r < n_rows; r += gridDim.x) (steps.row(r), ...);
+}
+template <class... S>
+inline void rows(cudaStream_t s, int64_t n_rows, const S&... steps) {
+  if (n_rows == 0) return;
+  rows_kernel<<<unsigned(n_rows < 65535 ? n_rows : 65535), 256, 0, s>>>(n_rows, steps...);
+  GRADC_CUDA(cudaGetLastError(), "a row kernel launch");
+}
+
+// C[b] = alpha op(A[b]) op(B[b]), row-major: cuBLAS is column-major, so it computes
+// C^T = op(B)^T op(A)^T, which is the same memory.
+template <class T>
+__global__ void gemm_i32(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t sa, const T* b,
+                         int64_t sb, T* c, int64_t batch) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < batch * m * n;
+       e += int64_t(blockDim.x) * gridDim.x) {
+    int64_t p = e / (m * n), i = e / n % m, j = e % n;
+    T acc = 0;
+    for (int64_t q = 0; q < k; ++q)
+      acc += a[p * sa + (ta ? q * m + i : i * k + q)] * b[p * sb + (tb ? j * k + q : q * n + j)];
+    c[e] = acc;
+  }
+}
+template <class T>
+inline void gemm(cublasHandle_t h, cudaStream_t s, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a,
+                 int64_t sa, const T* b, int64_t sb, T* c, int64_t batch, T alpha = T(1)) {
+  GRADC_CUBLAS(cublasSetStream(h, s), "matmul");
+  const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int lda = int(ta ? m : k), ldb = int(tb ? k : n);
+  if constexpr (sizeof(T) == 4 && T(0.5) != T(0)) {
+    const float zero = 0;
+    GRADC_CUBLAS(cublasSgemmStridedBatched(h, opb, opa, int(n), int(m), int(k), &alpha, b, ldb, sb, a, lda, sa, &zero,
+                                           c, int(n), m * n, int(batch)),
+                 "matmul");
+  } else if constexpr (sizeof(T) == 8) {
+    const double zero = 0;
+    GRADC_CUBLAS(cublasDgemmStridedBatched(h, opb, opa, int(n), int(m), int(k), &alpha, b, ldb, sb, a, lda, sa, &zero,
+                                           c, int(n), m * n, int(batch)),
+                 "matmul");
+  } else {
+    gemm_i32<<<grid(batch * m * n), 256, 0, s>>>(ta, tb, m, n, k, a, sa, b, sb, c, batch);
+    GRADC_CUDA(cudaGetLastError(), "matmul");
+  }
+}
+
+// gradc run --check-finite: the first NaN or infinity of an op's result stops the
+// rank (on CUDA after copying the result to the host: a check synchronises).
+template <class T>
+void check_finite(Stream stream, const T* data, int64_t n, int rank, const char* where, const char* what,
+                  const char* type, const char* dims) {
+  std::vector<T> host(static_cast<size_t>(n));
+  GRADC_CUDA(cudaMemcpyAsync(host.data(), data, size_t(n) * sizeof(T), cudaMemcpyDeviceToHost, stream), where);
+  GRADC_CUDA(cudaStreamSynchronize(stream), where);
+  data = host.data();
+  for (int64_t i = 0; i < n; ++i) {
+    const T v = data[i];
+    if (v - v == v - v) continue;  // finite
+    const char* what_value = v != v ? "NaN" : v > 0 ? "inf" : "-inf";
+    throw std::runtime_error(std::string(where) + ": " + what + ": the result holds " + what_value + " on rank " +
+                             std::to_string(rank) + ", at element " + element_str(i, dims) + " of " + type +
+                             " (--check-finite)");
+  }
+}
+
+}  // namespace gradc

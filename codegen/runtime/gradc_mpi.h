@@ -1,0 +1,147 @@
+// gradc's runtime, the CPU target's ranks as MPI processes (under mpirun). Included
+// where GRADC_WITH_MPI is defined (gradc_add_program(... MPI)). See gradc_cpu.h.
+#pragma once
+#include <mpi.h>
+
+#include "gradc_cpu.h"
+
+namespace gradc {
+
+// Ranks as processes under mpirun: MPI's collectives, with the blocks of a
+// non-leading axis rearranged on the host around them.
+class MpiComm : public Comm {
+ public:
+  explicit MpiComm(MPI_Comm c) : c_(c) {
+    MPI_Comm_rank(c, &rank_);
+    MPI_Comm_size(c, &size_);
+    MPI_Comm node;  // the ranks on this node share its cores
+    int here = 1;
+    if (MPI_Comm_split_type(c, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+      MPI_Comm_size(node, &here);
+      MPI_Comm_free(&node);
+    }
+    share_blas_threads(here);
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void all_reduce(const void* in, void* out, int64_t count, DType t, ROp op) override {
+    check(MPI_Allreduce(in == out ? MPI_IN_PLACE : in, out, int(count), type(t), mpi_op(op), c_), "MPI_Allreduce");
+    if (op == ROp::Avg) divide(out, count, t);
+  }
+  void all_gather(const void* in, void* out, Blocks b, DType t) override {
+    const int64_t bytes = b.count() * dtype_size(t);
+    std::vector<char> all(size_t(bytes * size_));
+    check(MPI_Allgather(in, int(bytes), MPI_BYTE, all.data(), int(bytes), MPI_BYTE, c_), "MPI_Allgather");
+    regroup(all.data(), out, b.outer, size_, b.dim * b.inner * dtype_size(t), false);
+  }
+  void reduce_scatter(const void* in, void* out, Blocks b, DType t, ROp op) override {
+    std::vector<char> parts(size_t(b.count() * size_ * dtype_size(t)));
+    regroup(in, parts.data(), b.outer, size_, b.dim * b.inner * dtype_size(t), true);
+    check(MPI_Reduce_scatter_block(parts.data(), out, int(b.count()), type(t), mpi_op(op), c_),
+          "MPI_Reduce_scatter_block");
+    if (op == ROp::Avg) divide(out, b.count(), t);
+  }
+  void broadcast(const void* in, void* out, int64_t count, DType t, int root) override {
+    if (rank_ == root && in != out) memmove(out, in, size_t(count * dtype_size(t)));
+    check(MPI_Bcast(out, int(count), type(t), root, c_), "MPI_Bcast");
+  }
+  void reduce(const void* in, void* out, int64_t count, DType t, ROp op, int root) override {
+    check(MPI_Reduce(in, out, int(count), type(t), mpi_op(op), root, c_), "MPI_Reduce");
+    if (rank_ != root)
+      memset(out, 0, size_t(count * dtype_size(t)));
+    else if (op == ROp::Avg)
+      divide(out, count, t);
+  }
+  void gather(const void* in, void* out, Blocks b, DType t, int root) override {
+    const int64_t bytes = b.count() * dtype_size(t);
+    std::vector<char> all(rank_ == root ? size_t(bytes * size_) : 0);
+    check(MPI_Gather(in, int(bytes), MPI_BYTE, all.data(), int(bytes), MPI_BYTE, root, c_), "MPI_Gather");
+    if (rank_ == root)
+      regroup(all.data(), out, b.outer, size_, b.dim * b.inner * dtype_size(t), false);
+    else
+      memset(out, 0, size_t(bytes * size_));
+  }
+  void scatter(const void* in, void* out, Blocks b, DType t, int root) override {
+    const int64_t bytes = b.count() * dtype_size(t);
+    std::vector<char> parts(rank_ == root ? size_t(bytes * size_) : 0);
+    if (rank_ == root) regroup(in, parts.data(), b.outer, size_, b.dim * b.inner * dtype_size(t), true);
+    check(MPI_Scatter(parts.data(), int(bytes), MPI_BYTE, out, int(bytes), MPI_BYTE, root, c_), "MPI_Scatter");
+  }
+  void all_to_all(const void* in, void* out, const int64_t* shape, int rank, int split, int concat, DType t) override {
+    const int64_t es = dtype_size(t);
+    int64_t so = 1, si = es, co = 1, ci = es, count = 1;
+    for (int d = 0; d < rank; ++d) count *= shape[d];
+    for (int d = 0; d < split; ++d) so *= shape[d];
+    for (int d = split + 1; d < rank; ++d) si *= shape[d];
+    std::vector<char> send(size_t(count * es)), recv(size_t(count * es));
+    regroup(in, send.data(), so, size_, shape[split] / size_ * si, true);
+    const int part = int(count / size_ * es);
+    check(MPI_Alltoall(send.data(), part, MPI_BYTE, recv.data(), part, MPI_BYTE, c_), "MPI_Alltoall");
+    std::vector<int64_t> ps(shape, shape + rank);
+    ps[size_t(split)] /= size_;
+    for (int d = 0; d < concat; ++d) co *= ps[size_t(d)];
+    for (int d = concat + 1; d < rank; ++d) ci *= ps[size_t(d)];
+    regroup(recv.data(), out, co, size_, ps[size_t(concat)] * ci, false);
+  }
+  void permute(const void* in, void* out, int64_t count, DType t, const int* pairs, int n_pairs) override {
+    const int bytes = int(count * dtype_size(t));
+    std::vector<MPI_Request> reqs;
+    bool received = false;
+    for (int p = 0; p < n_pairs; ++p) {
+      const int src = pairs[2 * p], dst = pairs[2 * p + 1];
+      if (dst == rank_) received = true;
+      if (src == rank_ && dst == rank_) {
+        memmove(out, in, size_t(bytes));
+        continue;
+      }
+      if (src == rank_) {
+        reqs.emplace_back();
+        check(MPI_Isend(in, bytes, MPI_BYTE, dst, 7, c_, &reqs.back()), "MPI_Isend");
+      }
+      if (dst == rank_) {
+        reqs.emplace_back();
+        check(MPI_Irecv(out, bytes, MPI_BYTE, src, 7, c_, &reqs.back()), "MPI_Irecv");
+      }
+    }
+    check(MPI_Waitall(int(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+    if (!received) memset(out, 0, size_t(bytes));
+  }
+  void abort_all(const char* why) override {
+    fprintf(stderr, "gradc: error: rank %d: %s\n", rank_, why);
+    fflush(stderr);
+    MPI_Abort(c_, 1);
+  }
+
+ private:
+  static MPI_Datatype type(DType t) { return t == DType::F32 ? MPI_FLOAT : t == DType::F64 ? MPI_DOUBLE : MPI_INT32_T; }
+  static MPI_Op mpi_op(ROp op) {
+    return op == ROp::Prod ? MPI_PROD : op == ROp::Max ? MPI_MAX : op == ROp::Min ? MPI_MIN : MPI_SUM;
+  }
+  void divide(void* p, int64_t count, DType t) {
+    if (t == DType::F32)
+      for (int64_t i = 0; i < count; ++i) static_cast<float*>(p)[i] /= float(size_);
+    else if (t == DType::F64)
+      for (int64_t i = 0; i < count; ++i) static_cast<double*>(p)[i] /= double(size_);
+  }
+  void check(int rc, const char* call) {
+    if (rc == MPI_SUCCESS) return;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    fprintf(stderr, "gradc: error: %s failed: %s (rank %d)\n", call, msg, rank_);
+    MPI_Abort(c_, 1);
+  }
+  // [outer, parts, block] <-> [parts, outer, block], block in bytes.
+  static void regroup(const void* src, void* dst, int64_t outer, int64_t parts, int64_t block, bool to_parts_first) {
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t p = 0; p < parts; ++p) {
+        const int64_t a = (o * parts + p) * block, b = (p * outer + o) * block;
+        memcpy(static_cast<char*>(dst) + (to_parts_first ? b : a),
+               static_cast<const char*>(src) + (to_parts_first ? a : b), size_t(block));
+      }
+  }
+  MPI_Comm c_;
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace gradc

@@ -1,0 +1,225 @@
+// gradc's runtime, the CPU target's ranks as threads of one process: gradc's
+// in-process communicator. See gradc_cpu.h.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "gradc_cpu.h"
+
+namespace gradc {
+
+// The in-process communicator: N ranks as threads of one process. A collective
+// publishes each rank's buffers, and each rank then reads the others' operands
+// directly, once (no staging copies); a barrier before and after.
+class ThreadGroup {
+ public:
+  explicit ThreadGroup(int n) : n_(n), in_(size_t(n)), out_(size_t(n)) { share_blas_threads(n); }
+  int size() const { return n_; }
+  void barrier() {
+    std::unique_lock<std::mutex> lock(m_);
+    if (failed_) throw_failed();
+    const uint64_t gen = gen_;
+    if (++waiting_ == n_) {
+      waiting_ = 0;
+      ++gen_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return gen_ != gen || failed_; });
+      if (failed_) throw_failed();
+    }
+  }
+  void fail(const char* why) {
+    std::lock_guard<std::mutex> lock(m_);
+    if (!failed_) why_ = why;
+    failed_ = true;
+    cv_.notify_all();
+  }
+  struct Stopped {};  // thrown in every rank once one has failed
+  const void*& in(int r) { return in_[size_t(r)]; }
+  void*& out(int r) { return out_[size_t(r)]; }
+
+ private:
+  [[noreturn]] void throw_failed() { throw Stopped{}; }
+  int n_;
+  std::vector<const void*> in_;
+  std::vector<void*> out_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  int waiting_ = 0;
+  uint64_t gen_ = 0;
+  bool failed_ = false;
+  std::string why_;
+};
+
+class ThreadComm : public Comm {
+ public:
+  ThreadComm(ThreadGroup& g, int rank) : g_(g), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return g_.size(); }
+
+  void all_reduce(const void* in, void* out, int64_t count, DType t, ROp op) override {
+    // Rank r reduces chunk r of every rank's operand into its own result, then
+    // copies the other chunks from their owners: in place is safe, as no chunk is
+    // read by one rank while another writes it.
+    publish(in, out);
+    const int N = size();
+    const int64_t lo = count * rank_ / N, hi = count * (rank_ + 1) / N;
+    typed(t, [&](auto z) {
+      using T = decltype(z);
+      T* y = static_cast<T*>(out);
+      for (int64_t e = lo; e < hi; ++e) {
+        T acc = src<T>(0)[e];
+        for (int k = 1; k < N; ++k) acc = combine<T>(op, acc, src<T>(k)[e]);
+        if (op == ROp::Avg) acc = T(acc / T(N));
+        y[e] = acc;
+      }
+      g_.barrier();
+      for (int k = 0; k < N; ++k) {
+        if (k == rank_) continue;
+        const int64_t klo = count * k / N, khi = count * (k + 1) / N;
+        memcpy(y + klo, static_cast<const T*>(g_.out(k)) + klo, size_t(khi - klo) * sizeof(T));
+      }
+    });
+    g_.barrier();
+  }
+  void all_gather(const void* in, void* out, Blocks b, DType t) override {
+    publish(in, out);
+    const int N = size();
+    copy_blocks(t, out, b, N, [&](int k) { return g_.in(k); }, 0, b.dim);
+    g_.barrier();
+  }
+  void reduce_scatter(const void* in, void* out, Blocks b, DType t, ROp op) override {
+    publish(in, out);
+    const int N = size();
+    typed(t, [&](auto z) {
+      using T = decltype(z);
+      T* y = static_cast<T*>(out);
+      for (int64_t o = 0; o < b.outer; ++o)
+        for (int64_t d = 0; d < b.dim; ++d)
+          for (int64_t i = 0; i < b.inner; ++i) {
+            const int64_t e = (o * b.dim * N + rank_ * b.dim + d) * b.inner + i;
+            T acc = src<T>(0)[e];
+            for (int k = 1; k < N; ++k) acc = combine<T>(op, acc, src<T>(k)[e]);
+            if (op == ROp::Avg) acc = T(acc / T(N));
+            y[(o * b.dim + d) * b.inner + i] = acc;
+          }
+    });
+    g_.barrier();
+  }
+  void broadcast(const void* in, void* out, int64_t count, DType t, int root) override {
+    publish(in, out);
+    if (out != g_.in(root)) memmove(out, g_.in(root), size_t(count * dtype_size(t)));
+    g_.barrier();
+  }
+  void reduce(const void* in, void* out, int64_t count, DType t, ROp op, int root) override {
+    publish(in, out);
+    if (rank_ == root) {
+      typed(t, [&](auto z) {
+        using T = decltype(z);
+        T* y = static_cast<T*>(out);
+        for (int64_t e = 0; e < count; ++e) {
+          T acc = src<T>(0)[e];
+          for (int k = 1; k < size(); ++k) acc = combine<T>(op, acc, src<T>(k)[e]);
+          if (op == ROp::Avg) acc = T(acc / T(size()));
+          y[e] = acc;
+        }
+      });
+    }
+    g_.barrier();
+    if (rank_ != root) memset(out, 0, size_t(count * dtype_size(t)));
+  }
+  void gather(const void* in, void* out, Blocks b, DType t, int root) override {
+    publish(in, out);
+    if (rank_ == root)
+      copy_blocks(t, out, b, size(), [&](int k) { return g_.in(k); }, 0, b.dim);
+    else
+      memset(out, 0, size_t(b.count() * size() * dtype_size(t)));
+    g_.barrier();
+  }
+  void scatter(const void* in, void* out, Blocks b, DType t, int root) override {
+    publish(in, out);
+    // Block r of the root's operand [outer, N*dim, inner] into this rank's [outer, dim, inner].
+    const int64_t es = dtype_size(t);
+    const char* x = static_cast<const char*>(g_.in(root));
+    char* y = static_cast<char*>(out);
+    for (int64_t o = 0; o < b.outer; ++o)
+      memcpy(y + o * b.dim * b.inner * es, x + (o * b.dim * size() + rank_ * b.dim) * b.inner * es,
+             size_t(b.dim * b.inner * es));
+    g_.barrier();
+  }
+  void all_to_all(const void* in, void* out, const int64_t* shape, int rank, int split, int concat, DType t) override {
+    publish(in, out);
+    const int N = size();
+    // The operand's shape is `shape`; the result's has shape[split] / N and shape[concat] * N.
+    std::vector<int64_t> xs(shape, shape + rank), ys = xs;
+    ys[size_t(split)] /= N;
+    ys[size_t(concat)] *= N;
+    int64_t count = 1;
+    for (int64_t d : ys) count *= d;
+    const int64_t es = dtype_size(t);
+    std::vector<int64_t> idx(size_t(rank), 0);
+    for (int64_t e = 0; e < count; ++e) {
+      // idx: the result's multi-index of element e; k: the source rank; xi: the operand's index.
+      int64_t rest = e;
+      for (int d = rank - 1; d >= 0; --d) {
+        idx[size_t(d)] = rest % ys[size_t(d)];
+        rest /= ys[size_t(d)];
+      }
+      const int64_t block = ys[size_t(concat)] / N;  // each rank's part along the concat axis
+      const int k = int(idx[size_t(concat)] / block);
+      std::vector<int64_t> xi = idx;
+      xi[size_t(concat)] -= k * block;
+      xi[size_t(split)] += int64_t(rank_) * (xs[size_t(split)] / N);
+      int64_t off = 0;
+      for (int d = 0; d < rank; ++d) off = off * xs[size_t(d)] + xi[size_t(d)];
+      memcpy(static_cast<char*>(out) + e * es, static_cast<const char*>(g_.in(k)) + off * es, size_t(es));
+    }
+    g_.barrier();
+  }
+  void permute(const void* in, void* out, int64_t count, DType t, const int* pairs, int n_pairs) override {
+    publish(in, out);
+    const void* from = nullptr;
+    for (int p = 0; p < n_pairs; ++p)
+      if (pairs[2 * p + 1] == rank_) from = g_.in(pairs[2 * p]);
+    if (from)
+      memcpy(out, from, size_t(count * dtype_size(t)));
+    else
+      memset(out, 0, size_t(count * dtype_size(t)));
+    g_.barrier();
+  }
+  void abort_all(const char* why) override { g_.fail(why); }
+
+ private:
+  template <class F>
+  static void typed(DType t, F&& f) {
+    if (t == DType::F32)
+      f(float());
+    else if (t == DType::F64)
+      f(double());
+    else
+      f(int32_t());
+  }
+  template <class T>
+  const T* src(int k) {
+    return static_cast<const T*>(g_.in(k));
+  }
+  void publish(const void* in, void* out) {
+    g_.in(rank_) = in;
+    g_.out(rank_) = out;
+    g_.barrier();
+  }
+  // out [outer, N*dim, inner]: block k of the middle axis from part(k) [outer, dim, inner].
+  template <class P>
+  static void copy_blocks(DType t, void* out, Blocks b, int N, P&& part, int, int64_t) {
+    const int64_t es = dtype_size(t), row = b.dim * b.inner * es;
+    for (int k = 0; k < N; ++k)
+      for (int64_t o = 0; o < b.outer; ++o)
+        memcpy(static_cast<char*>(out) + (o * N + k) * row, static_cast<const char*>(part(k)) + o * row, size_t(row));
+  }
+  ThreadGroup& g_;
+  int rank_;
+};
+
+}  // namespace gradc
