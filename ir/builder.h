@@ -39,7 +39,7 @@ class Ex {
     double k = 0;
     std::vector<Ex> args;
     Attrs attrs;
-    mutable ValueId made = -1;              // its value, once added
+    mutable ValueId made = -1;                 // its value, once added
     mutable const Builder* made_by = nullptr;  // by this builder
   };
   std::shared_ptr<const Rep> r_;
@@ -101,7 +101,9 @@ class Builder {
   DType dtype(ValueId v) const { return g_.type(v).dtype; }
   Graph& graph() { return g_; }
 
-  ValueId emit(Op op, std::vector<ValueId> args, Attrs attrs = {}) { return make(op, std::move(args), std::move(attrs)); }
+  ValueId emit(Op op, std::vector<ValueId> args, Attrs attrs = {}) {
+    return make(op, std::move(args), std::move(attrs));
+  }
   ValueId constant(const Type& t, double v) { return make_constant(t, v); }
   ValueId scalar(double v, DType dt) { return constant(Type{dt, {}}, v); }  // broadcast by the ops that use it
   ValueId zeros(const Type& t) { return constant(t, 0); }

@@ -222,6 +222,12 @@ inline void check_disjoint(const char* name, const Span (&spans)[N]) {
 // the target's file). It synchronises and allocates: a class checks in debug builds
 // only (every step), unless told (check_shared_inputs(): executables and gradc run
 // check their first step).
+inline void report_shared(const std::vector<int32_t>& differs, const char* name, const char* where) {
+  for (size_t r = 1; r < differs.size(); ++r)
+    if (differs[r])
+      throw std::runtime_error(std::string(where) + ": shared input '" + name + "' differs between ranks 0 and " +
+                               std::to_string(r));
+}
 #if !defined(GRADC_CHECK_SHARED)
 #if defined(NDEBUG)
 #define GRADC_CHECK_SHARED 0
@@ -229,5 +235,20 @@ inline void check_disjoint(const char* name, const Span (&spans)[N]) {
 #define GRADC_CHECK_SHARED -1
 #endif
 #endif
+
+// gradc run --check-finite: the first NaN or infinity of an op's result (on the host)
+// stops the rank (check_finite, in the target's file, brings the result there).
+template <class T>
+void check_finite_values(const T* data, int64_t n, int rank, const char* where, const char* what, const char* type,
+                         const char* dims) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T v = data[i];
+    if (v - v == v - v) continue;  // finite
+    const char* what_value = v != v ? "NaN" : v > 0 ? "inf" : "-inf";
+    throw std::runtime_error(std::string(where) + ": " + what + ": the result holds " + what_value + " on rank " +
+                             std::to_string(rank) + ", at element " + element_str(i, dims) + " of " + type +
+                             " (--check-finite)");
+  }
+}
 
 }  // namespace gradc

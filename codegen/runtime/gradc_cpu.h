@@ -270,10 +270,7 @@ inline void check_shared(Comm& c, Stream compute, const void* data, int64_t coun
   const int32_t differs = std::memcmp(first.data(), data, bytes) != 0;
   std::vector<int32_t> all(static_cast<size_t>(size));
   c.all_gather(&differs, all.data(), Blocks{1, 1, 1}, DType::I32);
-  for (int r = 1; r < size; ++r)
-    if (all[size_t(r)])
-      throw std::runtime_error(std::string(where) + ": shared input '" + name + "' differs between ranks 0 and " +
-                               std::to_string(r));
+  report_shared(all, name, where);
 }
 
 // gradc run --check-finite: the first NaN or infinity of an op's result stops the
@@ -282,14 +279,7 @@ template <class T>
 void check_finite(Stream stream, const T* data, int64_t n, int rank, const char* where, const char* what,
                   const char* type, const char* dims) {
   (void)stream;
-  for (int64_t i = 0; i < n; ++i) {
-    const T v = data[i];
-    if (v - v == v - v) continue;  // finite
-    const char* what_value = v != v ? "NaN" : v > 0 ? "inf" : "-inf";
-    throw std::runtime_error(std::string(where) + ": " + what + ": the result holds " + what_value + " on rank " +
-                             std::to_string(rank) + ", at element " + element_str(i, dims) + " of " + type +
-                             " (--check-finite)");
-  }
+  check_finite_values(data, n, rank, where, what, type, dims);
 }
 
 }  // namespace gradc

@@ -259,14 +259,7 @@ void check_finite(Stream stream, const T* data, int64_t n, int rank, const char*
   GRADC_CUDA(cudaMemcpyAsync(host.data(), data, size_t(n) * sizeof(T), cudaMemcpyDeviceToHost, stream), where);
   GRADC_CUDA(cudaStreamSynchronize(stream), where);
   data = host.data();
-  for (int64_t i = 0; i < n; ++i) {
-    const T v = data[i];
-    if (v - v == v - v) continue;  // finite
-    const char* what_value = v != v ? "NaN" : v > 0 ? "inf" : "-inf";
-    throw std::runtime_error(std::string(where) + ": " + what + ": the result holds " + what_value + " on rank " +
-                             std::to_string(rank) + ", at element " + element_str(i, dims) + " of " + type +
-                             " (--check-finite)");
-  }
+  check_finite_values(data, n, rank, where, what, type, dims);
 }
 
 }  // namespace gradc

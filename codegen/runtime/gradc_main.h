@@ -14,6 +14,9 @@
 
 #include "gradc_npy.h"
 #include "gradc_runtime.h"
+#if defined(GRADC_WITH_MPI)
+#include <mpi.h>  // an executable's ranks as processes under mpirun, on either target
+#endif
 
 namespace gradc::exe {
 

@@ -164,10 +164,7 @@ inline void check_shared(Comm& c, Stream compute, const void* data, int64_t coun
   GRADC_CUDA(cudaStreamSynchronize(c.stream), where);
   GRADC_CUDA(cudaMemcpy(all.data(), flags, 4 * size_t(size), cudaMemcpyDeviceToHost), where);
   release(dev);
-  for (int r = 1; r < size; ++r)
-    if (all[size_t(r)])
-      throw std::runtime_error(std::string(where) + ": shared input '" + name + "' differs between ranks 0 and " +
-                               std::to_string(r));
+  report_shared(all, name, where);
 }
 
 }  // namespace gradc
