@@ -197,8 +197,10 @@ class Body {
       case Op::Lt:
       case Op::Le:
       case Op::Gt:
-      case Op::Ge:
-        return def(v, fmt::format("gradc::op::{}<{}>({}, {})", op_name(n.op), ctype(t.dtype), arg(0), arg(1)));
+      case Op::Ge: {
+        const std::string x = arg(0), y = arg(1);  // in order: each may write lines (a call's arguments have none)
+        return def(v, fmt::format("gradc::op::{}<{}>({}, {})", op_name(n.op), ctype(t.dtype), x, y));
+      }
       case Op::Where: {
         // the condition may have another dtype; the branches have the result's
         std::string c = arg(0), a = arg(1), bb = arg(2);

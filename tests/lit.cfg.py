@@ -17,12 +17,6 @@ import sys
 config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("%examples", os.path.join(config.source_root, "examples")))
 config.environment["PATH"] = os.pathsep.join([config.llvm_tools_dir, config.environment.get("PATH", "")])
-# The golden outputs were recorded by a gradc built with GCC (the README's build): a
-# gradc built with clang (the sanitizer build) numbers some values differently, as the
-# two compilers evaluate a call's arguments in different orders where gradc makes a
-# node in more than one of them (the values are the same; see tests/golden/check.py).
-if getattr(config, "cxx_compiler_id", "") == "GNU":
-    config.available_features.add("gcc-build")
 
 # CUDA code is compiled (never run) where the toolkit is: `gradc --version` says so.
 import subprocess
