@@ -89,9 +89,9 @@ ValueId cross_entropy(Builder& b, ValueId logits, ValueId labels, int64_t ignore
   const bool a_class = ignore_index >= 0 && ignore_index < lt.shape.back();
   const ValueId hit = one_hot(b, a_class ? b(where(b[kept], b[labels], -1.0)) : labels, lt.shape.back());
   const Ex count = reduce_sum(cast(b[kept], lt.dtype), rows);  // 0 when every row is ignored: NaN, as PyTorch's
-  const ValueId count_v = b(count);
+  b(count);
   const ValueId ls = log_softmax(b, logits, cls);
-  return b(-(reduce_sum(reduce_sum(where(b[hit], b[ls], 0.0), {cls}), rows) / b[count_v]));
+  return b(-(reduce_sum(reduce_sum(where(b[hit], b[ls], 0.0), {cls}), rows) / count));
 }
 
 // (x - mean(x)) / sqrt(var(x) + eps), the variance biased; no affine part, as PyTorch's functional form.

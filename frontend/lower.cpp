@@ -511,17 +511,12 @@ class Lowerer {
       a.set("ends", Attr::of_ints(ends));
       v = op(Op::Slice, {v}, e.loc, a).id;
     }
-    if (out != g_.type(v).shape) v = reshape(v, out, e.loc);
+    v = at(e.loc).reshape(v, out);
     return V{v};
   }
 
   // ---- IR-building helpers used by the builtins ----------------------------
-  ValueId reshape(ValueId x, const Shape& s, Loc loc) {
-    if (g_.type(x).shape == s) return x;
-    Attrs a;
-    a.set("shape", Attr::of_ints(s));
-    return op(Op::Reshape, {x}, loc, a).id;
-  }
+
   // The reduced axes of call `c` (its `axis=`, default all), normalised.
   std::vector<int64_t> axes_of(const Call& c, const Type& t, const char* param = "axis") {
     std::vector<int64_t> axes;
@@ -1022,7 +1017,7 @@ V Lowerer::expand_dims_builtin(const Expr& e) {
   Type grown{g_.type(x).dtype, Shape(s.size() + 1, 1)};
   int axis = norm_axis(c.loc_of("axis"), "expand_dims", static_int(*c.get("axis"), "axis"), grown);
   s.insert(s.begin() + axis, 1);
-  return V{reshape(x, s, loc)};
+  return V{at(loc).reshape(x, s)};
 }
 
 V Lowerer::squeeze_builtin(const Expr& e) {
@@ -1043,7 +1038,7 @@ V Lowerer::squeeze_builtin(const Expr& e) {
   Shape s;
   for (int d = 0; d < t.rank(); ++d)
     if (std::find(axes.begin(), axes.end(), d) == axes.end()) s.push_back(t.shape[size_t(d)]);
-  return V{reshape(x, s, loc)};
+  return V{at(loc).reshape(x, s)};
 }
 
 V Lowerer::matmul_builtin(const Expr& e) {

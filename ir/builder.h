@@ -82,7 +82,8 @@ Ex all_reduce(Ex x, Reduction op);
 
 using build::Ex;
 
-// Adds nodes to a graph: Exs with operator(), and single ops with the named methods.
+// Adds nodes to a graph: Exs with operator(), and single ops (a shape given as data,
+// a value summed over a broadcast) with the named methods.
 // What a node gets besides its op, operands and type (its location, whether it is
 // part of a backward graph, its replication) is the subclass's: make() and
 // make_constant().
@@ -108,14 +109,10 @@ class Builder {
   ValueId scalar(double v, DType dt) { return constant(Type{dt, {}}, v); }  // broadcast by the ops that use it
   ValueId zeros(const Type& t) { return constant(t, 0); }
   ValueId add(ValueId a, ValueId b) { return emit(Op::Add, {a, b}); }
-  ValueId sub(ValueId a, ValueId b) { return emit(Op::Sub, {a, b}); }
   ValueId mul(ValueId a, ValueId b) { return emit(Op::Mul, {a, b}); }
   ValueId div(ValueId a, ValueId b) { return emit(Op::Div, {a, b}); }
-  ValueId neg(ValueId a) { return emit(Op::Neg, {a}); }
   ValueId mul(ValueId a, double k) { return k == 1 ? a : mul(a, scalar(k, dtype(a))); }
-  ValueId unary(Op op, ValueId a) { return emit(op, {a}); }
   ValueId cmp(Op op, ValueId a, ValueId b) { return emit(op, {a, b}); }  // 1 or 0 in a's float type
-  ValueId where(ValueId c, ValueId a, ValueId b) { return emit(Op::Where, {c, a, b}); }
   // These return their operand when there is nothing to do (the same dtype or shape, no axes).
   ValueId cast(ValueId a, DType dt);
   ValueId reshape(ValueId a, Shape s);  // shapes by value: adding nodes may move the graph
