@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
 
 #include "codegen/runtime_files.h"
+#include "ir/view.h"
 #include "support/stack.h"
 
 namespace gradc {
@@ -151,12 +153,65 @@ class Body {
     }
     return false;
   }
-  // idx of an operand of shape `from` broadcast to `to` (NumPy: leading axes dropped, size-1 axes at 0).
-  static std::vector<std::string> broadcast(const std::vector<std::string>& idx, const Shape& from, const Shape& to) {
+  // An operand's index from the output's, by a view's axes (ir/view.h).
+  static std::vector<std::string> operand_index(const std::vector<std::string>& idx,
+                                                const std::vector<ViewAxis>& axes) {
     std::vector<std::string> out;
-    const size_t lead = to.size() - from.size();
-    for (size_t d = 0; d < from.size(); ++d) out.push_back(from[d] == 1 ? "0" : idx[d + lead]);
+    for (const ViewAxis& a : axes) {
+      if (a.from < 0)
+        out.push_back("0");
+      else if (a.offset == 0)
+        out.push_back(idx[size_t(a.from)]);
+      else
+        out.push_back(fmt::format("({} {} {})", idx[size_t(a.from)], a.offset > 0 ? '+' : '-', std::abs(a.offset)));
+    }
     return out;
+  }
+  static std::vector<std::string> broadcast(const std::vector<std::string>& idx, const Shape& from, const Shape& to) {
+    return operand_index(idx, broadcast_axes(from, to));
+  }
+  // A view op's value at idx: its map's reads, each guarded by its box where that is not the whole output.
+  std::string view(ValueId v, const ViewMap& m, const std::vector<std::string>& idx) {
+    const Node& n = g_[v];
+    const Shape& out = n.type->shape;
+    if (m.flat) {  // reshape: the same flat element
+      const Shape& in = g_.type(n.args[0]).shape;
+      if (in == out) return value(n.args[0], idx);
+      std::string flat = fmt::format("f{}", counter_++);
+      line(fmt::format("const int64_t {} = {};", flat, flat_index(idx, out)));
+      return value(n.args[0], unflatten(flat, in, fmt::format("r{}_", counter_++)));
+    }
+    // the axes a read's box bounds
+    auto bounded = [&](const ViewRead& r) {
+      std::vector<size_t> axes;
+      for (size_t e = 0; !r.whole() && e < out.size(); ++e)
+        if (r.lo[e] != 0 || r.hi[e] != out[e]) axes.push_back(e);
+      return axes;
+    };
+    if (m.reads.size() == 1) {
+      const ViewRead& r = m.reads[0];
+      std::vector<std::string> in = operand_index(idx, r.axes), conds;
+      for (size_t e : bounded(r)) conds.push_back(fmt::format("{} >= {} && {} < {}", idx[e], r.lo[e], idx[e], r.hi[e]));
+      if (conds.empty()) return value(n.args[r.operand], in);
+      return guarded(v, fmt::format("{}", fmt::join(conds, " && ")), n.args[r.operand], in);
+    }
+    // reads that tile an axis in order: each below its end, past the reads before it
+    std::string name = fresh(v);
+    line(fmt::format("{} {} = 0;", ctype(n.type->dtype), name));
+    for (size_t i = 0; i < m.reads.size(); ++i) {
+      const ViewRead& r = m.reads[i];
+      std::vector<std::string> in = operand_index(idx, r.axes), conds;
+      for (size_t e : bounded(r)) conds.push_back(fmt::format("{} < {}", idx[e], r.hi[e]));
+      line(fmt::format("{}if ({}) {{", i ? "else " : "",
+                       conds.empty() ? "true" : fmt::format("{}", fmt::join(conds, " && "))));
+      indent_ += 2;
+      memo_.emplace_back();
+      line(fmt::format("{} = {};", name, value(n.args[r.operand], in)));
+      memo_.pop_back();
+      indent_ -= 2;
+      line("}");
+    }
+    return name;
   }
   // Evaluates `v` at idx only when `cond` holds, else zero: the operand may not be read there.
   std::string guarded(ValueId v, const std::string& cond, ValueId child, const std::vector<std::string>& cidx) {
@@ -180,6 +235,11 @@ class Body {
       return load(b, idx);
     }
     const Type& t = n.type;
+    if (const ViewFn f = view_maps()[n.op]) {
+      std::vector<Shape> in;
+      for (ValueId a : n.args) in.push_back(g_.type(a).shape);
+      return view(v, f(n, in), idx);
+    }
     auto arg = [&](size_t i) { return value(n.args[i], broadcast(idx, g_.type(n.args[i]).shape, t.shape)); };
     switch (n.op) {
       case Op::Const: return literal(n.attrs.find("value")->number(), t.dtype);
@@ -205,59 +265,6 @@ class Body {
         // the condition may have another dtype; the branches have the result's
         std::string c = arg(0), a = arg(1), bb = arg(2);
         return def(v, fmt::format("gradc::op::where({}, {}, {})", c, a, bb));
-      }
-      case Op::Reshape: {
-        const Shape& in = g_.type(n.args[0]).shape;
-        if (in == t.shape) return value(n.args[0], idx);
-        std::string flat = fmt::format("f{}", counter_++);
-        line(fmt::format("const int64_t {} = {};", flat, flat_index(idx, t.shape)));
-        return value(n.args[0], unflatten(flat, in, fmt::format("r{}_", counter_++)));
-      }
-      case Op::Transpose: {
-        std::vector<int64_t> perm = n.attr_ints("perm");
-        std::vector<std::string> in(idx.size());
-        for (size_t d = 0; d < perm.size(); ++d) in[size_t(perm[d])] = idx[d];
-        return value(n.args[0], in);
-      }
-      case Op::BroadcastTo: return value(n.args[0], broadcast(idx, g_.type(n.args[0]).shape, t.shape));
-      case Op::Slice: {
-        std::vector<int64_t> starts = n.attr_ints("starts");
-        std::vector<std::string> in = idx;
-        for (size_t d = 0; d < in.size(); ++d)
-          if (starts[d]) in[d] = fmt::format("({} + {})", idx[d], starts[d]);
-        return value(n.args[0], in);
-      }
-      case Op::Pad: {
-        std::vector<int64_t> lo = n.attr_ints("lo");
-        const Shape& s = g_.type(n.args[0]).shape;
-        std::vector<std::string> in = idx, conds;
-        for (size_t d = 0; d < in.size(); ++d) {
-          if (lo[d]) in[d] = fmt::format("({} - {})", idx[d], lo[d]);
-          if (lo[d] || s[d] != t.shape[d])
-            conds.push_back(fmt::format("{} >= {} && {} < {}", idx[d], lo[d], idx[d], lo[d] + s[d]));
-        }
-        if (conds.empty()) return value(n.args[0], in);
-        return guarded(v, fmt::format("{}", fmt::join(conds, " && ")), n.args[0], in);
-      }
-      case Op::Concat: {
-        const int axis = int(n.attr_int("axis") < 0 ? n.attr_int("axis") + t.rank() : n.attr_int("axis"));
-        std::string name = fresh(v);
-        line(fmt::format("{} {} = 0;", ctype(t.dtype), name));
-        int64_t off = 0;
-        for (size_t i = 0; i < n.args.size(); ++i) {
-          const int64_t len = g_.type(n.args[i]).shape[size_t(axis)];
-          std::vector<std::string> in = idx;
-          if (off) in[size_t(axis)] = fmt::format("({} - {})", idx[size_t(axis)], off);
-          line(fmt::format("{}if ({} < {}) {{", i ? "else " : "", idx[size_t(axis)], off + len));
-          indent_ += 2;
-          memo_.emplace_back();
-          line(fmt::format("{} = {};", name, value(n.args[i], in)));
-          memo_.pop_back();
-          indent_ -= 2;
-          line("}");
-          off += len;
-        }
-        return name;
       }
       case Op::Take: {
         // x[pre.., indices[j..], post..]; an index out of range stops the rank

@@ -23,11 +23,7 @@ Type infer_reshape(const Graph& g, const Node& n) {
     user_error(n.loc, "reshape: cannot reshape {} ({} elements) to {}", type_str(x), x.size(), shape_str(s));
   return Type{x.dtype, s};
 }
-Tensor eval_reshape(const Node& n, const Args& a, const EvalCtx&) {
-  Tensor y = *a[0];  // shares the buffer: values are never written after they are made
-  y.type = n.type;
-  return y;
-}
+ViewMap view_reshape(const Node&, const std::vector<Shape>&) { return reshape_view(); }
 
 // ---- transpose ----------------------------------------------------------
 Type infer_transpose(const Graph& g, const Node& n) {
@@ -46,7 +42,7 @@ Type infer_transpose(const Graph& g, const Node& n) {
   }
   return out;
 }
-Tensor eval_transpose(const Node& n, const Args& a, const EvalCtx&) { return transpose(*a[0], n.attr_ints("perm")); }
+ViewMap view_transpose(const Node& n, const std::vector<Shape>&) { return transpose_view(n.attr_ints("perm")); }
 
 // ---- broadcast_to -------------------------------------------------------
 Type infer_broadcast_to(const Graph& g, const Node& n) {
@@ -56,7 +52,7 @@ Type infer_broadcast_to(const Graph& g, const Node& n) {
     user_error(n.loc, "broadcast_to: cannot broadcast {} to {}", type_str(x), shape_str(s));
   return Type{x.dtype, s};
 }
-Tensor eval_broadcast_to(const Node& n, const Args& a, const EvalCtx&) { return broadcast_to(*a[0], n.type->shape); }
+ViewMap view_broadcast_to(const Node& n, const std::vector<Shape>& in) { return broadcast_view(in[0], n.type->shape); }
 
 // ---- concat -------------------------------------------------------------
 Type infer_concat(const Graph& g, const Node& n) {
@@ -74,8 +70,8 @@ Type infer_concat(const Graph& g, const Node& n) {
   }
   return out;
 }
-Tensor eval_concat(const Node& n, const Args& a, const EvalCtx&) {
-  return concat(a, norm_axis(n, n.attr_int("axis"), a[0]->type));
+ViewMap view_concat(const Node& n, const std::vector<Shape>& in) {
+  return concat_view(in, norm_axis(n, n.attr_int("axis"), *n.type));
 }
 
 // ---- slice and pad --------------------------------------------------------
@@ -92,9 +88,7 @@ Type infer_slice(const Graph& g, const Node& n) {
   }
   return out;
 }
-Tensor eval_slice(const Node& n, const Args& a, const EvalCtx&) {
-  return slice(*a[0], n.attr_ints("starts"), n.attr_ints("ends"));
-}
+ViewMap view_slice(const Node& n, const std::vector<Shape>&) { return slice_view(n.attr_ints("starts")); }
 
 Type infer_pad(const Graph& g, const Node& n) {
   const Type& x = arg_type(g, n, 0);
@@ -108,8 +102,13 @@ Type infer_pad(const Graph& g, const Node& n) {
   }
   return out;
 }
-Tensor eval_pad(const Node& n, const Args& a, const EvalCtx&) {
-  return pad(*a[0], n.attr_ints("lo"), n.attr_ints("hi"));
+ViewMap view_pad(const Node& n, const std::vector<Shape>& in) { return pad_view(in[0], n.attr_ints("lo")); }
+
+// Every view's interpreter kernel: its map (registered below) read with strides.
+Tensor eval_view(const Node& n, const Args& a, const EvalCtx&) {
+  std::vector<Shape> in;
+  for (const Tensor* x : a) in.push_back(x->shape());
+  return view(view_maps()[n.op](n, in), a, *n.type);
 }
 
 // ---- matmul: [..., m, k] x [..., k, n], batch axes broadcast -------------
@@ -299,13 +298,23 @@ void vjp_take(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
 }
 
 void register_shape_ops() {
-  // A view is index arithmetic in the kernel that reads it (codegen/cpp.cpp).
-  def(Op::Reshape).infer(infer_reshape).eval(eval_reshape).vjp(vjp_reshape).form(KernelForm::View);
-  def(Op::Transpose).infer(infer_transpose).eval(eval_transpose).vjp(vjp_transpose).form(KernelForm::View);
-  def(Op::BroadcastTo).infer(infer_broadcast_to).eval(eval_broadcast_to).vjp(vjp_broadcast_to).form(KernelForm::View);
-  def(Op::Concat).infer(infer_concat).eval(eval_concat).vjp(vjp_concat).form(KernelForm::View);
-  def(Op::Slice).infer(infer_slice).eval(eval_slice).vjp(vjp_slice).form(KernelForm::View);
-  def(Op::Pad).infer(infer_pad).eval(eval_pad).vjp(vjp_pad).form(KernelForm::View);
+  // A view is its map (ir/view.h): index arithmetic in the kernel that reads it, a strided copy in the interpreter.
+  def(Op::Reshape).infer(infer_reshape).view(view_reshape).eval(eval_view).vjp(vjp_reshape).form(KernelForm::View);
+  def(Op::Transpose)
+      .infer(infer_transpose)
+      .view(view_transpose)
+      .eval(eval_view)
+      .vjp(vjp_transpose)
+      .form(KernelForm::View);
+  def(Op::BroadcastTo)
+      .infer(infer_broadcast_to)
+      .view(view_broadcast_to)
+      .eval(eval_view)
+      .vjp(vjp_broadcast_to)
+      .form(KernelForm::View);
+  def(Op::Concat).infer(infer_concat).view(view_concat).eval(eval_view).vjp(vjp_concat).form(KernelForm::View);
+  def(Op::Slice).infer(infer_slice).view(view_slice).eval(eval_view).vjp(vjp_slice).form(KernelForm::View);
+  def(Op::Pad).infer(infer_pad).view(view_pad).eval(eval_view).vjp(vjp_pad).form(KernelForm::View);
   def(Op::Take).infer(infer_take).eval(eval_take).vjp(vjp_take).form(KernelForm::View);
   def(Op::Matmul).infer(infer_matmul).eval(eval_matmul).vjp(vjp_matmul).form(KernelForm::Gemm);
 }

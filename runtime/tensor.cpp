@@ -66,10 +66,10 @@ bool Tensor::same_values(const Tensor& o) const {
 }
 
 Strides broadcast_strides(const Shape& in, const Shape& out) {
-  Strides src = row_major_strides(in);
-  Strides st(out.size(), 0);
-  size_t shift = out.size() - in.size();
-  for (size_t d = 0; d < in.size(); ++d) st[d + shift] = (in[d] == 1 && out[d + shift] != 1) ? 0 : src[d];
+  Strides src = row_major_strides(in), st(out.size(), 0);
+  const std::vector<ViewAxis> axes = broadcast_axes(in, out);
+  for (size_t d = 0; d < in.size(); ++d)
+    if (axes[d].from >= 0) st[size_t(axes[d].from)] = src[d];
   return st;
 }
 
@@ -86,88 +86,62 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, bool* ok) {
   return out;
 }
 
-namespace {
-// Copies x, read with `src` strides from offset `base`, into a fresh tensor of `shape`.
-Tensor gather_strided(const Tensor& x, const Shape& shape, const Strides& src, int64_t base) {
-  Tensor y = Tensor::empty(Type{x.dtype(), shape});
-  dispatch(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T* s = x.data<T>();
-    T* d = y.data<T>();
-    strided_loop<1>(shape, {src}, {base}, [&](int64_t i, auto off) { d[i] = s[off[0]]; });
-  });
-  return y;
-}
-}  // namespace
-
-Tensor transpose(const Tensor& x, const std::vector<int64_t>& perm) {
-  Strides in = row_major_strides(x.shape());
-  Shape shape(perm.size());
-  Strides st(perm.size());
-  for (size_t d = 0; d < perm.size(); ++d) {
-    shape[d] = x.shape()[size_t(perm[d])];
-    st[d] = in[size_t(perm[d])];
+Tensor view(const ViewMap& m, const std::vector<const Tensor*>& xs, const Type& out) {
+  if (m.flat) {
+    Tensor y = *xs[0];  // shares the buffer: values are never written after they are made
+    y.type = out;
+    return y;
   }
-  return gather_strided(x, shape, st, 0);
-}
-
-Tensor slice(const Tensor& x, const std::vector<int64_t>& starts, const std::vector<int64_t>& ends) {
-  Strides in = row_major_strides(x.shape());
-  Shape shape(starts.size());
-  int64_t base = 0;
-  for (size_t d = 0; d < starts.size(); ++d) {
-    shape[d] = ends[d] - starts[d];
-    base += starts[d] * in[d];
+  int64_t covered = 0;  // the boxes do not overlap
+  for (const ViewRead& r : m.reads) {
+    int64_t n = 1;
+    for (size_t e = 0; e < out.shape.size(); ++e) n *= r.whole() ? out.shape[e] : r.hi[e] - r.lo[e];
+    covered += n;
   }
-  return gather_strided(x, shape, in, base);
-}
-
-Tensor pad(const Tensor& x, const std::vector<int64_t>& lo, const std::vector<int64_t>& hi) {
-  Shape shape = x.shape();
-  for (size_t d = 0; d < shape.size(); ++d) shape[d] += lo[d] + hi[d];
-  Tensor y = Tensor::zeros(Type{x.dtype(), shape});
-  Strides out = row_major_strides(shape);
-  int64_t base = 0;
-  for (size_t d = 0; d < shape.size(); ++d) base += lo[d] * out[d];
-  dispatch(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T* s = x.data<T>();
-    T* d = y.data<T>();
-    strided_loop<1>(x.shape(), {out}, {base}, [&](int64_t i, auto off) { d[off[0]] = s[i]; });
-  });
+  Tensor y = covered == out.size() ? Tensor::empty(out) : Tensor::zeros(out);
+  const Strides dst = row_major_strides(out.shape);
+  for (const ViewRead& r : m.reads) {
+    const Tensor& x = *xs[r.operand];
+    Shape box = out.shape;
+    std::vector<int64_t> lo(out.shape.size(), 0);
+    if (!r.whole())
+      for (size_t e = 0; e < box.size(); ++e) lo[e] = r.lo[e], box[e] = r.hi[e] - r.lo[e];
+    // operand axis d moves with output axis `from`: its stride adds to that axis's
+    const Strides in = row_major_strides(x.shape());
+    Strides src(out.shape.size(), 0);
+    int64_t src_base = 0, dst_base = 0;
+    for (size_t d = 0; d < r.axes.size(); ++d) {
+      const ViewAxis& a = r.axes[d];
+      if (a.from < 0) continue;
+      src[size_t(a.from)] += in[d];
+      src_base += (lo[size_t(a.from)] + a.offset) * in[d];
+    }
+    for (size_t e = 0; e < lo.size(); ++e) dst_base += lo[e] * dst[e];
+    dispatch(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* s = x.data<T>();
+      T* d = y.data<T>();
+      strided_loop<2>(box, {dst, src}, {dst_base, src_base}, [&](int64_t, auto off) { d[off[0]] = s[off[1]]; });
+    });
+  }
   return y;
 }
 
 Tensor concat(const std::vector<const Tensor*>& xs, int axis) {
-  Shape shape = xs[0]->shape();
-  shape[size_t(axis)] = 0;
-  for (const Tensor* x : xs) shape[size_t(axis)] += x->shape()[size_t(axis)];
-  Tensor y = Tensor::empty(Type{xs[0]->dtype(), shape});
-  Strides out = row_major_strides(shape);
-  int64_t at = 0;
-  dispatch(y.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    T* d = y.data<T>();
-    for (const Tensor* x : xs) {
-      const T* s = x->data<T>();
-      strided_loop<1>(x->shape(), {out}, {at * out[size_t(axis)]}, [&](int64_t i, auto off) { d[off[0]] = s[i]; });
-      at += x->shape()[size_t(axis)];
-    }
-  });
-  return y;
-}
-
-Tensor broadcast_to(const Tensor& x, const Shape& shape) {
-  return gather_strided(x, shape, broadcast_strides(x.shape(), shape), 0);
+  std::vector<Shape> in;
+  for (const Tensor* x : xs) in.push_back(x->shape());
+  Type out = xs[0]->type;
+  out.shape[size_t(axis)] = 0;
+  for (const Shape& s : in) out.shape[size_t(axis)] += s[size_t(axis)];
+  return view(concat_view(in, axis), xs, out);
 }
 
 Tensor block(const Tensor& x, int axis, int64_t b, int64_t nblocks) {
   std::vector<int64_t> starts(x.shape().size(), 0);
-  std::vector<int64_t> ends(x.shape().begin(), x.shape().end());
-  int64_t len = x.shape()[size_t(axis)] / nblocks;
-  starts[size_t(axis)] = b * len;
-  ends[size_t(axis)] = (b + 1) * len;
-  return slice(x, starts, ends);
+  Type out = x.type;
+  out.shape[size_t(axis)] /= nblocks;
+  starts[size_t(axis)] = b * out.shape[size_t(axis)];
+  return view(slice_view(starts), {&x}, out);
 }
 
 void combine_into(Tensor& acc, const Tensor& x, Combine how) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ir/types.h"
+#include "ir/view.h"
 
 namespace gradc {
 
@@ -89,12 +90,11 @@ void strided_loop(const Shape& shape, const std::array<Strides, K>& strides, std
   }
 }
 
-// Data movement used by several ops and by the communicator.
-Tensor transpose(const Tensor& x, const std::vector<int64_t>& perm);
-Tensor slice(const Tensor& x, const std::vector<int64_t>& starts, const std::vector<int64_t>& ends);
-Tensor pad(const Tensor& x, const std::vector<int64_t>& lo, const std::vector<int64_t>& hi);
+// A view's result (ir/view.h): a fresh tensor of `out` holding the operands' elements
+// the map reads, zero where none does; a reshape shares operand 0's buffer.
+Tensor view(const ViewMap& m, const std::vector<const Tensor*>& xs, const Type& out);
+// The communicator's data movement, as views.
 Tensor concat(const std::vector<const Tensor*>& xs, int axis);
-Tensor broadcast_to(const Tensor& x, const Shape& shape);
 // Block `b` of `nblocks` equal blocks along `axis`.
 Tensor block(const Tensor& x, int axis, int64_t b, int64_t nblocks);
 

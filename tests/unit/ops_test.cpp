@@ -129,6 +129,24 @@ TEST_CASE("shape ops and indexing") {
   check_values(run1("y = one_hot([2, 0], 3)\noutput y\n"), {0, 0, 1, 1, 0, 0});
 }
 
+// The maps of ir/view.h as the interpreter reads them (the generator writes the same
+// maps as index expressions: the golden check and the difftests compare the two).
+TEST_CASE("view maps: pad fills its box and zeros the rest; concat skips an empty operand; size-1 axes broadcast") {
+  const Tensor x = Tensor::from(Type{DType::F32, {2, 2}}, {1, 2, 3, 4});
+  check_values(view(pad_view(x.shape(), {1, 0}), {&x}, Type{DType::F32, {3, 3}}), {0, 0, 0, 1, 2, 0, 3, 4, 0});
+  const Tensor e = Tensor::empty(Type{DType::F32, {2, 0}});
+  check_values(view(concat_view({x.shape(), e.shape(), x.shape()}, 1), {&x, &e, &x}, Type{DType::F32, {2, 4}}),
+               {1, 2, 1, 2, 3, 4, 3, 4});
+  const Tensor c = Tensor::from(Type{DType::F32, {2, 1}}, {5, 6});
+  check_values(view(broadcast_view(c.shape(), {2, 2, 3}), {&c}, Type{DType::F32, {2, 2, 3}}),
+               {5, 5, 5, 6, 6, 6, 5, 5, 5, 6, 6, 6});
+  // transpose then slice: [2, 3] -> [3, 2] -> rows 1..2
+  const Tensor t = Tensor::from(Type{DType::F32, {2, 3}}, {0, 1, 2, 3, 4, 5});
+  const Tensor tt = view(transpose_view({1, 0}), {&t}, Type{DType::F32, {3, 2}});
+  check_values(view(slice_view({1, 0}), {&tt}, Type{DType::F32, {2, 2}}), {1, 4, 2, 5});
+  CHECK(view(reshape_view(), {&t}, Type{DType::F32, {6}}).buf == t.buf);  // a reshape shares the buffer
+}
+
 TEST_CASE("matmul, 2-D and batched with broadcast batch axes, against a naive loop") {
   Tensor y = run1(
       "a = reshape(cast(iota(24), f32), [2, 3, 4]) / 7\n"
