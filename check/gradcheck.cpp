@@ -122,7 +122,7 @@ std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inpu
     // A replicated value is one variable (LANGUAGE.md section 6): its gradient is the
     // total of the reference's per-rank copies' (a shared input is one value there already).
     const bool shared = spmd[gi.w].op == Op::Input && spmd[gi.w].attrs.has("shared");
-    const bool one_variable = shared || spmd[gi.w].rep == Rep::Replicated;
+    const bool one_variable = shared || !spmd[gi.w].rep.varies();
     auto ref_grad = [&](int r) -> const Tensor& {
       return ref_vals[size_t(uinfo[size_t(u.grads[k][size_t(r)])].result)][0];
     };

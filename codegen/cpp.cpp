@@ -11,6 +11,8 @@
 #include <set>
 
 #include "codegen/runtime_files.h"
+#include "ir/mesh.h"
+#include "ir/print.h"
 #include "ir/view.h"
 #include "support/stack.h"
 
@@ -214,6 +216,18 @@ class Body {
     return name;
   }
   // Evaluates `v` at idx only when `cond` holds, else zero: the operand may not be read there.
+  // rank(A), rank's index in its group over `axes` (ir/mesh.h's group_rank): row-major over them
+  std::string group_rank_expr(const std::vector<int>& axes) const {
+    std::string e;
+    for (int a : axes) {
+      int stride = 1;
+      for (int k = num_axes(g_) - 1; k > a; --k) stride *= axis_size(g_, k);
+      std::string c = stride == 1 ? fmt::format("rank % {}", axis_size(g_, a))
+                                  : fmt::format("rank / {} % {}", stride, axis_size(g_, a));
+      e = e.empty() ? c : fmt::format("({}) * {} + {}", e, axis_size(g_, a), c);
+    }
+    return fmt::format("int32_t({})", e);
+  }
   std::string guarded(ValueId v, const std::string& cond, ValueId child, const std::vector<std::string>& cidx) {
     std::string name = fresh(v);
     line(fmt::format("{} {} = 0;", ctype(g_.type(v).dtype), name));
@@ -243,7 +257,7 @@ class Body {
     auto arg = [&](size_t i) { return value(n.args[i], broadcast(idx, g_.type(n.args[i]).shape, t.shape)); };
     switch (n.op) {
       case Op::Const: return literal(n.attrs.find("value")->number(), t.dtype);
-      case Op::Rank: return "rank";
+      case Op::Rank: return n.attrs.has("over") ? group_rank_expr(over_axes(g_, n)) : "rank";
       case Op::Iota: return fmt::format("int32_t({})", idx[0]);
       case Op::Randn:
       case Op::Rand: {
@@ -1113,7 +1127,22 @@ class CudaEmitter final : public Emitter {
   }
 };
 
+// What the generator cannot write yet is an error at the op, never code that computes something else.
+void check_supported(const Lowered& l) {
+  for (const Node& n : l.graph.nodes) {
+    if (n.op == Op::Input && n.attrs.has("shared") && n.attrs.find("shared")->kind == Attr::List)
+      throw UserError(n.loc,
+                      "an input shared along some mesh axes: the code generator does not check such inputs yet; "
+                      "run it with --backend=interp");
+    if (is_collective(n.op) && has_groups(l.graph, n))
+      throw UserError(n.loc, fmt::format("{} over={}: the code generator does not run collectives over a part of the "
+                                         "mesh's axes yet; run it with --backend=interp",
+                                         op_name(n.op), attr_str(*n.attrs.find("over"))));
+  }
+}
+
 std::unique_ptr<Emitter> emitter(const Lowered& l, Target target, const std::string& name, const std::string& source) {
+  check_supported(l);
   if (target == Target::Cuda) return std::make_unique<CudaEmitter>(l, name, source);
   return std::make_unique<CpuEmitter>(l, name, source);
 }
@@ -1130,6 +1159,7 @@ GeneratedFile generate_main(const Lowered& l, Target target, const std::string& 
 }
 
 GeneratedFile generate_native_entry(const Lowered& l, const std::string& name) {
+  check_supported(l);
   return CpuEmitter(l, name, "").native_entry();
 }
 

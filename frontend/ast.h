@@ -52,12 +52,14 @@ struct TypeExpr {
 };
 
 struct Stmt {
-  enum Kind { World, Input, Assign, Output, For } kind;
+  enum Kind { World, Mesh, Input, Assign, Output, For } kind;
   Loc loc;
-  std::vector<Name> names;  // targets, outputs, or the input's name
-  ExprPtr value;            // the assigned value, the input's default, or world's count
-  TypeExpr type;            // Input
-  bool shared = false;      // Input
+  std::vector<Name> names;        // targets, outputs, the input's name, or the mesh's axes
+  ExprPtr value;                  // the assigned value, the input's default, or world's count
+  std::vector<ExprPtr> sizes;     // Mesh: each axis's size
+  TypeExpr type;                  // Input
+  bool shared = false;            // Input
+  std::vector<Name> shared_over;  // Input: shared(dp, ...) names the axes (none: every axis)
   // For: names[0] is the loop variable, `value` the range(...) call, `body` the statements.
   std::vector<Stmt> body;
 };

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "frontend/lexer.h"
+#include "ir/mesh.h"
 #include "ir/print.h"
 #include "ir/rules.h"
 
@@ -23,6 +24,23 @@ class TextParser {
       if (world < 1 || world > kMaxWorld)
         user_error(prev_.loc, "world must be between 1 and {}, got {}", kMaxWorld, world);
       g_.world = int(world);
+      end_line();
+    } else if (peek().is_ident("mesh")) {  // mesh dp=2, tp=2
+      next();
+      g_.world = 1;
+      do {
+        Token axis = expect(Tok::Ident, "an axis name");
+        expect_punct("=");
+        int64_t size = expect_int("the axis's size");
+        if (size < 1 || size > kMaxWorld) user_error(prev_.loc, "axis {} must have a size of at least 1", axis.text);
+        for (const std::string& a : g_.mesh.axes)
+          if (a == axis.text) user_error(axis.loc, "axis '{}' is declared twice", axis.text);
+        if (int(g_.mesh.axes.size()) == kMaxAxes) user_error(axis.loc, "a mesh has at most {} axes", kMaxAxes);
+        g_.mesh.axes.push_back(axis.text);
+        g_.mesh.sizes.push_back(int(size));
+        if (int64_t(g_.world) * size > kMaxWorld) user_error(axis.loc, "a mesh has at most {} ranks", kMaxWorld);
+        g_.world *= int(size);
+      } while (peek().is(",") && (next(), true));
       end_line();
     }
     while (peek().kind != Tok::End) {
@@ -166,8 +184,18 @@ class TextParser {
       Token m = next();
       if (m.text == "replicated")
         n.rep = Rep::Replicated;
-      else if (m.text == "varying")
-        n.rep = Rep::Varying;
+      else if (m.text == "varying" && peek().is("(")) {  // varying(dp, tp)
+        next();
+        n.rep = Rep::Replicated;
+        do {
+          Token axis = expect(Tok::Ident, "an axis name");
+          const int k = axis_index(g_, axis.text);
+          if (k < 0) user_error(axis.loc, "'{}' is not an axis of the mesh (its axes: {})", axis.text, axes_list(g_));
+          n.rep = Rep::along(uint8_t(n.rep.axes() | (1u << k)));
+        } while (peek().is(",") && (next(), true));
+        expect_punct(")");
+      } else if (m.text == "varying")
+        n.rep = Rep::along(rep_axes(g_));
       else if (m.text == "bwd")
         n.backward = true;
       else if (m.text == "grad_of") {

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "ir/collectives.h"
+#include "ir/mesh.h"
 #include "ir/rules.h"
 #include "support/name_map.h"
 #include "support/stack.h"
@@ -64,7 +65,10 @@ struct Call {
 
 class Lowerer {
  public:
-  Lowerer(const ast::Program& p, int world, bool f64) : prog_(p), f64_(f64) { g_.world = world; }
+  Lowerer(const ast::Program& p, int world, const Mesh& mesh, bool f64) : prog_(p), f64_(f64) {
+    g_.world = world;
+    g_.mesh = mesh;
+  }
 
   Graph run() {
     Scope top;
@@ -201,7 +205,8 @@ class Lowerer {
   // ---- statements -----------------------------------------------------------
   void statement(const ast::Stmt& s) {
     switch (s.kind) {
-      case ast::Stmt::World: return;  // read before lowering (declared_world)
+      case ast::Stmt::World:
+      case ast::Stmt::Mesh: return;  // read before lowering (declared_world, declared_mesh)
       case ast::Stmt::Input: return input(s);
       case ast::Stmt::Assign: {
         std::vector<V> vals = expr_multi(*s.value, s.names.size());
@@ -264,7 +269,8 @@ class Lowerer {
     n.loc = name.loc;
     n.name = name.text;
     n.attrs.set("name", Attr::of_str(name.text));
-    if (s.shared) n.attrs.set("shared", Attr::of_int(1));
+    if (s.shared && s.shared_over.empty()) n.attrs.set("shared", Attr::of_int(1));
+    if (!s.shared_over.empty()) n.attrs.set("shared", axes_attr(s.shared_over, "shared"));
     if (s.value) {
       Scope defaults;  // a default sees no other values, but static integers (H = 64 // world)
       defaults.names = statics_;
@@ -635,12 +641,21 @@ class Lowerer {
   std::vector<V> grad(const Expr& e) {
     if (in_default_) user_error(e.loc, "grad cannot be used in an input's default value");
     std::string mode = "sum";
+    std::optional<Attr> over;
+    Loc over_loc;
     for (const ast::KwArg& kw : e.kwargs) {
-      if (kw.name != "mode") user_error(kw.loc, "grad: unknown argument '{}' (expected mode)", kw.name);
+      if (kw.name == "over") {
+        over = over_attr(*kw.value, "grad");
+        over_loc = kw.loc;
+        continue;
+      }
+      if (kw.name != "mode") user_error(kw.loc, "grad: unknown argument '{}' (expected mode or over)", kw.name);
       mode = symbol(*kw.value, "mode");
       if (!grad_mode_by_name(mode))
         user_error(kw.value->loc, "grad: unknown mode={} (expected sum, mean or global)", mode);
     }
+    if (over && mode == "global")
+      user_error(over_loc, "grad: mode=global takes no over= (it is over=[]: the loss is the same on every rank)");
     if (e.args.size() < 2) user_error(e.loc, "grad: needs a loss and at least one value to differentiate by");
     V loss = expr(*e.args[0]);
     if (loss.is_lit()) user_error(e.args[0]->loc, "grad: the loss is a constant");
@@ -652,6 +667,7 @@ class Lowerer {
         user_error(e.args[i]->loc, "grad: cannot differentiate with respect to an {} value", type_str(g_.type(w.id)));
       Attrs a;
       a.set("mode", Attr::of_sym(mode));
+      if (over) a.set("over", *over);
       out.push_back(op(Op::Grad, {loss.id, w.id}, e.loc, a));
     }
     return out;
@@ -705,6 +721,36 @@ class Lowerer {
   V dropout_builtin(const Expr& e);
   V norm_builtin(const Expr& e);
   V collective_builtin(const Expr& e);
+  V mesh_builtin(const Expr& e);
+
+  // Axis names as an `over` or `shared` attribute: a list of symbols, each an axis
+  // of the mesh, none twice (else an error at the name, listing the axes).
+  Attr axes_attr(const std::vector<ast::Name>& names, const char* what) {
+    Attr a;
+    a.kind = Attr::List;
+    for (const ast::Name& n : names) {
+      if (axis_index(g_, n.text) < 0)
+        user_error(n.loc, "{}: '{}' is not an axis of the mesh (its axes: {})", what, n.text, axes_list(g_));
+      for (const Attr& seen : a.list)
+        if (seen.s == n.text) user_error(n.loc, "{}: axis '{}' is named twice", what, n.text);
+      a.list.push_back(Attr::of_sym(n.text));
+    }
+    return a;
+  }
+  // over=tp or over=[dp, tp]
+  Attr over_attr(const Expr& e, const char* what) {
+    std::vector<ast::Name> names;
+    auto one = [&](const Expr& x) {
+      if (x.kind != Expr::Name)
+        user_error(x.loc, "{}: over must name mesh axes, such as over=tp or over=[dp, tp]", what);
+      names.push_back({x.text, x.loc});
+    };
+    if (e.kind == Expr::List)
+      for (const auto& x : e.args) one(*x);
+    else
+      one(e);
+    return axes_attr(names, what);
+  }
 
  private:
   const ast::Program& prog_;
@@ -743,7 +789,8 @@ const std::map<std::string, BuiltinFn>& builtins() {
         {"take", &Lowerer::take_builtin},           {"gelu", &Lowerer::activation_builtin},
         {"silu", &Lowerer::activation_builtin},     {"softplus", &Lowerer::activation_builtin},
         {"dropout", &Lowerer::dropout_builtin},     {"layer_norm", &Lowerer::norm_builtin},
-        {"rms_norm", &Lowerer::norm_builtin},
+        {"rms_norm", &Lowerer::norm_builtin},       {"rank", &Lowerer::mesh_builtin},
+        {"size", &Lowerer::mesh_builtin},
     };
     for (int i = 0; i < kNumOps; ++i) {
       const Op op = Op(i);
@@ -803,7 +850,7 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 V Lowerer::builtin(const Expr& e) {
   const std::string& f = e.text;
   if (auto it = builtins().find(f); it != builtins().end()) return (this->*it->second)(e);
-  if (f == "input" || f == "output" || f == "world" || f == "rank") user_error(e.loc, "'{}' cannot be called", f);
+  if (f == "input" || f == "output" || f == "world") user_error(e.loc, "'{}' cannot be called", f);
   unknown_function(e);
 }
 
@@ -1136,6 +1183,21 @@ V Lowerer::norm_builtin(const Expr& e) {  // layer_norm, rms_norm (no affine par
   return V{f == "layer_norm" ? composite::layer_norm(b, x, axes, eps) : composite::rms_norm(b, x, axes, eps)};
 }
 
+// rank(A): this rank's index along axis A (i32, varying along A only); size(A): A's size, a static integer.
+V Lowerer::mesh_builtin(const Expr& e) {
+  const std::string& f = e.text;
+  if (e.args.size() != 1 || !e.kwargs.empty() || e.args[0]->kind != Expr::Name)
+    user_error(e.loc, "{}: takes one axis name, such as {}(dp) (the mesh's axes: {}){}", f, f, axes_list(g_),
+               f == "rank" ? "; the flat rank is rank" : "");
+  const Expr& a = *e.args[0];
+  const Attr over = axes_attr({{a.text, a.loc}}, f.c_str());
+  if (f == "size") return V::integer(axis_size(g_, axis_index(g_, a.text)));
+  if (in_default_) user_error(e.loc, "rank: an input's default value may use rank, not rank(axis)");
+  Attrs attrs;
+  attrs.set("over", over);
+  return op(Op::Rank, {}, e.loc, attrs);
+}
+
 V Lowerer::collective_builtin(const Expr& e) {  // every collective, by its op's name
   const std::string& f = e.text;
   const Loc loc = e.loc;
@@ -1153,12 +1215,21 @@ V Lowerer::collective_builtin(const Expr& e) {  // every collective, by its op's
     case Op::AllToAll: params = {"x", "split_axis", "concat_axis"}; break;
     default: params = {"x", "shift", "pairs"}; break;
   }
+  params.push_back("over");
   Call c = bind_args(e, params, 1);
   ValueId x = targ(c, "x");
   const Type t = g_.type(x);
   Attrs a;
+  int group = g_.world;  // the ranks of each group
+  if (const Expr* v = c.get("over")) {
+    a.set("over", over_attr(*v, f.c_str()));
+    Node probe;
+    probe.op = o;
+    probe.attrs = a;
+    group = group_size(g_, probe);
+  }
   for (const std::string& p : params) {
-    if (p == "x") continue;
+    if (p == "x" || p == "over") continue;
     const Expr* v = c.get(p);
     if (p == "op") {
       std::string r = v ? symbol(*v, "op") : "sum";
@@ -1182,7 +1253,7 @@ V Lowerer::collective_builtin(const Expr& e) {  // every collective, by its op's
       }
     } else {
       int64_t shift = c.get("shift") ? static_int(*c.get("shift"), "shift") : 1;
-      pairs = shift_pairs(shift, g_.world);
+      pairs = shift_pairs(shift, group);
     }
     Attr pa;
     pa.kind = Attr::List;
@@ -1240,11 +1311,71 @@ int declared_world(const ast::Program& p) {
   return world;
 }
 
+Mesh declared_mesh(const ast::Program& p) {
+  Mesh m;
+  const ast::Stmt* decl = nullptr;
+  for (const ast::Stmt& s : p.stmts) {
+    if (s.kind == ast::Stmt::World && decl) user_error(s.loc, "a program declares a world or a mesh, not both");
+    if (s.kind != ast::Stmt::Mesh) continue;
+    if (decl) user_error(s.loc, "{} is declared twice", decl->kind == ast::Stmt::Mesh ? "the mesh" : "world");
+    decl = &s;
+    int64_t world = 1;
+    for (size_t i = 0; i < s.names.size(); ++i) {
+      const ast::Name& a = s.names[i];
+      const Expr& e = *s.sizes[i];
+      if (a.text == "world" || a.text == "rank") user_error(a.loc, "'{}' is built in and cannot name an axis", a.text);
+      for (const std::string& seen : m.axes)
+        if (seen == a.text) user_error(a.loc, "axis '{}' is declared twice", a.text);
+      if (e.kind != Expr::Number || !e.is_int)
+        user_error(e.loc, "axis {}: its size must be an integer literal", a.text);
+      if (e.ival < 1) user_error(e.loc, "axis {}: its size must be at least 1, got {}", a.text, e.ival);
+      if (int(m.axes.size()) == kMaxAxes) user_error(a.loc, "a mesh has at most {} axes", kMaxAxes);
+      world *= e.ival;
+      if (world > kMaxWorld) user_error(e.loc, "a mesh has at most {} ranks", kMaxWorld);
+      m.axes.push_back(a.text);
+      m.sizes.push_back(int(e.ival));
+    }
+  }
+  for (const ast::Stmt& s : p.stmts)
+    if (decl && s.kind == ast::Stmt::World) user_error(s.loc, "a program declares a world or a mesh, not both");
+  return m;
+}
+
 Graph lower_program(const ast::Program& p, const LowerOptions& opt) {
+  Mesh mesh = declared_mesh(p);
+  if (!mesh.axes.empty()) {
+    if (opt.ranks > 0)
+      throw UserError(
+          Loc{}, fmt::format("--ranks: this program declares a mesh; set its sizes with --mesh={}", mesh_option(mesh)));
+    if (!opt.mesh.empty()) {
+      std::vector<std::string> names;
+      for (const auto& [name, size] : opt.mesh) names.push_back(name);
+      if (names != mesh.axes)
+        throw UserError(Loc{}, fmt::format("--mesh names the axes {}, but the program declares {} (in that order)",
+                                           fmt::join(names, ", "), fmt::join(mesh.axes, ", ")));
+      int64_t world = 1;
+      for (size_t k = 0; k < opt.mesh.size(); ++k) {
+        mesh.sizes[k] = opt.mesh[k].second;
+        world *= mesh.sizes[k];
+      }
+      if (world > kMaxWorld) throw UserError(Loc{}, fmt::format("--mesh: at most {} ranks", kMaxWorld));
+    }
+    int world = 1;
+    for (int n : mesh.sizes) world *= n;
+    return Lowerer(p, world, mesh, opt.f64).run();
+  }
+  if (!opt.mesh.empty())
+    throw UserError(Loc{}, "--mesh: this program declares no mesh (use --ranks, or declare `mesh dp=2, tp=2`)");
   int world = declared_world(p);
   if (opt.ranks > 0) world = opt.ranks;
   if (world == 0) world = 1;
-  return Lowerer(p, world, opt.f64).run();
+  return Lowerer(p, world, mesh, opt.f64).run();
+}
+
+std::string mesh_option(const Mesh& m) {
+  std::vector<std::string> axes;
+  for (size_t k = 0; k < m.axes.size(); ++k) axes.push_back(fmt::format("{}={}", m.axes[k], m.sizes[k]));
+  return fmt::format("{}", fmt::join(axes, ","));
 }
 
 }  // namespace gradc

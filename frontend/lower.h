@@ -11,12 +11,16 @@ namespace gradc {
 struct LowerOptions {
   int ranks = 0;     // overrides the program's `world N` when non-zero; with neither the world is 1
   bool f64 = false;  // every f32 becomes f64 (literals, declarations, creation ops): for gradient checks
+  std::vector<std::pair<std::string, int>> mesh = {};  // --mesh=dp=4,tp=2: the declared axes' sizes, in order
 };
 Graph lower_program(const ast::Program& p, const LowerOptions& opt);
 inline Graph lower_program(const ast::Program& p, int ranks = 0) { return lower_program(p, LowerOptions{ranks}); }
 
 // The world a program declares (0 when it declares none).
 int declared_world(const ast::Program& p);
+// The mesh it declares (no axes when none), and the --mesh option that sets it ("dp=2,tp=2").
+Mesh declared_mesh(const ast::Program& p);
+std::string mesh_option(const Mesh& m);
 
 // What to write instead of a method call `x.NAME(...)`, for the lexer's error: a
 // function gradc has (sum(x)), the gradc spelling of a PyTorch or NumPy name

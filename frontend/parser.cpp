@@ -140,6 +140,14 @@ class Parser {
       next();
       s.kind = Stmt::World;
       s.value = expr();
+    } else if (peek().is_ident("mesh") && peek(1).kind == Tok::Ident) {  // mesh dp=2, tp=4 (`mesh = ...` assigns)
+      next();
+      s.kind = Stmt::Mesh;
+      do {
+        s.names.push_back(name("an axis name"));
+        expect("=");
+        s.sizes.push_back(expr());
+      } while (accept(","));
     } else if (peek().is_ident("input")) {
       next();
       s.kind = Stmt::Input;
@@ -149,6 +157,14 @@ class Parser {
       if (peek().is_ident("shared")) {
         next();
         s.shared = true;
+        if (peek().is("(")) {  // shared(dp) or shared([dp, pp])
+          open("(");
+          const bool list = accept("[");
+          do s.shared_over.push_back(name("an axis name"));
+          while (accept(","));
+          if (list) expect("]");
+          close(")");
+        }
       }
       if (accept("=")) s.value = expr();
     } else if (peek().is_ident("output")) {

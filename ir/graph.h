@@ -140,8 +140,18 @@ GradMode grad_mode_of(const Node& n);  // an unknown mode is a UserError at the 
 // The op as a run-time error names it: "log", or "in the gradient of log: mul".
 std::string checked_op_name(const Node& n);
 
+// A program's mesh (LANGUAGE.md section 8): named axes whose sizes multiply to the
+// world; ranks numbered row-major over them. Empty: no mesh, one axis "world".
+struct Mesh {
+  std::vector<std::string> axes;
+  std::vector<int> sizes;
+  bool operator==(const Mesh&) const = default;
+};
+inline constexpr int kMaxAxes = 7;  // Rep's bits
+
 struct Graph {
   int world = 1;  // the number of ranks this graph is specialised for, 1 to kMaxWorld
+  Mesh mesh;      // its axes (ir/mesh.h reads them)
   std::vector<Node> nodes;
   std::vector<std::pair<std::string, ValueId>> outputs;
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 
+#include "ir/mesh.h"
 #include "support/name_map.h"
 
 namespace gradc {
@@ -64,9 +65,9 @@ std::string escape_dot(const std::string& s) {
   return out;
 }
 
-std::string meta_str(const Node& n, const std::vector<std::string>& names) {
+std::string meta_str(const Graph& g, const Node& n, const std::vector<std::string>& names) {
   std::string m;
-  if (n.rep != Rep::Unknown) m += fmt::format(" {}", rep_name(n.rep));
+  if (n.rep != Rep::Unknown) m += fmt::format(" {}", rep_str(g, n.rep));
   if (n.backward) m += " bwd";
   if (n.grad_of >= 0) m += fmt::format(" grad_of=%{}", names[size_t(n.grad_of)]);
   return m;
@@ -97,9 +98,26 @@ std::string attr_str(const Attr& a) {
   return "?";
 }
 
+namespace {
+// `world 4`, or for a mesh `mesh dp=2, tp=2`
+std::string mesh_line(const Graph& g) {
+  if (g.mesh.axes.empty()) return fmt::format("world {}\n", g.world);
+  std::vector<std::string> axes;
+  for (int k = 0; k < num_axes(g); ++k) axes.push_back(fmt::format("{}={}", axis_name(g, k), axis_size(g, k)));
+  return fmt::format("mesh {}\n", fmt::join(axes, ", "));
+}
+// ` "mesh": {"dp": 2, "tp": 2},` for a mesh
+std::string mesh_json(const Graph& g) {
+  if (g.mesh.axes.empty()) return "";
+  std::vector<std::string> axes;
+  for (int k = 0; k < num_axes(g); ++k) axes.push_back(fmt::format("\"{}\": {}", axis_name(g, k), axis_size(g, k)));
+  return fmt::format(" \"mesh\": {{{}}},", fmt::join(axes, ", "));
+}
+}  // namespace
+
 std::string print_text(const Graph& g, const std::string& loc_file) {
   std::vector<std::string> names = value_names(g);
-  std::string out = fmt::format("world {}\n", g.world);
+  std::string out = mesh_line(g);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     out += fmt::format("%{} = {}(", names[i], op_name(n.op));
@@ -111,7 +129,7 @@ std::string print_text(const Graph& g, const std::string& loc_file) {
         out += fmt::format("{}{}={}", k ? ", " : "", n.attrs->items[k].first, attr_str(n.attrs->items[k].second));
       out += "}";
     }
-    out += fmt::format(" : {}{}", type_str(n.type), meta_str(n, names));
+    out += fmt::format(" : {}{}", type_str(n.type), meta_str(g, n, names));
     if (!loc_file.empty() && n.loc.line > 0) {
       out += fmt::format(" loc({}:{}:{}", quote(loc_file), n.loc.line, n.loc.col);
       for (const CallSite& c : calls_of(n.loc))  // the def calls, innermost first
@@ -143,7 +161,7 @@ std::string print_dot(const Graph& g) {
     if (is_collective(n.op))  // what the exchange does: op=prod, axis=1, root=2, ...
       for (const auto& [k, v] : n.attrs->items) label += fmt::format("\\n{}={}", k, escape_dot(attr_str(v)));
     label += fmt::format("\\n{}", type_str(n.type));
-    if (n.rep != Rep::Unknown) label += fmt::format("\\n{}", rep_name(n.rep));
+    if (n.rep != Rep::Unknown) label += fmt::format("\\n{}", rep_str(g, n.rep));
     if (n.grad_of >= 0) label += fmt::format("\\ngrad of %{}", names[size_t(n.grad_of)]);
     const std::string line = fmt::format("  n{} [label=\"{}\"{}];\n", i, label, style);
     if (n.loc.line > 0) {
@@ -196,7 +214,7 @@ std::string json_attr(const Attr& a) {
 
 std::string print_json(const Graph& g) {
   std::vector<std::string> names = value_names(g);
-  std::string out = fmt::format("{{\"world\": {},\n \"nodes\": [", g.world);
+  std::string out = fmt::format("{{\"world\": {},{}\n \"nodes\": [", g.world, mesh_json(g));
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     std::vector<std::string> args, attrs;
@@ -208,7 +226,7 @@ std::string print_json(const Graph& g) {
         i ? "," : "", i, quote(names[i]), quote(std::string(op_name(n.op))), fmt::join(args, ", "),
         fmt::join(attrs, ", "), dtype_name(n.type->dtype), fmt::join(n.type->shape, ", "), is_collective(n.op),
         n.backward);
-    if (n.rep != Rep::Unknown) out += fmt::format(", \"rep\": \"{}\"", rep_name(n.rep));
+    if (n.rep != Rep::Unknown) out += fmt::format(", \"rep\": \"{}\"", rep_str(g, n.rep));
     if (n.grad_of >= 0) out += fmt::format(", \"grad_of\": {}", quote(names[size_t(n.grad_of)]));
     if (n.loc.known()) out += fmt::format(", \"loc\": [{}, {}]", n.loc.line, n.loc.col);
     if (n.loc.site) {  // the def calls it was reached through, innermost first

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "ir/mesh.h"
+
 namespace gradc {
 
 OpTable<ShapeRule>& shape_rules() {
@@ -30,11 +32,14 @@ Type infer_type(const Graph& g, const Node& n) {
 }
 
 Rep infer_rep(const Graph& g, const Node& n) {
-  if (g.world == 1) return Rep::Replicated;  // one rank: every value is the same on all ranks
-  if (RepFn f = shape_rules()[n.op].rep) return f(g, n);
-  for (ValueId a : n.args)
-    if (g[a].rep != Rep::Replicated) return Rep::Varying;
-  return Rep::Replicated;
+  // Along an axis of size 1 (and on one rank) every value is the same on all ranks.
+  if (g.world == 1) return Rep::Replicated;
+  uint8_t axes = 0;  // by default, a value varies along every axis an operand varies along
+  if (RepFn f = shape_rules()[n.op].rep)
+    axes = f(g, n).axes();
+  else
+    for (ValueId a : n.args) axes |= g[a].rep.axes();
+  return Rep::along(axes & rep_axes(g));
 }
 
 const Type& arg_type(const Graph& g, const Node& n, size_t i) {

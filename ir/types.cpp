@@ -73,15 +73,6 @@ std::string shape_str(const Shape& s) { return fmt::format("[{}]", fmt::join(s, 
 
 std::string type_str(const Type& t) { return dtype_name(t.dtype) + shape_str(t.shape); }
 
-const char* rep_name(Rep r) {
-  switch (r) {
-    case Rep::Replicated: return "replicated";
-    case Rep::Varying: return "varying";
-    case Rep::Unknown: break;
-  }
-  return "unknown";
-}
-
 std::string element_str(int64_t flat, const Shape& s) {
   Shape idx(s.size());
   for (size_t d = s.size(); d-- > 0;) {

@@ -58,8 +58,23 @@ class TypeRef : public Interned<Type, TypeTraits> {
   bool operator==(const Type& t) const { return **this == t; }
 };
 
-// Is each value identical on every rank (replicated) or possibly different (varying)?
-enum class Rep : uint8_t { Unknown, Replicated, Varying };
-const char* rep_name(Rep r);
+// Replication (LANGUAGE.md section 8): the set of mesh axes along which a value may
+// differ between ranks, bit k for axis k (a program without a mesh has one axis).
+// Empty: identical on every rank. The analysis keeps only the mesh's axes
+// (infer_rep), so Varying (every bit) is "along every axis" in any mesh.
+struct Rep {
+  static constexpr uint8_t kUnknown = 0x80, kAll = 0x7F;  // at most 7 axes
+  uint8_t bits = kUnknown;
+  static const Rep Unknown, Replicated, Varying;
+  static constexpr Rep along(uint8_t axes) { return Rep{uint8_t(axes & kAll)}; }
+  bool known() const { return bits != kUnknown; }
+  bool varies() const { return known() && bits != 0; }
+  bool varies_along(uint8_t axes) const { return known() && (bits & axes); }
+  uint8_t axes() const { return known() ? bits : 0; }
+  bool operator==(const Rep&) const = default;
+};
+inline constexpr Rep Rep::Unknown{Rep::kUnknown};
+inline constexpr Rep Rep::Replicated{0};
+inline constexpr Rep Rep::Varying{Rep::kAll};
 
 }  // namespace gradc

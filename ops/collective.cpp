@@ -9,9 +9,11 @@ namespace {
 
 using namespace build;  // the derivative rules are written as expressions (ir/builder.h)
 
+// N: the ranks of the collective's groups (the world, or over=: the product of those axes' sizes).
 void check_root(const Graph& g, const Node& n) {
+  const int N = group_size(g, n);
   int64_t root = n.attr_int("root");
-  if (root < 0 || root >= g.world) user_error(n.loc, "{}: root {} is outside 0..{}", op_name(n.op), root, g.world - 1);
+  if (root < 0 || root >= N) user_error(n.loc, "{}: root {} is outside 0..{}", op_name(n.op), root, N - 1);
 }
 
 void check_reduction(const Node& n, const Type& x) {
@@ -20,27 +22,29 @@ void check_reduction(const Node& n, const Type& x) {
 }
 
 int divisible_axis(const Graph& g, const Node& n, const char* key, const Type& x) {
+  const int N = group_size(g, n);
   int axis = norm_axis(n, n.attr_int(key), x);
-  if (x.shape[size_t(axis)] % g.world != 0)
+  if (x.shape[size_t(axis)] % N != 0)
     user_error(n.loc, "{}: axis {} has size {}, which does not divide by {} ranks", op_name(n.op), axis,
-               x.shape[size_t(axis)], g.world);
+               x.shape[size_t(axis)], N);
   return axis;
 }
 
 Type infer_all_reduce(const Graph& g, const Node& n) {
+  group_size(g, n);  // checks over=
   const Type& x = arg_type(g, n, 0);
   check_reduction(n, x);
   return x;
 }
 Type infer_all_gather(const Graph& g, const Node& n) {
   Type y = arg_type(g, n, 0);
-  y.shape[size_t(norm_axis(n, n.attr_int("axis"), y))] *= g.world;
+  y.shape[size_t(norm_axis(n, n.attr_int("axis"), y))] *= group_size(g, n);
   return y;
 }
 Type infer_reduce_scatter(const Graph& g, const Node& n) {
   Type y = arg_type(g, n, 0);
   check_reduction(n, y);
-  y.shape[size_t(divisible_axis(g, n, "axis", y))] /= g.world;
+  y.shape[size_t(divisible_axis(g, n, "axis", y))] /= group_size(g, n);
   return y;
 }
 Type infer_broadcast(const Graph& g, const Node& n) {
@@ -58,24 +62,25 @@ Type infer_gather(const Graph& g, const Node& n) {
 Type infer_scatter(const Graph& g, const Node& n) {
   check_root(g, n);
   Type y = arg_type(g, n, 0);
-  y.shape[size_t(divisible_axis(g, n, "axis", y))] /= g.world;
+  y.shape[size_t(divisible_axis(g, n, "axis", y))] /= group_size(g, n);
   return y;
 }
 Type infer_all_to_all(const Graph& g, const Node& n) {
   Type y = arg_type(g, n, 0);
   int split = divisible_axis(g, n, "split_axis", y);
   int cat = norm_axis(n, n.attr_int("concat_axis"), y);
-  y.shape[size_t(split)] /= g.world;
-  y.shape[size_t(cat)] *= g.world;
+  y.shape[size_t(split)] /= group_size(g, n);
+  y.shape[size_t(cat)] *= group_size(g, n);
   return y;
 }
 Type infer_permute(const Graph& g, const Node& n) {
-  std::vector<bool> received(size_t(g.world), false);
+  const int N = group_size(g, n);
+  std::vector<bool> received(size_t(N), false);
   for (const auto& p : n.attr_int_lists("pairs")) {
     if (p.size() != 2) user_error(n.loc, "permute: each pair must be [src, dst]");
     for (int64_t r : p)
-      if (r < 0 || r >= g.world)
-        user_error(n.loc, "permute: pair [{}, {}] names rank {}, outside 0..{}", p[0], p[1], r, g.world - 1);
+      if (r < 0 || r >= N)
+        user_error(n.loc, "permute: pair [{}, {}] names rank {}, outside 0..{}", p[0], p[1], r, N - 1);
     if (received[size_t(p[1])]) user_error(n.loc, "permute: rank {} is the destination of more than one pair", p[1]);
     received[size_t(p[1])] = true;
   }
@@ -114,14 +119,22 @@ std::vector<Tensor> run_permute(const Node& n, const std::vector<Tensor>& x) {
 }
 
 // ---- replication -------------------------------------------------------------
-// all_reduce, all_gather and broadcast give every rank the same value; the others
-// give ranks different blocks, or the root something else than the rest. permute
-// of a replicated value is replicated when every rank receives.
-Rep rep_same_everywhere(const Graph&, const Node&) { return Rep::Replicated; }
-Rep rep_differs(const Graph&, const Node&) { return Rep::Varying; }
+// Over the axes S of its groups: all_reduce, all_gather and broadcast give every rank
+// of a group the same value (replicated along S); the others give ranks different
+// blocks, or the root something else than the rest (varying along S). permute of a
+// value replicated along S is replicated when every rank receives. Along the other
+// axes the result is as its operand.
+uint8_t over_bits(const Graph& g, const Node& n) { return axes_mask(over_axes(g, n)); }
+Rep rep_same_in_group(const Graph& g, const Node& n) {
+  return Rep::along(uint8_t(g[n.args[0]].rep.axes() & ~over_bits(g, n)));
+}
+Rep rep_differs(const Graph& g, const Node& n) {
+  return Rep::along(uint8_t(g[n.args[0]].rep.axes() | over_bits(g, n)));
+}
 Rep rep_permute(const Graph& g, const Node& n) {
-  if (g[n.args[0]].rep != Rep::Replicated) return Rep::Varying;
-  return int(n.attr_int_lists("pairs").size()) == g.world ? Rep::Replicated : Rep::Varying;
+  if (!g[n.args[0]].rep.varies_along(over_bits(g, n)) && int(n.attr_int_lists("pairs").size()) == group_size(g, n))
+    return g[n.args[0]].rep;
+  return rep_differs(g, n);
 }
 
 // ---- derivative rules ------------------------------------------------------------
@@ -162,7 +175,7 @@ ValueId zero_counting_prod(Ad& ad, ValueId x) {
 ValueId leave_one_out_prod(Ad& ad, ValueId x) {
   const Shape s = ad.shape(x);
   const DType dt = ad.dtype(x);
-  const int64_t N = ad.world();
+  const int64_t N = ad.group_size();
   Shape rows = s;
   rows.insert(rows.begin(), 1);
   Attrs ax0;
@@ -193,9 +206,9 @@ void vjp_collective(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) {
   const Node n = ad.y();  // a copy: emitting moves the nodes
   ValueId x = ad.arg(0);
   const std::string op = n.attrs.has("op") ? n.attr_sym("op") : "sum";
-  const int N = ad.world();
+  const int N = ad.group_size();
   ValueId lin;
-  if (n.op == Op::AllReduce && ad.replicated(g)) {
+  if (n.op == Op::AllReduce && ad.replicated_in_group(g)) {
     // Every rank holds the same cotangent: the sum over ranks is N times it, no exchange.
     lin = ad.mul(g, double(N));
   } else {
@@ -236,10 +249,10 @@ void register_collective_ops() {
   auto collective = [](Op op, InferFn infer, CollectiveFn run, RepFn rep) {
     def(op).infer(infer).rep(rep).collective(run).vjp(vjp_collective).form(KernelForm::Comm);
   };
-  collective(Op::AllReduce, infer_all_reduce, run_all_reduce, rep_same_everywhere);
-  collective(Op::AllGather, infer_all_gather, run_all_gather, rep_same_everywhere);
+  collective(Op::AllReduce, infer_all_reduce, run_all_reduce, rep_same_in_group);
+  collective(Op::AllGather, infer_all_gather, run_all_gather, rep_same_in_group);
   collective(Op::ReduceScatter, infer_reduce_scatter, run_reduce_scatter, rep_differs);
-  collective(Op::Broadcast, infer_broadcast, run_broadcast, rep_same_everywhere);
+  collective(Op::Broadcast, infer_broadcast, run_broadcast, rep_same_in_group);
   collective(Op::Reduce, infer_reduce, run_reduce, rep_differs);
   collective(Op::Gather, infer_gather, run_gather, rep_differs);
   collective(Op::Scatter, infer_scatter, run_scatter, rep_differs);

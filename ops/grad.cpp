@@ -18,7 +18,8 @@ Type infer_grad(const Graph& g, const Node& n) {
 // The gradient with respect to a replicated value is the total over ranks, the same
 // on every rank (LANGUAGE.md section 6); with respect to a varying one, each rank's own.
 Rep rep_grad(const Graph& g, const Node& n) {
-  return g[n.args[1]].rep == Rep::Replicated ? Rep::Replicated : Rep::Varying;
+  const Rep w = g[n.args[1]].rep;
+  return w.known() ? w : Rep::Varying;
 }
 
 }  // namespace

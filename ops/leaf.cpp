@@ -44,8 +44,16 @@ Tensor eval_const(const Node& n, const Args&, const EvalCtx&) {
   return Tensor::from(n.type, vals);
 }
 
-Type infer_rank(const Graph&, const Node&) { return Type{DType::I32, {}}; }
-Tensor eval_rank(const Node&, const Args&, const EvalCtx& c) { return Tensor::scalar(DType::I32, c.rank); }
+// rank, or with over=[A, ...] (rank(A)) the rank's index in its group over those axes
+Type infer_rank(const Graph& g, const Node& n) {
+  over_axes(g, n);  // checks the axes
+  return Type{DType::I32, {}};
+}
+Tensor eval_rank(const Node& n, const Args&, const EvalCtx& c) {
+  if (!n.attrs.has("over")) return Tensor::scalar(DType::I32, c.rank);
+  GRADC_ASSERT(c.graph, "rank(axis) needs the mesh");
+  return Tensor::scalar(DType::I32, group_rank(*c.graph, c.rank, over_axes(*c.graph, n)));
+}
 
 Type infer_iota(const Graph&, const Node& n) {
   int64_t len = n.attr_int("n");
@@ -78,9 +86,10 @@ Tensor eval_random(const Node& n, const Args& a, const EvalCtx&) {
   return y;
 }
 
-// A shared input is one value on every rank; a per-rank input and rank vary.
-Rep rep_input(const Graph&, const Node& n) { return n.attrs.has("shared") ? Rep::Replicated : Rep::Varying; }
-Rep rep_rank(const Graph&, const Node&) { return Rep::Varying; }
+// A shared input is one value on every rank (shared(A): along A); a per-rank input
+// and rank vary, rank(A) along A.
+Rep rep_input(const Graph& g, const Node& n) { return Rep::along(uint8_t(~axes_mask(shared_axes(g, n)))); }
+Rep rep_rank(const Graph& g, const Node& n) { return Rep::along(axes_mask(over_axes(g, n))); }
 
 }  // namespace
 

@@ -3,6 +3,7 @@
 // each into the table of the layer that reads it:
 //   def(Op::Exp).infer(infer_unary).eval(eval_unary).vjp(vjp_exp).form(KernelForm::Scalar);
 #pragma once
+#include "ir/mesh.h"
 #include "ir/rules.h"
 #include "ir/view.h"
 #include "passes/ad.h"

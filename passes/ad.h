@@ -26,12 +26,17 @@ class Ad : public Builder {
   const Node& y() const { return g_[y_]; }
   ValueId arg(size_t i) const { return g_[y_].args[i]; }
   bool needs(size_t i) const { return need_[i]; }
-  bool replicated(ValueId v) const { return g_[v].rep == Rep::Replicated; }
+  bool replicated(ValueId v) const { return !g_[v].rep.varies(); }
+  // Is v the same on every rank of each of the forward collective's groups?
+  bool replicated_in_group(ValueId v) const;
   // Whether the gradient being built is differentiated again (grad of grad):
   // rules whose cheapest form is exact only to first order then use an exact one.
   bool higher_order() const { return higher_order_; }
   void set_higher_order(bool h) { higher_order_ = h; }
-  int world() const { return g_.world; }
+  // The ranks of the forward collective's groups (LANGUAGE.md section 8): the world
+  // without over=. The collectives and ranks a collective's rule makes run over its
+  // groups too (make() gives them its `over`).
+  int group_size() const;
   ValueId collective(Op op, ValueId a, Attrs attrs) { return emit(op, {a}, std::move(attrs)); }
 
  protected:

@@ -5,6 +5,7 @@
 // so the backward graph is itself an SPMD program that every rank runs.
 #include <algorithm>
 
+#include "ir/mesh.h"
 #include "passes/ad.h"
 #include "passes/autodiff.h"
 
@@ -22,7 +23,13 @@ void Ad::begin(ValueId y, const std::vector<bool>& need) {
   need_ = need;
 }
 
+int Ad::group_size() const { return gradc::group_size(g_, y()); }
+bool Ad::replicated_in_group(ValueId v) const { return !g_[v].rep.varies_along(axes_mask(over_axes(g_, y()))); }
+
 ValueId Ad::make(Op op, std::vector<ValueId> args, Attrs attrs) {
+  // within a rule (begin with operands), not the seed or a gradient's total
+  if (y_ >= 0 && !need_.empty() && (is_collective(op) || op == Op::Rank) && !attrs.has("over"))
+    if (const Attr* over = g_[y_].attrs.find("over"); over && is_collective(g_[y_].op)) attrs.set("over", *over);
   Node n;
   n.op = op;
   n.args = std::move(args);
@@ -47,13 +54,13 @@ ValueId Ad::make_constant(const Type& t, double v) {
 
 namespace {
 
-// The op where a non-replicated value's ranks start to differ: follow varying
-// operands up to a node none of whose operands varies.
-ValueId variation_origin(const Graph& g, ValueId v) {
+// The op where a value's ranks start to differ along `axes`: follow operands that
+// vary along them up to a node none of whose operands does.
+ValueId variation_origin(const Graph& g, ValueId v, uint8_t axes) {
   for (;;) {
     const Node& n = g[v];
     if (n.op == Op::Input) return v;
-    auto it = std::find_if(n.args.begin(), n.args.end(), [&](ValueId a) { return g[a].rep == Rep::Varying; });
+    auto it = std::find_if(n.args.begin(), n.args.end(), [&](ValueId a) { return g[a].rep.varies_along(axes); });
     if (it == n.args.end()) return v;
     v = *it;
   }
@@ -61,13 +68,20 @@ ValueId variation_origin(const Graph& g, ValueId v) {
 
 std::string describe_origin(const Node& n) {
   if (n.op == Op::Input) return fmt::format("the per-rank input '{}'", n.attr_sym("name"));
-  if (n.op == Op::Rank) return "'rank'";
+  if (n.op == Op::Rank) return n.attrs.has("over") ? "rank(...)" : "'rank'";
   return std::string(op_name(n.op));
+}
+
+// The axes along which a grad's ranks' losses are different samples (LANGUAGE.md
+// section 8): its over=, every axis by default, none for mode=global.
+uint8_t grad_over(const Graph& g, const Node& grad) {
+  if (grad_mode_of(grad) == GradMode::Global) return 0;
+  return axes_mask(over_axes(g, grad));
 }
 
 // One reverse sweep from `loss` producing the cotangent of every value in `ws`.
 // `higher_order`: the gradients are differentiated again (see Ad::higher_order).
-std::vector<ValueId> backward(Graph& g, ValueId loss, const std::vector<ValueId>& ws, GradMode mode,
+std::vector<ValueId> backward(Graph& g, ValueId loss, const std::vector<ValueId>& ws, GradMode mode, uint8_t over,
                               bool higher_order) {
   const ValueId first = *std::min_element(ws.begin(), ws.end());
   const ValueId end = loss + 1;  // forward values are [0, end); backward ones are appended after
@@ -95,10 +109,14 @@ std::vector<ValueId> backward(Graph& g, ValueId loss, const std::vector<ValueId>
   std::vector<ValueId> ct(size_t(loss) + 1, -1);  // per forward value: its cotangent so far, or -1
   auto accumulate = [&](ValueId v, ValueId c) { ct[size_t(v)] = ct[size_t(v)] < 0 ? c : ad.add(ct[size_t(v)], c); };
   if (live[size_t(loss)]) {
-    // The seed: d L / d loss_r, 1 for mode=sum; 1/N for mean, and for global
-    // (there the loss is the same on every rank, so L = sum(loss) = (1/N) sum_r sum(loss_r)).
+    // The seed: d L / d loss_r. The loss is the same along the axes not in `over`, so
+    // with G the groups that share their coordinates on `over`, L = c sum_g sum(loss_g)
+    // = (c / M) sum_r sum(loss_r), M the ranks of a group and c 1 for sum, 1/|G| for
+    // mean: 1 for mode=sum, 1/N for mean and for global (over no axis).
+    const int groups = mask_size(g, over);
+    const double c = mode == GradMode::Mean ? 1.0 / groups : 1.0;
     ad.begin(loss, {});
-    ct[size_t(loss)] = ad.constant(g.type(loss), mode == GradMode::Sum ? 1.0 : 1.0 / g.world);
+    ct[size_t(loss)] = ad.constant(g.type(loss), c / double(g.world / groups));
   }
   for (ValueId v = loss; v >= first; --v) {
     if (ct[size_t(v)] < 0 || !live[size_t(v)] || !is_differentiable(g[v].op)) continue;
@@ -124,14 +142,17 @@ std::vector<ValueId> backward(Graph& g, ValueId loss, const std::vector<ValueId>
   for (ValueId w : ws) {
     ad.begin(w, {});
     ValueId r = w <= loss && ct[size_t(w)] >= 0 ? ct[size_t(w)] : ad.zeros(g.type(w));
-    if (g[w].rep == Rep::Replicated || (g[w].op == Op::Input && g[w].attrs.has("shared"))) {
-      // A replicated value (a shared input, or an all_reduce's result) is one variable
-      // that feeds every rank, as in JAX: its gradient is the total over ranks.
-      if (g[r].rep == Rep::Replicated) {
-        r = ad.mul(r, double(g.world));
+    // A value replicated along axes R (a shared input, an all_reduce's result) is one
+    // variable for the ranks that differ only along R, as in JAX: its gradient is the
+    // total over them.
+    const uint8_t R = uint8_t(full_mask(g) & ~g[w].rep.axes());
+    if (R) {
+      if (!g[r].rep.varies_along(R)) {
+        r = ad.mul(r, double(mask_size(g, R)));
       } else {
         Attrs a;
         a.set("op", Attr::of_sym("sum"));
+        if (R != full_mask(g)) a.set("over", over_attr(g, R));
         r = ad.collective(Op::AllReduce, r, a);
       }
     }
@@ -182,23 +203,29 @@ Graph autodiff(Graph g, std::vector<GradInfo>* info) {
     size_t j = i;
     std::vector<ValueId> ws;
     const GradMode mode = grad_mode_of(n);
-    while (j < count && given(j).op == Op::Grad && given(j).args[0] == n.args[0] && grad_mode_of(given(j)) == mode) {
+    const uint8_t over = grad_over(g, n);
+    while (j < count && given(j).op == Op::Grad && given(j).args[0] == n.args[0] && grad_mode_of(given(j)) == mode &&
+           grad_over(g, given(j)) == over) {
       ws.push_back(remap[size_t(given(j).args[1])]);
       ++j;
     }
     ValueId loss = remap[size_t(n.args[0])];
-    if (mode == GradMode::Global && g[loss].rep != Rep::Replicated) {
-      const Node& origin = g[variation_origin(g, loss)];
+    // Along the axes not in `over` the loss must be replicated: each distinct value counts once.
+    if (const uint8_t bad = uint8_t(g[loss].rep.axes() & ~over)) {
+      const Node& origin = g[variation_origin(g, loss, bad)];
       const std::string& named = given(size_t(n.args[0])).op == Op::Grad ? given(size_t(n.args[0])).name : g[loss].name;
       std::string lname = named.empty() ? "the loss" : "'" + named + "'";
+      const bool mesh = !g.mesh.axes.empty();
       throw UserError(origin.loc,
-                      fmt::format("grad: mode=global needs a loss that is identical on every rank, but {} differs "
-                                  "per rank: the ranks' values start to differ at {}",
-                                  lname, describe_origin(origin)));
+                      fmt::format("grad: {} needs a loss that is identical {}, but {} differs {}: the ranks' values "
+                                  "start to differ at {}",
+                                  mode == GradMode::Global ? "mode=global" : "over=[" + axes_str(g, over) + "]",
+                                  over == 0 ? "on every rank" : "along " + axes_str(g, uint8_t(full_mask(g) & ~over)),
+                                  lname, mesh ? "along " + axes_str(g, bad) : "per rank", describe_origin(origin)));
     }
     bool higher_order = false;
     for (size_t k = i; k < j; ++k) higher_order |= again[k];
-    std::vector<ValueId> results = backward(g, loss, ws, mode, higher_order);
+    std::vector<ValueId> results = backward(g, loss, ws, mode, over, higher_order);
     for (size_t k = i; k < j; ++k) {
       ValueId r = results[k - i];
       // Two gradients can be one value (grad(loss, y, x) with y = x + 2): it keeps the first's name.

@@ -187,7 +187,7 @@ class Unroller {
     out_.grads.push_back(index);
     // A replicated w is one variable (LANGUAGE.md section 6): every rank's gradient is
     // the total over its copies, as the program computes it (grads lists the parts).
-    if (src_[n.args[1]].rep == Rep::Replicated && w[1 % size_t(N_)] != w[0]) {
+    if (!src_[n.args[1]].rep.varies() && w[1 % size_t(N_)] != w[0]) {
       ValueId sum = out[0];
       for (int r = 1; r < N_; ++r) sum = emit_(Op::Add, {sum, out[size_t(r)]});
       out.assign(size_t(N_), sum);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "ir/mesh.h"
 #include "ir/rules.h"
 #include "runtime/kernels.h"
 
@@ -27,10 +28,30 @@ std::vector<Tensor> input_values(const Graph& g, const Node& n, const RankInputs
       throw UserError(n.loc, fmt::format("input '{}' has no value for rank {} and no default", name, r));
     }
   }
+  // shared: the same on every rank; shared(A): on the ranks of each group over A
   if (n.attrs.has("shared"))
-    for (int r = 1; r < g.world; ++r)
-      if (!out[size_t(r)].same_values(out[0]))
-        throw UserError(n.loc, fmt::format("shared input '{}' differs between ranks 0 and {}", name, r));
+    for (const std::vector<int>& group : mesh_groups(g, shared_axes(g, n)))
+      for (size_t k = 1; k < group.size(); ++k)
+        if (!out[size_t(group[k])].same_values(out[size_t(group[0])]))
+          throw UserError(
+              n.loc,
+              fmt::format("shared input '{}' differs between ranks {} and {}{}", name, group[0], group[k],
+                          n.attrs.find("shared")->kind == Attr::List
+                              ? fmt::format(" (it is shared along {})", axes_str(g, axes_mask(shared_axes(g, n))))
+                              : ""));
+  return out;
+}
+
+// A collective runs in each of its groups (over=) on the group's ranks, as on a world of their own.
+std::vector<Tensor> run_collective(const Graph& g, const Node& n, const std::vector<Tensor>& x) {
+  if (!has_groups(g, n)) return kernels()[n.op].collective(n, x);
+  std::vector<Tensor> out(x.size());
+  for (const std::vector<int>& group : mesh_groups(g, over_axes(g, n))) {
+    std::vector<Tensor> in;
+    for (int r : group) in.push_back(x[size_t(r)]);
+    std::vector<Tensor> res = kernels()[n.op].collective(n, in);
+    for (size_t k = 0; k < group.size(); ++k) out[size_t(group[k])] = std::move(res[k]);
+  }
   return out;
 }
 }  // namespace
@@ -91,7 +112,7 @@ std::vector<std::vector<Tensor>> evaluate(const Graph& g, const RankInputs& inpu
     if (n.op == Op::Input) {
       out = input_values(g, n, inputs, n.args.empty() ? nullptr : &vals[size_t(n.args[0])]);
     } else if (is_collective(n.op)) {
-      out = kernels()[n.op].collective(n, vals[size_t(n.args[0])]);
+      out = run_collective(g, n, vals[size_t(n.args[0])]);
     } else {
       LocalFn f = kernels()[n.op].local;
       if (!f)
@@ -101,7 +122,7 @@ std::vector<std::vector<Tensor>> evaluate(const Graph& g, const RankInputs& inpu
       Args args(n.args.size());
       for (int r = 0; r < N; ++r) {
         for (size_t k = 0; k < n.args.size(); ++k) args[k] = &vals[size_t(n.args[k])][size_t(r)];
-        out.push_back(f(n, args, EvalCtx{r, N}));
+        out.push_back(f(n, args, EvalCtx{r, N, &g}));
       }
     }
     if (overrides) {

@@ -11,6 +11,7 @@ namespace gradc {
 struct EvalCtx {
   int rank = 0;
   int world = 1;
+  const Graph* graph = nullptr;  // the mesh's axes, for rank(A)
 };
 using Args = std::vector<const Tensor*>;
 

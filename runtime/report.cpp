@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "ir/mesh.h"
+
 namespace gradc {
 
 std::string number_str(const Tensor& t, int64_t i) {
@@ -81,10 +83,20 @@ std::string outputs_text(const RankOutputs& outs) {
   return s;
 }
 
-std::string outputs_json(const RankOutputs& outs) {
-  std::string s = fmt::format("{{\"world\": {},\n \"ranks\": [", outs.size());
+std::string outputs_json(const RankOutputs& outs, const Graph& g) {
+  // a mesh: its axes beside the world, and each rank's coordinates
+  auto axes = [&](auto value) {
+    std::vector<std::string> items;
+    for (int k = 0; k < num_axes(g); ++k) items.push_back(fmt::format("\"{}\": {}", axis_name(g, k), value(k)));
+    return fmt::format("{{{}}}", fmt::join(items, ", "));
+  };
+  const bool mesh = !g.mesh.axes.empty();
+  std::string s = fmt::format("{{\"world\": {},{}\n \"ranks\": [", outs.size(),
+                              mesh ? fmt::format(" \"mesh\": {},", axes([&](int k) { return axis_size(g, k); })) : "");
   for (size_t r = 0; r < outs.size(); ++r) {
-    s += fmt::format("{}\n  {{\"rank\": {}, \"outputs\": {{", r ? "," : "", r);
+    const std::string coords =
+        mesh ? fmt::format(", \"coords\": {}", axes([&](int k) { return coord(g, int(r), k); })) : "";
+    s += fmt::format("{}\n  {{\"rank\": {}{}, \"outputs\": {{", r ? "," : "", r, coords);
     for (size_t k = 0; k < outs[r].size(); ++k) {
       const auto& [name, t] = outs[r][k];
       std::vector<std::string> data;

@@ -20,6 +20,7 @@
 #include "frontend/ast.h"
 #include "frontend/ir_reader.h"
 #include "frontend/lower.h"
+#include "ir/mesh.h"
 #include "ir/print.h"
 #include "ir/rules.h"
 #include "ops/register.h"
@@ -53,25 +54,26 @@ struct UsageError : std::runtime_error {
 // takes (commands()) to its field here with CLI11, converting and checking the value
 // in gradc's words as it is parsed.
 struct Options {
-  std::vector<std::string> files;       // the positional arguments: FILE.dg (opt: FILE.ir)
-  int ranks = 0;                        // --ranks: 0 is the program's world, else 1
-  std::string format = "text";          // --format: each command checks the ones it can print
-  bool verbose = false;                 // check -v
-  std::string stage = "parsed";         // ir --stage
-  bool loc = false;                     // ir, opt --loc
-  PipelineOptions pipeline;             // --print-after-all, --time-passes, run --check-finite
-  std::vector<const PassInfo*> passes;  // opt --pass
-  std::string inputs;                   // run, verify --inputs (empty: the defaults)
-  std::optional<std::string> outputs;   // run --outputs
-  std::string backend;                  // run --backend (empty: native where its compiler is found)
-  int iters = 0;                        // run --iters
-  bool quiet = false;                   // run --quiet
-  GradCheckOptions check;               // verify --rtol, --atol, --samples
-  std::string op;                       // prove --op (empty: all)
-  int max_ranks = 8;                    // prove --max-ranks
-  std::optional<Target> target;         // emit, build --target
-  std::optional<std::string> out;       // emit, build -o
-  std::optional<std::string> name;      // emit --name
+  std::vector<std::string> files;                 // the positional arguments: FILE.dg (opt: FILE.ir)
+  int ranks = 0;                                  // --ranks: 0 is the program's world, else 1
+  std::vector<std::pair<std::string, int>> mesh;  // --mesh=dp=2,tp=2: the sizes of a program's mesh axes
+  std::string format = "text";                    // --format: each command checks the ones it can print
+  bool verbose = false;                           // check -v
+  std::string stage = "parsed";                   // ir --stage
+  bool loc = false;                               // ir, opt --loc
+  PipelineOptions pipeline;                       // --print-after-all, --time-passes, run --check-finite
+  std::vector<const PassInfo*> passes;            // opt --pass
+  std::string inputs;                             // run, verify --inputs (empty: the defaults)
+  std::optional<std::string> outputs;             // run --outputs
+  std::string backend;                            // run --backend (empty: native where its compiler is found)
+  int iters = 0;                                  // run --iters
+  bool quiet = false;                             // run --quiet
+  GradCheckOptions check;                         // verify --rtol, --atol, --samples
+  std::string op;                                 // prove --op (empty: all)
+  int max_ranks = 8;                              // prove --max-ranks
+  std::optional<Target> target;                   // emit, build --target
+  std::optional<std::string> out;                 // emit, build -o
+  std::optional<std::string> name;                // emit --name
 
   const std::string& one_file(const char* what) const {
     if (files.size() != 1) throw UsageError(fmt::format("expected one {}", what));
@@ -131,7 +133,7 @@ void bury(T&& value) {
 Graph load_program(const Options& o, SourceFile& src, bool f64 = false) {
   src.path = o.one_file("FILE.dg");
   src.text = read_file(src.path);
-  return lower_program(parse_program(src.text), LowerOptions{o.ranks, f64});
+  return lower_program(parse_program(src.text), LowerOptions{o.ranks, f64, o.mesh});
 }
 
 void check_text_or_json(const std::string& format) {
@@ -149,7 +151,7 @@ std::string format_graph(const Graph& g, const std::string& format, const std::s
 // ---- commands ---------------------------------------------------------------
 
 const char* kCheckHelp =
-    "usage: gradc check FILE.dg [--ranks=N] [-v]\n"
+    "usage: gradc check FILE.dg [--ranks=N | --mesh=A=n,...] [-v]\n"
     "Parse and type-check FILE.dg for N ranks (default: its `world`, else 1).\n"
     "Prints diagnostics only; exit 1 if there are any. -v also prints one line per\n"
     "input, collective (those of the derived backward too) and output: types, where\n"
@@ -164,8 +166,9 @@ int cmd_check(const Options& o, SourceFile& src) {
   if (!o.verbose) return 0;
   // One line per input, collective (forward, then the derived backward) and output.
   auto at = [&](const Node& n) { return loc_str(src.path, n.loc); };
-  auto rep = [](const Node& n) { return n.rep == Rep::Unknown ? "" : rep_name(n.rep); };
-  std::string s = fmt::format("{}: {} rank{}\n", src.path, g.world, g.world == 1 ? "" : "s");
+  auto rep = [&](const Node& n) { return n.rep == Rep::Unknown ? std::string() : rep_str(g, n.rep); };
+  std::string s = fmt::format("{}: {} rank{}{}\n", src.path, g.world, g.world == 1 ? "" : "s",
+                              g.mesh.axes.empty() ? "" : fmt::format(" (mesh {})", mesh_option(g.mesh)));
   for (const Node& n : g.nodes)
     if (n.op == Op::Input)
       s += fmt::format("input      {}: {} {}{}, at {}\n", n.attr_sym("name"), type_str(n.type),
@@ -195,7 +198,7 @@ int cmd_check(const Options& o, SourceFile& src) {
 }
 
 const char* kIrHelp =
-    "usage: gradc ir FILE.dg [--stage=parsed|grad|opt] [--format=text|dot|json] [--ranks=N] [--loc]\n"
+    "usage: gradc ir FILE.dg [--stage=parsed|grad|opt] [--format=text|dot|json] [--ranks=N | --mesh=A=n,...] [--loc]\n"
     "                [--print-after-all] [--time-passes]\n"
     "Print the graph after a stage:\n"
     "  parsed  the forward graph as written, defs inlined, composites expanded\n"
@@ -266,7 +269,7 @@ int cmd_opt(const Options& o, SourceFile& src) {
 }
 
 const char* kRunHelp =
-    "usage: gradc run FILE.dg [--ranks=N] [--inputs=DIR] [--outputs=DIR] [--format=text|json]\n"
+    "usage: gradc run FILE.dg [--ranks=N | --mesh=A=n,...] [--inputs=DIR] [--outputs=DIR] [--format=text|json]\n"
     "                 [--backend=native|interp] [--iters=K] [--quiet] [--check-finite]\n"
     "Run FILE.dg on this machine's CPU with N ranks in one process and print every\n"
     "output of every rank. Input x of rank r comes from DIR/rank<r>/x.npy, else\n"
@@ -395,12 +398,13 @@ int cmd_run(const Options& o, SourceFile& src) {
   }
   if (iters > 0) std::cerr << fmt::format("median step: {:.3f} ms\n", median_ms(ms));
   if (o.outputs) write_outputs(outs, *o.outputs);
-  if (!o.quiet) std::cout << (o.format == "json" ? outputs_json(outs) : outputs_text(outs));
+  if (!o.quiet) std::cout << (o.format == "json" ? outputs_json(outs, g) : outputs_text(outs));
   return 0;
 }
 
 const char* kVerifyHelp =
-    "usage: gradc verify FILE.dg [--ranks=N] [--rtol=R] [--atol=A] [--samples=K] [--format=text|json]\n"
+    "usage: gradc verify FILE.dg [--ranks=N | --mesh=A=n,...] [--rtol=R] [--atol=A] [--samples=K] "
+    "[--format=text|json]\n"
     "                    [--inputs=DIR]\n"
     "Check every grad of FILE.dg two ways, in f64: against central finite differences\n"
     "of the objective on at most K elements per gradient (default 64, chosen at random\n"
@@ -434,7 +438,7 @@ int cmd_verify(const Options& o, SourceFile& src) {
 }
 
 const char* kCostHelp =
-    "usage: gradc cost FILE.dg [--ranks=N] [--format=text|json]\n"
+    "usage: gradc cost FILE.dg [--ranks=N | --mesh=A=n,...] [--format=text|json]\n"
     "For every collective of the forward and of the derived backward graph, named by\n"
     "its source value and line (a backward one by the forward op it differentiates): the bytes\n"
     "each rank sends and receives under ring algorithms (all_reduce 2(N-1)/N of its\n"
@@ -485,7 +489,7 @@ void write_sources(const std::string& dir, const std::vector<GeneratedFile>& fil
 }
 
 const char* kEmitHelp =
-    "usage: gradc emit FILE.dg --target=cuda|cpu -o DIR [--name=NAME] [--ranks=N]\n"
+    "usage: gradc emit FILE.dg --target=cuda|cpu -o DIR [--name=NAME] [--ranks=N | --mesh=A=n,...]\n"
     "Write sources for embedding into DIR: NAME.h (one class: constructed on a communicator\n"
     "and stream, pointer setters and getters, run() that allocates nothing, constexpr shapes),\n"
     "NAME.cpp or NAME.cu, the runtime headers they include, and a CMakeLists.txt defining the\n"
@@ -500,7 +504,7 @@ int cmd_emit(const Options& o, SourceFile& src) {
 }
 
 const char* kBuildHelp =
-    "usage: gradc build FILE.dg --target=cuda|cpu -o EXE [--ranks=N]\n"
+    "usage: gradc build FILE.dg --target=cuda|cpu -o EXE [--ranks=N | --mesh=A=n,...]\n"
     "Emit FILE.dg and compile it into a standalone executable, built for N ranks (default:\n"
     "the program's world):  EXE [--ranks=N] [--inputs=DIR] [--outputs=DIR] [--iters=K]\n"
     "[--format=text|json], with gradc run's input and output rules. cpu: the ranks are\n"
@@ -587,6 +591,21 @@ struct Command {
 // The options, each once: commands list the ones they take.
 const Flag kRanks{"ranks", "N: the number of ranks (default: the program's world, else 1)",
                   [](Options& o, const std::string& v) { o.ranks = int_value("ranks", v, 1, kMaxWorld); }};
+// --mesh=dp=4,tp=2: each declared axis's size, in the declared order
+const Flag kMesh{"mesh", "A=n,B=m: the sizes of the program's mesh axes (LANGUAGE.md section 8)",
+                 [](Options& o, const std::string& v) {
+                   o.mesh.clear();
+                   size_t at = 0;
+                   while (at <= v.size()) {
+                     const size_t end = std::min(v.find(',', at), v.size());
+                     const std::string item = v.substr(at, end - at);
+                     const size_t eq = item.find('=');
+                     if (eq == std::string::npos || eq == 0)
+                       throw UsageError(fmt::format("--mesh must be AXIS=SIZE,... (such as dp=2,tp=4), got '{}'", v));
+                     o.mesh.push_back({item.substr(0, eq), int_value("mesh", item.substr(eq + 1), 1, kMaxWorld)});
+                     at = end + 1;
+                   }
+                 }};
 Flag format_flag(const char* help) {
   return {"format", help, [](Options& o, const std::string& v) { o.format = v; }};
 }
@@ -613,6 +632,7 @@ const std::vector<Command>& commands() {
        cmd_check,
        kCheckHelp,
        {kRanks,
+        kMesh,
         {"verbose", "-v: one line per input, output and collective",
          [](Options& o, const std::string&) { o.verbose = true; }, true}}},
       {"ir",
@@ -626,6 +646,7 @@ const std::vector<Command>& commands() {
          }},
         format_flag("text, dot or json"),
         kRanks,
+        kMesh,
         kLoc,
         kPrintAfterAll,
         time_passes_flag("time each pass (and parsing, lowering to kernels, printing)")}},
@@ -642,6 +663,7 @@ const std::vector<Command>& commands() {
        cmd_run,
        kRunHelp,
        {kRanks,
+        kMesh,
         kInputs,
         {"outputs", "DIR: write the outputs as .npy files", [](Options& o, const std::string& v) { o.outputs = v; }},
         format_flag("text or json"),
@@ -660,6 +682,7 @@ const std::vector<Command>& commands() {
        cmd_verify,
        kVerifyHelp,
        {kRanks,
+        kMesh,
         {"rtol", "relative tolerance",
          [](Options& o, const std::string& v) { o.check.rtol = tolerance_value("rtol", v); }},
         {"atol", "absolute tolerance",
@@ -668,7 +691,7 @@ const std::vector<Command>& commands() {
         {"samples", "K: finite differences per gradient",
          [](Options& o, const std::string& v) { o.check.samples = int_value("samples", v, 1, 1 << 30); }},
         format_flag("text or json")}},
-      {"cost", cmd_cost, kCostHelp, {kRanks, format_flag("text or json")}},
+      {"cost", cmd_cost, kCostHelp, {kRanks, kMesh, format_flag("text or json")}},
       {"prove",
        cmd_prove,
        kProveHelp,
@@ -682,8 +705,9 @@ const std::vector<Command>& commands() {
        {kTarget,
         out_flag("DIR: where the sources go"),
         {"name", "the class name", [](Options& o, const std::string& v) { o.name = v; }},
-        kRanks}},
-      {"build", cmd_build, kBuildHelp, {kTarget, out_flag("EXE: the executable"), kRanks}},
+        kRanks,
+        kMesh}},
+      {"build", cmd_build, kBuildHelp, {kTarget, out_flag("EXE: the executable"), kRanks, kMesh}},
   };
   return cmds;
 }

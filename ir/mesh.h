@@ -1,0 +1,45 @@
+// The mesh's arithmetic (LANGUAGE.md section 8): axes, coordinates, and the groups a
+// collective over some axes runs in. A graph without a mesh has one axis, "world".
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace gradc {
+
+int num_axes(const Graph& g);
+const std::string& axis_name(const Graph& g, int axis);
+int axis_size(const Graph& g, int axis);
+int axis_index(const Graph& g, std::string_view name);  // -1 when there is none
+std::string axes_list(const Graph& g);                  // "dp, tp": for messages
+uint8_t full_mask(const Graph& g);                      // every axis's bit
+uint8_t rep_axes(const Graph& g);                       // the axes ranks can differ along: of size > 1
+uint8_t axes_mask(const std::vector<int>& axes);
+int axes_size(const Graph& g, const std::vector<int>& axes);  // the product of their sizes
+int mask_size(const Graph& g, uint8_t mask);                  // the product of their sizes
+Attr over_attr(const Graph& g, uint8_t mask);                 // over=[dp, tp]: the axes' names, in declared order
+std::string axes_str(const Graph& g, uint8_t mask);           // "dp, tp", in declared order
+
+// A node's `over` attribute (axis names, in the order written) as axis indices; every
+// axis in declared order when it has none. A name twice or not in the mesh is an
+// error at the node.
+std::vector<int> over_axes(const Graph& g, const Node& n);
+// An input's `shared` attribute: the axes it is the same along (shared: every axis;
+// shared(dp): those named; none for a per-rank input).
+std::vector<int> shared_axes(const Graph& g, const Node& n);
+bool has_groups(const Graph& g, const Node& n);  // over some axes but not all: groups smaller than the world
+int group_size(const Graph& g, const Node& n);   // the product of over_axes' sizes
+
+int coord(const Graph& g, int rank, int axis);
+// Rank `rank`'s index in its group over `axes`: row-major over them in that order.
+int group_rank(const Graph& g, int rank, const std::vector<int>& axes);
+// The groups over `axes`, each its ranks in group-rank order; the groups in order of
+// their first rank.
+std::vector<std::vector<int>> mesh_groups(const Graph& g, const std::vector<int>& axes);
+
+// "replicated", "varying" (along every axis of size > 1) or "varying(dp)".
+std::string rep_str(const Graph& g, Rep r);
+
+}  // namespace gradc
