@@ -9,6 +9,7 @@
 #include <set>
 
 #include "check/memory.h"
+#include "ir/mesh.h"
 #include "ir/print.h"
 #include "passes/pass.h"
 #include "passes/unroll.h"
@@ -19,17 +20,19 @@ namespace {
 
 bool close(double a, double b, const GradCheckOptions& o) { return std::fabs(a - b) <= o.atol + o.rtol * std::fabs(b); }
 
-// The objective a grad differentiates, from every rank's loss (LANGUAGE.md section 6).
-double objective(const std::vector<Tensor>& loss, GradMode mode) {
+// The objective a grad differentiates, from every rank's loss (LANGUAGE.md sections 6
+// and 8): the loss of each group of ranks that share their coordinates on `over`
+// counts once; summed, or averaged over the groups.
+double objective(const Graph& g, const std::vector<Tensor>& loss, const GradInfo& gi) {
   auto total = [](const Tensor& t) {
     double s = 0;
     for (int64_t i = 0; i < t.size(); ++i) s += t.get(i);
     return s;
   };
-  if (mode == GradMode::Global) return total(loss[0]);
+  const std::vector<int> reps = loss_representatives(g, gi.over);
   double s = 0;
-  for (const Tensor& t : loss) s += total(t);
-  return mode == GradMode::Mean ? s / double(loss.size()) : s;
+  for (int r : reps) s += total(loss[size_t(r)]);
+  return gi.mode == GradMode::Mean ? s / double(reps.size()) : s;
 }
 
 constexpr double kEps = 2.220446049250313e-16;  // f64's machine epsilon
@@ -100,7 +103,8 @@ std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inpu
     for (int r = 0; r < N; ++r) {
       auto it = inputs[size_t(r)].find(name);
       if (it == inputs[size_t(r)].end()) continue;
-      ref_in[0][n.attrs.has("shared") ? name : unrolled_input_name(name, r)] = it->second;
+      const bool all = n.attrs.has("shared") && n.attrs.find("shared")->kind != Attr::List;
+      ref_in[0][all ? name : unrolled_input_name(name, r)] = it->second;  // shared(A): the group's first rank's
     }
   }
   std::vector<ValueId> ref_results;
@@ -119,21 +123,25 @@ std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inpu
     row.loc = gi.loc;
     const std::vector<Tensor>& got = vals[size_t(gi.result)];
 
-    // A replicated value is one variable (LANGUAGE.md section 6): its gradient is the
-    // total of the reference's per-rank copies' (a shared input is one value there already).
-    const bool shared = spmd[gi.w].op == Op::Input && spmd[gi.w].attrs.has("shared");
-    const bool one_variable = shared || !spmd[gi.w].rep.varies();
+    // A value replicated along axes R is one variable for each group of ranks that
+    // differ only along R (LANGUAGE.md sections 6 and 8): its gradient is the total of
+    // the reference's distinct copies' in the group (a shared input is one copy there
+    // already; an all_reduce's result may be one copy for all ranks, or one per rank).
+    const uint8_t R = uint8_t(full_mask(spmd) & ~spmd[gi.w].rep.axes());
+    std::vector<int> group_of(static_cast<size_t>(N), 0);  // each rank's group along R
+    const std::vector<std::vector<int>> groups = groups_along(spmd, R);
+    for (size_t j = 0; j < groups.size(); ++j)
+      for (int q : groups[j]) group_of[size_t(q)] = int(j);
+    const bool one_variable = R != 0 && groups[0].size() > 1;
     auto ref_grad = [&](int r) -> const Tensor& {
       return ref_vals[size_t(uinfo[size_t(u.grads[k][size_t(r)])].result)][0];
     };
     for (int r = 0; r < N; ++r) {
       Tensor want = ref_grad(r);
-      if (one_variable && !shared) {
-        // the total over the reference's distinct copies of w (the unrolled program may
-        // hold one copy for all ranks, e.g. an all_reduce's local sum)
+      if (one_variable) {
         want = Tensor::zeros(want.type);  // a new buffer: tensors share theirs when copied
         std::set<ValueId> seen;
-        for (int q = 0; q < N; ++q)
+        for (int q : groups[size_t(group_of[size_t(r)])])
           if (seen.insert(uinfo[size_t(u.grads[k][size_t(q)])].w).second) combine_into(want, ref_grad(q), Combine::Sum);
       }
       for (int64_t i = 0; i < want.size(); ++i) {
@@ -143,10 +151,14 @@ std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inpu
       }
     }
 
-    // Central differences of the objective at sampled elements, perturbing w on
-    // one rank (on all ranks at once for a replicated value: it is one variable).
+    // Central differences of the objective at sampled elements, perturbing w on one
+    // rank (on all ranks of its group at once for a replicated value: it is one
+    // variable there); a replicated value is sampled on the first rank of each group.
     const std::vector<Tensor>& base = vals[size_t(gi.w)];
-    const int64_t size = base[0].size(), ranks = one_variable ? 1 : N;
+    std::vector<int> sampled;
+    for (int r = 0; r < N; ++r)
+      if (!one_variable || groups[size_t(group_of[size_t(r)])][0] == r) sampled.push_back(r);
+    const int64_t size = base[0].size(), ranks = int64_t(sampled.size());
     row.fd_total = size * ranks;
     if (!opt.finite_differences) {
       rows.push_back(row);
@@ -156,15 +168,16 @@ std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inpu
       Overrides ov;
       ov[gi.w] = base;
       for (int q = 0; q < N; ++q)
-        if (one_variable || q == r) ov[gi.w][size_t(q)] = with_element(base[size_t(q)], i, v);
-      return objective(evaluate(spmd, inputs, {gi.loss}, &ov, false)[size_t(gi.loss)], gi.mode);
+        if (q == r || (one_variable && group_of[size_t(q)] == group_of[size_t(r)]))
+          ov[gi.w][size_t(q)] = with_element(base[size_t(q)], i, v);
+      return objective(spmd, evaluate(spmd, inputs, {gi.loss}, &ov, false)[size_t(gi.loss)], gi);
     };
-    const double L0 = objective(vals[size_t(gi.loss)], gi.mode);
+    const double L0 = objective(spmd, vals[size_t(gi.loss)], gi);
     const bool exact = opt.rtol == 0 && opt.atol == 0;
     double worst = -1;  // the largest err / tol seen
     const std::vector<int64_t> picks = sample(row.fd_total, opt.samples, k);
     for (size_t p = 0; p < picks.size(); ++p) {
-      const int r = int(picks[p] / size);
+      const int r = sampled[size_t(picks[p] / size)];
       const int64_t i = picks[p] % size;
       tick(fmt::format("gradient {}/{} ({}): finite differences {}/{}", k + 1, info.size(), row.name, p + 1,
                        picks.size()));
@@ -189,7 +202,7 @@ std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inpu
           ++row.kinks;
           continue;
         }
-        row.fail("finite differences", one_variable ? 0 : r, element_str(i, base[0].type.shape));
+        row.fail("finite differences", r, element_str(i, base[0].type.shape));
       }
       row.fd_err = std::max(row.fd_err, err);
       const double ratio = tol > 0 ? err / tol : (err > 0 ? HUGE_VAL : 0);

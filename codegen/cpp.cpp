@@ -34,6 +34,20 @@ std::string literal(double v, DType t) {
   return t == DType::F32 ? s + "f" : s;
 }
 
+// The index of `rank` (a C++ expression) in its group over `axes`, as ir/mesh.h's
+// group_rank: its coordinates on them, row-major in their order ("0" for no axes).
+std::string group_rank_code(const Graph& g, const std::vector<int>& axes, const std::string& rank) {
+  std::string e;
+  for (int a : axes) {
+    int stride = 1;
+    for (int k = num_axes(g) - 1; k > a; --k) stride *= axis_size(g, k);
+    std::string c = stride == 1 ? fmt::format("{} % {}", rank, axis_size(g, a))
+                                : fmt::format("{} / {} % {}", rank, stride, axis_size(g, a));
+    e = e.empty() ? c : fmt::format("({}) * {} + {}", e, axis_size(g, a), c);
+  }
+  return e.empty() ? "0" : e;
+}
+
 // sum idx[d] * stride[d], written simply.
 std::string flat_index(const std::vector<std::string>& idx, const Shape& shape) {
   Shape st = row_major_strides(shape);
@@ -216,18 +230,6 @@ class Body {
     return name;
   }
   // Evaluates `v` at idx only when `cond` holds, else zero: the operand may not be read there.
-  // rank(A), rank's index in its group over `axes` (ir/mesh.h's group_rank): row-major over them
-  std::string group_rank_expr(const std::vector<int>& axes) const {
-    std::string e;
-    for (int a : axes) {
-      int stride = 1;
-      for (int k = num_axes(g_) - 1; k > a; --k) stride *= axis_size(g_, k);
-      std::string c = stride == 1 ? fmt::format("rank % {}", axis_size(g_, a))
-                                  : fmt::format("rank / {} % {}", stride, axis_size(g_, a));
-      e = e.empty() ? c : fmt::format("({}) * {} + {}", e, axis_size(g_, a), c);
-    }
-    return fmt::format("int32_t({})", e);
-  }
   std::string guarded(ValueId v, const std::string& cond, ValueId child, const std::vector<std::string>& cidx) {
     std::string name = fresh(v);
     line(fmt::format("{} {} = 0;", ctype(g_.type(v).dtype), name));
@@ -257,7 +259,8 @@ class Body {
     auto arg = [&](size_t i) { return value(n.args[i], broadcast(idx, g_.type(n.args[i]).shape, t.shape)); };
     switch (n.op) {
       case Op::Const: return literal(n.attrs.find("value")->number(), t.dtype);
-      case Op::Rank: return n.attrs.has("over") ? group_rank_expr(over_axes(g_, n)) : "rank";
+      case Op::Rank:
+        return n.attrs.has("over") ? fmt::format("int32_t({})", group_rank_code(g_, over_axes(g_, n), "rank")) : "rank";
       case Op::Iota: return fmt::format("int32_t({})", idx[0]);
       case Op::Randn:
       case Op::Rand: {
@@ -452,7 +455,19 @@ std::string fill(std::string text, const std::map<std::string, std::string>& val
 class Emitter {
  public:
   Emitter(const Lowered& l, std::string name, std::string source)
-      : l_(l), g_(l.graph), name_(std::move(name)), source_(std::move(source)), api_(api_names(l, name_)) {}
+      : l_(l), g_(l.graph), name_(std::move(name)), source_(std::move(source)), api_(api_names(l, name_)) {
+    // A mesh's communicators: one per set of axes (in its order) that a collective runs
+    // over or an input is shared along, short of the whole world.
+    auto add = [&](const std::vector<int>& axes) {
+      if (!is_world(g_, axes) && std::find(groups_.begin(), groups_.end(), axes) == groups_.end())
+        groups_.push_back(axes);
+    };
+    for (const Node& n : g_.nodes) {
+      if (is_collective(n.op) && n.attrs.has("over")) add(over_axes(g_, n));
+      if (n.op == Op::Input && n.attrs.has("shared") && n.attrs.find("shared")->kind == Attr::List)
+        add(shared_axes(g_, n));
+    }
+  }
   virtual ~Emitter() = default;
 
   // The class's files, the runtime's, CMake's, and (gradc build) an executable's main.
@@ -754,11 +769,64 @@ class Emitter {
   }
 
   bool any_shared() const { return has_shared_input(l_); }
+
+  // A mesh's group communicators (groups_), each named by its axes ("dp_tp" for
+  // over=[dp, tp]); the target keeps them (group_comm: the C++ expression of one).
+  std::vector<std::vector<int>> groups_;
+  std::string group_name(const std::vector<int>& axes) const {
+    std::vector<std::string> names;
+    for (int a : axes) names.push_back(axis_name(g_, a));
+    return fmt::format("{}", fmt::join(names, "_"));
+  }
+  std::string group_axes(const std::vector<int>& axes) const {  // "dp, tp"
+    std::vector<std::string> names;
+    for (int a : axes) names.push_back(axis_name(g_, a));
+    return fmt::format("{}", fmt::join(names, ", "));
+  }
+  virtual std::string group_comm(const std::string& name) const = 0;
+  std::string comm_for(const std::vector<int>& axes) const {
+    return is_world(g_, axes) ? "comm_" : group_comm(group_name(axes));
+  }
+  // rank_'s color and key in the split that makes its group over `axes`
+  // (MPI_Comm_split, ncclCommSplit): its coordinates on the other axes, and on these.
+  std::string color_code(const std::vector<int>& axes) const {
+    std::vector<int> others;
+    for (int k = 0; k < num_axes(g_); ++k)
+      if (std::find(axes.begin(), axes.end(), k) == axes.end()) others.push_back(k);
+    return group_rank_code(g_, others, "rank_");
+  }
+  std::string key_code(const std::vector<int>& axes) const { return group_rank_code(g_, axes, "rank_"); }
+  // The mesh's groups as the application's communicators, one per set of axes.
+  std::string groups_struct(const char* type, const char* ctor) const {
+    if (groups_.empty()) return "";
+    std::string s =
+        "  // The application's communicators of the mesh's groups (Megatron's tensor- and\n"
+        "  // data-parallel groups), beside the world's: one per set of axes the program's\n"
+        "  // collectives run over (or its inputs are shared along), each this rank's group.\n  struct Groups {\n";
+    for (const auto& axes : groups_)
+      s += fmt::format("    {} {};  // over=[{}]\n", type, group_name(axes), group_axes(axes));
+    return s + "  };\n" + fmt::format(fmt::runtime(ctor), name_);
+  }
+  // Each group's size checked, once it is made or given.
+  std::string group_checks(const char* size) const {
+    std::string s;
+    for (const auto& axes : groups_)
+      s += fmt::format("  if ({1} != {2}) gradc::wrong_group(\"{0}\", \"{3}\", {2}, {1});\n", name_,
+                       fmt::format(fmt::runtime(size), group_name(axes)), axes_size(g_, axes), group_axes(axes));
+    return s;
+  }
   // A shared input's data checked against rank 0's (when this run checks).
   std::string shared_check(int b) {
     const LBuffer& x = l_.buffers[size_t(b)];
     const Node& n = g_[x.value];
     if (!n.attrs.has("shared")) return "";
+    if (n.attrs.find("shared")->kind == Attr::List) {  // shared(dp): the same in each group along dp
+      const std::vector<int> axes = shared_axes(g_, n);
+      return fmt::format(
+          "  if (check_shared) gradc::check_shared_group({}, stream_, {}, {}, {}, \"{}\", \"{}\", rank_, \"{}\");\n",
+          comm_for(axes), ptr(b, true), x.type->size(), dtype_enum(x.type->dtype), n.attr_sym("name"),
+          loc_str(source_, n.loc), group_axes(axes));
+    }
     return fmt::format("  if (check_shared) gradc::check_shared(comm_, stream_, {}, {}, {}, \"{}\", \"{}\");\n",
                        ptr(b, true), x.type->size(), dtype_enum(x.type->dtype), n.attr_sym("name"),
                        loc_str(source_, n.loc));
@@ -911,10 +979,10 @@ class Emitter {
     const DType t = n.type->dtype;
     std::string in = ptr(in_b, true), out = ptr(k.out, false), dt = dtype_enum(t);
     const int64_t count = g_.type(n.args[0]).size();
-    const int N = g_.world;
+    const int N = group_size(g_, n);
     auto axis = [&](const char* a) { return n.attrs.has(a) ? n.attr_int(a) : 0; };
     (void)stream;
-    std::string c = "comm_";
+    std::string c = comm_for(over_axes(g_, n));
     switch (n.op) {
       case Op::AllReduce:
         return fmt::format("  gradc::all_reduce({}, {}, {}, {}, {}, {}, \"{}\");\n", c, in, out, count, dt, rop(n),
@@ -1010,34 +1078,54 @@ class CpuEmitter final : public Emitter {
         "#if defined(GRADC_WITH_MPI)\n"
         "  // The world's ranks as MPI processes (gradc_add_program(... MPI) defines GRADC_WITH_MPI).\n"
         "  explicit {0}(MPI_Comm comm);\n"
+        "{1}"
         "#endif\n"
         "  // Any gradc::Comm; it must outlive this object. (The communicators above are made\n"
         "  // in {0}'s own source, so that their code is compiled with the kernels' flags.)\n"
         "  explicit {0}(gradc::Comm& comm);\n",
-        name_);
+        name_, groups_struct("MPI_Comm", "  {0}(MPI_Comm world, const Groups& groups);\n"));
   }
+  std::string group_comm(const std::string& name) const override { return fmt::format("*comm_{}_", name); }
   std::string members() override {
-    return fmt::format(
-        "  {}(std::unique_ptr<gradc::Comm> owned, gradc::Comm* comm);\n"
+    std::string s = fmt::format(
+        "  {}(std::unique_ptr<gradc::Comm> owned, gradc::Comm* comm{});\n"
         "  std::unique_ptr<gradc::Comm> owned_;  // the communicator made for this object, if any\n"
         "  gradc::Comm& comm_;\n  gradc::Stream stream_, comm_stream_;\n  gradc::Blas blas_;\n",
-        name_);
+        name_, groups_.empty() ? "" : ", bool split = true");
+    for (const auto& axes : groups_)
+      s += fmt::format("  std::unique_ptr<gradc::Comm> comm_{}_;  // this rank's group over=[{}]\n", group_name(axes),
+                       group_axes(axes));
+    return s;
   }
   std::string constructor() override {
     // The communicators are made here, not inline in the header: their collectives'
     // loops are then compiled with the kernels (as gradc run compiles them), not by the
     // application's compiler at its own optimisation level.
-    return fmt::format(
+    std::string s = fmt::format(
         "{0}::{0}(gradc::ThreadGroup& group, int rank) : {0}(std::make_unique<gradc::ThreadComm>(group, rank), "
         "nullptr) {{}}\n"
         "#if defined(GRADC_WITH_MPI)\n"
         "{0}::{0}(MPI_Comm comm) : {0}(std::make_unique<gradc::MpiComm>(comm), nullptr) {{}}\n"
         "#endif\n"
         "{0}::{0}(gradc::Comm& comm) : {0}(nullptr, &comm) {{}}\n\n"
-        "{0}::{0}(std::unique_ptr<gradc::Comm> owned, gradc::Comm* comm)\n"
+        "{0}::{0}(std::unique_ptr<gradc::Comm> owned, gradc::Comm* comm{1})\n"
         "    : owned_(std::move(owned)), comm_(comm ? *comm : *owned_), rank_(comm_.rank()) {{\n"
         "  if (comm_.size() != world) gradc::wrong_world(\"{0}\", world, comm_.size());\n",
+        name_, groups_.empty() ? "" : ", bool split");
+    if (groups_.empty()) return s;
+    // the groups: split from the world's, or given (Groups)
+    std::string given = fmt::format(
+        "#if defined(GRADC_WITH_MPI)\n{0}::{0}(MPI_Comm world, const Groups& groups)\n"
+        "    : {0}(std::make_unique<gradc::MpiComm>(world), nullptr, false) {{\n",
         name_);
+    for (const auto& axes : groups_)
+      given +=
+          fmt::format("  comm_{0}_ = std::make_unique<gradc::MpiComm>(groups.{0}, world, false);\n", group_name(axes));
+    given += group_checks("comm_{}_->size()") + "}\n#endif\n\n";
+    std::string split = "  if (split) {  // every rank splits the world, in this order\n";
+    for (const auto& axes : groups_)
+      split += fmt::format("    comm_{}_ = comm_.split({}, {});\n", group_name(axes), color_code(axes), key_code(axes));
+    return given + s + split + "  }\n";
   }
   std::string const_array(const LBuffer& b, size_t count, const std::string& values) override {
     return fmt::format("const {} {}_data[{}] = {{{}}};\n\n", ctype(b.type->dtype), b.name, count, values);
@@ -1068,15 +1156,23 @@ class CudaEmitter final : public Emitter {
   std::string constructors() override {
     return fmt::format(
         "  // The NCCL communicator of the world's ranks (this rank's, on its device) and the\n"
-        "  // stream to run on; both stay the application's.\n  {}(ncclComm_t comm, cudaStream_t stream);\n",
-        name_);
+        "  // stream to run on; both stay the application's.\n  {}(ncclComm_t comm, cudaStream_t stream);\n{}",
+        name_, groups_struct("ncclComm_t", "  {0}(ncclComm_t comm, const Groups& groups, cudaStream_t stream);\n"));
   }
+  std::string group_comm(const std::string& name) const override { return fmt::format("comm_{}_", name); }
   std::string members() override {
     return fmt::format(
         "  cudaStream_t stream_, comm_stream_;  // compute, and communication\n  gradc::Comm comm_;\n"
         "  cublasHandle_t blas_;\n  cudaEvent_t events_[{}];  // one per kernel, for the other stream to wait on\n"
-        "  static constexpr int64_t scratch_bytes = {};  // a collective's rearranged blocks\n",
-        std::max<size_t>(1, l_.kernels.size()), scratch_bytes());
+        "  static constexpr int64_t scratch_bytes = {};  // a collective's rearranged blocks\n{}",
+        std::max<size_t>(1, l_.kernels.size()), scratch_bytes(), group_members());
+  }
+  std::string group_members() const {
+    if (groups_.empty()) return "";
+    std::string s = fmt::format("  {}(ncclComm_t comm, const Groups* groups, cudaStream_t stream);\n", name_);
+    for (const auto& axes : groups_)
+      s += fmt::format("  gradc::Comm comm_{}_;  // this rank's group over=[{}]\n", group_name(axes), group_axes(axes));
+    return s + "  bool own_groups_;  // split from the world's here (else the application's)\n";
   }
   // Room for one collective's rearranged blocks (CUDA): twice its larger buffer.
   int64_t scratch_bytes() const {
@@ -1088,7 +1184,15 @@ class CudaEmitter final : public Emitter {
     return most;
   }
   std::string constructor() override {
-    std::string s = fmt::format("{}::{}(ncclComm_t comm, cudaStream_t stream) : stream_(stream) {{\n", name_, name_);
+    std::string s;
+    if (!groups_.empty())
+      s = fmt::format(
+          "{0}::{0}(ncclComm_t comm, cudaStream_t stream) : {0}(comm, nullptr, stream) {{}}\n"
+          "{0}::{0}(ncclComm_t comm, const Groups& groups, cudaStream_t stream) : {0}(comm, &groups, stream) {{}}\n\n"
+          "{0}::{0}(ncclComm_t comm, const Groups* groups, cudaStream_t stream) : stream_(stream) {{\n",
+          name_);
+    else
+      s = fmt::format("{}::{}(ncclComm_t comm, cudaStream_t stream) : stream_(stream) {{\n", name_, name_);
     s += "  int rank = 0, size = 0;\n  GRADC_NCCL(ncclCommUserRank(comm, &rank), \"constructor\");\n";
     s += "  GRADC_NCCL(ncclCommCount(comm, &size), \"constructor\");\n  rank_ = rank;\n";
     s += fmt::format("  if (size != world) gradc::wrong_world(\"{}\", world, size);\n", name_);
@@ -1098,10 +1202,27 @@ class CudaEmitter final : public Emitter {
          "\"constructor\");\n";
     s += "  for (cudaEvent_t& e : events_) GRADC_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "
          "\"constructor\");\n";
-    return s;
+    if (groups_.empty()) return s;
+    // the groups: split from the world's (every rank, in this order), or given (Groups)
+    s += "  own_groups_ = groups == nullptr;\n";
+    for (const auto& axes : groups_) {
+      const std::string n = group_name(axes);
+      s += fmt::format("  comm_{}_ = gradc::Comm{{nullptr, comm_stream_, comm_.scratch, 0, 0}};\n", n);
+      s += fmt::format(
+          "  if (groups)\n    comm_{0}_.nccl = groups->{0};\n  else\n    GRADC_NCCL(ncclCommSplit(comm, {1}, {2}, "
+          "&comm_{0}_.nccl, nullptr), \"constructor\");\n",
+          n, color_code(axes), key_code(axes));
+      s += fmt::format("  GRADC_NCCL(ncclCommUserRank(comm_{0}_.nccl, &comm_{0}_.rank), \"constructor\");\n", n);
+      s += fmt::format("  GRADC_NCCL(ncclCommCount(comm_{0}_.nccl, &comm_{0}_.size), \"constructor\");\n", n);
+    }
+    return s + group_checks("comm_{}_.size");
   }
   std::string destructor() override {
-    return "  gradc::release(comm_.scratch);\n  for (cudaEvent_t e : events_) cudaEventDestroy(e);\n"
+    std::string s;
+    for (const auto& axes : groups_)
+      s += fmt::format("  if (own_groups_) ncclCommDestroy(comm_{}_.nccl);\n", group_name(axes));
+    return s +
+           "  gradc::release(comm_.scratch);\n  for (cudaEvent_t e : events_) cudaEventDestroy(e);\n"
            "  cublasDestroy(blas_);\n  cudaStreamDestroy(comm_stream_);\n";
   }
   std::string const_array(const LBuffer& b, size_t count, const std::string& values) override {
@@ -1127,22 +1248,7 @@ class CudaEmitter final : public Emitter {
   }
 };
 
-// What the generator cannot write yet is an error at the op, never code that computes something else.
-void check_supported(const Lowered& l) {
-  for (const Node& n : l.graph.nodes) {
-    if (n.op == Op::Input && n.attrs.has("shared") && n.attrs.find("shared")->kind == Attr::List)
-      throw UserError(n.loc,
-                      "an input shared along some mesh axes: the code generator does not check such inputs yet; "
-                      "run it with --backend=interp");
-    if (is_collective(n.op) && has_groups(l.graph, n))
-      throw UserError(n.loc, fmt::format("{} over={}: the code generator does not run collectives over a part of the "
-                                         "mesh's axes yet; run it with --backend=interp",
-                                         op_name(n.op), attr_str(*n.attrs.find("over"))));
-  }
-}
-
 std::unique_ptr<Emitter> emitter(const Lowered& l, Target target, const std::string& name, const std::string& source) {
-  check_supported(l);
   if (target == Target::Cuda) return std::make_unique<CudaEmitter>(l, name, source);
   return std::make_unique<CpuEmitter>(l, name, source);
 }
@@ -1159,7 +1265,6 @@ GeneratedFile generate_main(const Lowered& l, Target target, const std::string& 
 }
 
 GeneratedFile generate_native_entry(const Lowered& l, const std::string& name) {
-  check_supported(l);
   return CpuEmitter(l, name, "").native_entry();
 }
 

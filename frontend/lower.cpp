@@ -1192,7 +1192,6 @@ V Lowerer::mesh_builtin(const Expr& e) {
   const Expr& a = *e.args[0];
   const Attr over = axes_attr({{a.text, a.loc}}, f.c_str());
   if (f == "size") return V::integer(axis_size(g_, axis_index(g_, a.text)));
-  if (in_default_) user_error(e.loc, "rank: an input's default value may use rank, not rank(axis)");
   Attrs attrs;
   attrs.set("over", over);
   return op(Op::Rank, {}, e.loc, attrs);
@@ -1370,12 +1369,6 @@ Graph lower_program(const ast::Program& p, const LowerOptions& opt) {
   if (opt.ranks > 0) world = opt.ranks;
   if (world == 0) world = 1;
   return Lowerer(p, world, mesh, opt.f64).run();
-}
-
-std::string mesh_option(const Mesh& m) {
-  std::vector<std::string> axes;
-  for (size_t k = 0; k < m.axes.size(); ++k) axes.push_back(fmt::format("{}={}", m.axes[k], m.sizes[k]));
-  return fmt::format("{}", fmt::join(axes, ","));
 }
 
 }  // namespace gradc

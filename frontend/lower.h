@@ -18,9 +18,8 @@ inline Graph lower_program(const ast::Program& p, int ranks = 0) { return lower_
 
 // The world a program declares (0 when it declares none).
 int declared_world(const ast::Program& p);
-// The mesh it declares (no axes when none), and the --mesh option that sets it ("dp=2,tp=2").
+// The mesh it declares (no axes when none).
 Mesh declared_mesh(const ast::Program& p);
-std::string mesh_option(const Mesh& m);
 
 // What to write instead of a method call `x.NAME(...)`, for the lexer's error: a
 // function gradc has (sum(x)), the gradc spelling of a PyTorch or NumPy name

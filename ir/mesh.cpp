@@ -2,10 +2,18 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace gradc {
 
 namespace {
 const std::string kWorld = "world";
+}
+
+std::string mesh_option(const Mesh& m) {
+  std::vector<std::string> axes;
+  for (size_t k = 0; k < m.axes.size(); ++k) axes.push_back(fmt::format("{}={}", m.axes[k], m.sizes[k]));
+  return fmt::format("{}", fmt::join(axes, ","));
 }
 
 int num_axes(const Graph& g) { return g.mesh.axes.empty() ? 1 : int(g.mesh.axes.size()); }
@@ -91,8 +99,12 @@ std::vector<int> shared_axes(const Graph& g, const Node& n) {
   }
   return out;
 }
-bool has_groups(const Graph& g, const Node& n) {
-  return n.attrs.has("over") && axes_size(g, over_axes(g, n)) != g.world;
+bool has_groups(const Graph& g, const Node& n) { return n.attrs.has("over") && !is_world(g, over_axes(g, n)); }
+bool is_world(const Graph& g, const std::vector<int>& axes) {
+  if (axes.size() != size_t(num_axes(g))) return false;
+  for (size_t k = 0; k < axes.size(); ++k)
+    if (axes[k] != int(k)) return false;
+  return true;
 }
 int group_size(const Graph& g, const Node& n) { return axes_size(g, over_axes(g, n)); }
 
@@ -126,6 +138,26 @@ std::vector<std::vector<int>> mesh_groups(const Graph& g, const std::vector<int>
     }
     groups.push_back(members);
   }
+  return groups;
+}
+
+std::vector<int> loss_representatives(const Graph& g, uint8_t over) {
+  std::vector<int> out;
+  for (int r = 0; r < g.world; ++r) {
+    bool first = true;
+    for (int k = 0; k < num_axes(g) && first; ++k)
+      if (!(over & (1u << k))) first = coord(g, r, k) == 0;
+    if (first) out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<std::vector<int>> groups_along(const Graph& g, uint8_t axes) {
+  std::vector<int> list;
+  for (int k = 0; k < num_axes(g); ++k)
+    if (axes & (1u << k)) list.push_back(k);
+  std::vector<std::vector<int>> groups = mesh_groups(g, list);
+  for (auto& group : groups) std::sort(group.begin(), group.end());
   return groups;
 }
 

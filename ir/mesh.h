@@ -9,6 +9,7 @@
 
 namespace gradc {
 
+std::string mesh_option(const Mesh& m);  // the --mesh option that sets it: "dp=2,tp=2"
 int num_axes(const Graph& g);
 const std::string& axis_name(const Graph& g, int axis);
 int axis_size(const Graph& g, int axis);
@@ -29,8 +30,11 @@ std::vector<int> over_axes(const Graph& g, const Node& n);
 // An input's `shared` attribute: the axes it is the same along (shared: every axis;
 // shared(dp): those named; none for a per-rank input).
 std::vector<int> shared_axes(const Graph& g, const Node& n);
-bool has_groups(const Graph& g, const Node& n);  // over some axes but not all: groups smaller than the world
-int group_size(const Graph& g, const Node& n);   // the product of over_axes' sizes
+// Whether a collective's groups are not the world in its rank order (over= some axes,
+// or every axis in another order).
+bool has_groups(const Graph& g, const Node& n);
+bool is_world(const Graph& g, const std::vector<int>& axes);  // every axis, in declared order
+int group_size(const Graph& g, const Node& n);                // the product of over_axes' sizes
 
 int coord(const Graph& g, int rank, int axis);
 // Rank `rank`'s index in its group over `axes`: row-major over them in that order.
@@ -38,6 +42,14 @@ int group_rank(const Graph& g, int rank, const std::vector<int>& axes);
 // The groups over `axes`, each its ranks in group-rank order; the groups in order of
 // their first rank.
 std::vector<std::vector<int>> mesh_groups(const Graph& g, const std::vector<int>& axes);
+
+// A grad over the axes `over` (LANGUAGE.md section 8): one rank of each group of
+// ranks that share their coordinates on `over` (the one at 0 on the other axes),
+// whose loss stands for the group's.
+std::vector<int> loss_representatives(const Graph& g, uint8_t over);
+// The groups of ranks that differ only along `axes` (a value replicated along them is
+// one variable for each group), each in rank order.
+std::vector<std::vector<int>> groups_along(const Graph& g, uint8_t axes);
 
 // "replicated", "varying" (along every axis of size > 1) or "varying(dp)".
 std::string rep_str(const Graph& g, Rep r);

@@ -234,7 +234,7 @@ Graph autodiff(Graph g, std::vector<GradInfo>* info) {
         g[r].grad_of = ws[k - i];
       }
       remap[k] = r;
-      if (info) info->push_back({loss, ws[k - i], r, mode, given(k).name, given(k).loc});
+      if (info) info->push_back({loss, ws[k - i], r, mode, given(k).name, given(k).loc, over});
     }
     i = j - 1;
   }

@@ -13,6 +13,7 @@ struct GradInfo {
   GradMode mode;
   std::string name;  // the name the program bound the gradient to
   Loc loc;
+  uint8_t over = 0;  // the axes whose ranks' losses are different samples (none for mode=global)
 };
 
 // Replaces every grad node by its backward graph; `info` (if given) gets one

@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <map>
+
+#include "ir/mesh.h"
 #include "ir/print.h"
 
 namespace gradc {
@@ -23,7 +26,10 @@ double node_flops(const Graph& g, const Node& n) {
     }
     case Op::AllReduce:
     case Op::ReduceScatter:
-    case Op::Reduce: return double(g.type(n.args[0]).size()) * double(g.world - 1) / g.world * 2;
+    case Op::Reduce: {
+      const double N = group_size(g, n);
+      return double(g.type(n.args[0]).size()) * (N - 1) / N * 2;
+    }
     default: return 0;
   }
 }
@@ -36,7 +42,7 @@ std::string bytes_str(double b) {
 
 CollectiveCost collective_cost(const Graph& g, ValueId v) {
   const Node& n = g[v];
-  const double N = g.world, share = (N - 1) / N;
+  const double N = group_size(g, n), share = (N - 1) / N;  // a ring over the collective's group
   CollectiveCost c{v, n.backward};
   double in = bytes(g.type(n.args[0])), out = bytes(n.type);
   switch (n.op) {
@@ -109,10 +115,20 @@ std::string call_str(const Node& n) {
   for (const auto& [k, v] : n.attrs->items) attrs.push_back(k + "=" + attr_str(v));
   return fmt::format("{}({})", op_name(n.op), fmt::join(attrs, ", "));
 }
+
+// A mesh's collective: the axes of its groups and their size, "tp (4)".
+std::string group_str(const Graph& g, const Node& n) {
+  std::vector<std::string> names;
+  for (int a : over_axes(g, n)) names.push_back(axis_name(g, a));
+  return fmt::format("{} ({})", fmt::join(names, ", "), group_size(g, n));
+}
 }  // namespace
 
 std::string cost_report(const Graph& g, const GraphCost& c, const std::string& source) {
-  std::string s = fmt::format("{} ranks; bytes each rank sends and receives under ring algorithms\n", g.world);
+  const bool mesh = !g.mesh.axes.empty();
+  std::string s = fmt::format("{} ranks{}; bytes each rank sends and receives under ring algorithms{}\n", g.world,
+                              mesh ? fmt::format(" (mesh {})", mesh_option(g.mesh)) : "",
+                              mesh ? " over each collective's group" : "");
   // The "at" column is as wide as its longest place (a place in a def carries its calls).
   std::vector<std::string> at;
   size_t at_width = 22;
@@ -120,8 +136,9 @@ std::string cost_report(const Graph& g, const GraphCost& c, const std::string& s
     at.push_back(loc_str(source, g[cc.node].loc, false));
     at_width = std::max(at_width, at.back().size());
   }
-  s += fmt::format("{:<9} {:<{}} {:<26} {:<34} {:<14} {:>11} {:>11}\n", "phase", "at", at_width, "value", "collective",
-                   "operand", "sent", "received");
+  s += fmt::format("{:<9} {:<{}} {:<26} {:<34} {:<14} {:>11} {:>11}{}\n", "phase", "at", at_width, "value",
+                   "collective", "operand", "sent", "received", mesh ? "  over (group)" : "");
+  std::map<std::string, std::pair<int, double>> per_axes;  // a mesh's totals per set of axes: count, bytes sent
   double totals[2][2] = {{0, 0}, {0, 0}};
   int counts[2] = {0, 0};
   for (size_t i = 0; i < c.collectives.size(); ++i) {
@@ -129,9 +146,14 @@ std::string cost_report(const Graph& g, const GraphCost& c, const std::string& s
     const Node& n = g[cc.node];
     std::string call = call_str(n);
     if (call.size() > 34) call = call.substr(0, 31) + "...";
-    s += fmt::format("{:<9} {:<{}} {:<26} {:<34} {:<14} {:>11} {:>11}\n", cc.backward ? "backward" : "forward", at[i],
+    s += fmt::format("{:<9} {:<{}} {:<26} {:<34} {:<14} {:>11} {:>11}{}\n", cc.backward ? "backward" : "forward", at[i],
                      at_width, source_value(n), call, type_str(g.type(n.args[0])), readable(cc.sent, "B", true),
-                     readable(cc.received, "B", true));
+                     readable(cc.received, "B", true), mesh ? "  " + group_str(g, n) : "");
+    if (mesh) {
+      auto& t = per_axes[group_str(g, n)];
+      t.first++;
+      t.second += cc.sent;
+    }
     totals[cc.backward][0] += cc.sent;
     totals[cc.backward][1] += cc.received;
     counts[cc.backward]++;
@@ -140,11 +162,24 @@ std::string cost_report(const Graph& g, const GraphCost& c, const std::string& s
     s += fmt::format("total {:<8} {} collective{}, {} sent, {} received per rank\n", b ? "backward" : "forward",
                      counts[b], counts[b] == 1 ? "" : "s", readable(totals[b][0], "B", true),
                      readable(totals[b][1], "B", true));
+  for (const auto& [axes, t] : per_axes)
+    s += fmt::format("total over {}: {} collective{}, {} sent per rank\n", axes, t.first, t.first == 1 ? "" : "s",
+                     readable(t.second, "B", true));
   s += fmt::format("flops per rank: forward {}, backward {}\n", readable(c.flops_forward, "flop", false),
                    readable(c.flops_backward, "flop", false));
   s += fmt::format("peak memory per rank: {} (the buffer plan)\n", readable(c.peak_bytes, "B", true));
   return s;
 }
+
+namespace {
+// A mesh's collective: `, "axes": ["tp"], "group": 4`.
+std::string group_json(const Graph& g, const Node& n) {
+  if (g.mesh.axes.empty()) return "";
+  std::vector<std::string> names;
+  for (int a : over_axes(g, n)) names.push_back(quote(axis_name(g, a)));
+  return fmt::format(", \"axes\": [{}], \"group\": {}", fmt::join(names, ", "), group_size(g, n));
+}
+}  // namespace
 
 std::string cost_json(const Graph& g, const GraphCost& c, const std::string& source) {
   std::string s = fmt::format("{{\"world\": {}, \"collectives\": [", g.world);
@@ -159,10 +194,10 @@ std::string cost_json(const Graph& g, const GraphCost& c, const std::string& sou
           fmt::format("{{\"def\": {}, \"line\": {}, \"col\": {}}}", quote(cs.callee), cs.call.line, cs.call.col));
     s += fmt::format(
         "{}\n  {{\"phase\": \"{}\", \"file\": {}, \"line\": {}, \"col\": {}, \"calls\": [{}], \"value\": {}, "
-        "\"collective\": {}, \"call\": {}, \"operand\": \"{}\", \"sent_bytes\": {}, \"received_bytes\": {}}}",
+        "\"collective\": {}, \"call\": {}, \"operand\": \"{}\", \"sent_bytes\": {}, \"received_bytes\": {}{}}}",
         i ? "," : "", cc.backward ? "backward" : "forward", quote(source), n.loc.line, n.loc.col,
         fmt::join(calls, ", "), quote(source_value(n)), quote(std::string(op_name(n.op))), quote(call_str(n)),
-        type_str(g.type(n.args[0])), bytes_str(cc.sent), bytes_str(cc.received));
+        type_str(g.type(n.args[0])), bytes_str(cc.sent), bytes_str(cc.received), group_json(g, n));
   }
   s += fmt::format("],\n \"sent_bytes\": {{\"forward\": {}, \"backward\": {}}},\n", bytes_str(totals[0]),
                    bytes_str(totals[1]));

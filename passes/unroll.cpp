@@ -10,6 +10,10 @@
 
 #include "passes/autodiff.h"
 
+#include <map>
+#include <set>
+
+#include "ir/mesh.h"
 #include "ir/rules.h"
 
 namespace gradc {
@@ -40,10 +44,11 @@ class Unroller {
     a.set("axis", Attr::of_int(axis));
     return emit_(Op::Concat, xs, a);
   }
-  ValueId block(ValueId v, int64_t axis, int64_t b) {
+  // block b of N along the axis
+  ValueId block(ValueId v, int64_t axis, int64_t b, int64_t N) {
     Shape s = g().type(v).shape;
     std::vector<int64_t> starts(s.size(), 0), ends = s;
-    int64_t len = s[size_t(axis)] / N_;
+    int64_t len = s[size_t(axis)] / N;
     starts[size_t(axis)] = b * len;
     ends[size_t(axis)] = (b + 1) * len;
     Attrs a;
@@ -68,7 +73,7 @@ class Unroller {
     }
     ValueId acc = xs[0];
     for (size_t k = 1; k < xs.size(); ++k) acc = emit_(op == Reduction::Prod ? Op::Mul : Op::Add, {acc, xs[k]});
-    if (op == Reduction::Avg) acc = emit_(Op::Div, {acc, constant(Type{g().type(acc).dtype, {}}, N_)});
+    if (op == Reduction::Avg) acc = emit_(Op::Div, {acc, constant(Type{g().type(acc).dtype, {}}, double(xs.size()))});
     return acc;
   }
   std::vector<ValueId>& copies(ValueId v) { return copy_[size_t(v)]; }
@@ -78,69 +83,47 @@ class Unroller {
     const Node& n = src_[i];
     loc_ = n.loc;
     std::vector<ValueId>& out = copy_[size_t(i)];
-    std::vector<ValueId> xs;
-    if (!n.args.empty()) xs = copies(n.args[0]);
-    auto axis = [&](const char* k) {
-      int64_t a = n.attr_int(k);
-      return a < 0 ? a + src_.type(n.args[0]).rank() : a;
-    };
-    auto op_of = [&]() { return reduction_of(n); };
     switch (n.op) {
       case Op::Rank:
-        for (int r = 0; r < N_; ++r) out.push_back(constant(Type{DType::I32, {}}, r));
+        for (int r = 0; r < N_; ++r)
+          out.push_back(
+              constant(Type{DType::I32, {}}, n.attrs.has("over") ? group_rank(src_, r, over_axes(src_, n)) : r));
         return;
       case Op::Input: {
-        bool shared = n.attrs.has("shared");
-        for (int r = 0; r < N_; ++r) {
-          if (shared && r > 0) {
-            out.push_back(out[0]);
-            continue;
-          }
+        // one variable for the ranks of each group it is shared along (all ranks for
+        // `shared`, each rank its own for a per-rank input)
+        const bool all = n.attrs.has("shared") && n.attrs.find("shared")->kind != Attr::List;
+        out.assign(size_t(N_), -1);
+        for (const std::vector<int>& group : mesh_groups(src_, shared_axes(src_, n))) {
+          const int r = group[0];
           Node c = n;
           c.args.clear();
-          if (!n.args.empty()) c.args.push_back(xs[size_t(r)]);
-          std::string name = shared ? n.attr_sym("name") : unrolled_input_name(n.attr_sym("name"), r);
+          if (!n.args.empty()) c.args.push_back(copies(n.args[0])[size_t(r)]);
+          std::string name = all ? n.attr_sym("name") : unrolled_input_name(n.attr_sym("name"), r);
+          Attrs a;  // shared(A) names axes the reference, one process, does not have
+          for (const auto& [k, v] : n.attrs->items)
+            if (k != "shared" || all) a.set(k, v);
+          c.attrs = a;
           c.attrs.set("name", Attr::of_str(name));
           c.name = name;
-          out.push_back(g().append(std::move(c)));
+          const ValueId v = g().append(std::move(c));
+          for (int q : group) out[size_t(q)] = v;
         }
-        return;
-      }
-      case Op::AllReduce: out = same(reduce_ranks(xs, op_of())); return;
-      case Op::AllGather: out = same(concat(xs, axis("axis"))); return;
-      case Op::ReduceScatter: {
-        ValueId total = reduce_ranks(xs, op_of());
-        for (int r = 0; r < N_; ++r) out.push_back(block(total, axis("axis"), r));
-        return;
-      }
-      case Op::Broadcast: out = same(xs[size_t(n.attr_int("root"))]); return;
-      case Op::Reduce:
-      case Op::Gather: {
-        ValueId root_value = n.op == Op::Reduce ? reduce_ranks(xs, op_of()) : concat(xs, axis("axis"));
-        ValueId zero = constant(g().type(root_value), 0);
-        out = same(zero);
-        out[size_t(n.attr_int("root"))] = root_value;
-        return;
-      }
-      case Op::Scatter:
-        for (int r = 0; r < N_; ++r) out.push_back(block(xs[size_t(n.attr_int("root"))], axis("axis"), r));
-        return;
-      case Op::AllToAll:
-        for (int r = 0; r < N_; ++r) {
-          std::vector<ValueId> parts;
-          for (int k = 0; k < N_; ++k) parts.push_back(block(xs[size_t(k)], axis("split_axis"), r));
-          out.push_back(concat(parts, axis("concat_axis")));
-        }
-        return;
-      case Op::Permute: {
-        out = same(constant(src_.type(i), 0));
-        for (const auto& p : n.attr_int_lists("pairs")) out[size_t(p[1])] = xs[size_t(p[0])];
         return;
       }
       case Op::Grad: return grad(n, out);
       default: break;
     }
-    GRADC_ASSERT(!is_collective(n.op), "unroll: no local meaning for {}", op_name(n.op));
+    if (is_collective(n.op)) {  // in each group, as on a world of the group's ranks
+      out.assign(size_t(N_), -1);
+      for (const std::vector<int>& group : mesh_groups(src_, over_axes(src_, n))) {
+        std::vector<ValueId> xs;
+        for (int r : group) xs.push_back(copies(n.args[0])[size_t(r)]);
+        std::vector<ValueId> ys = collective(n, xs);
+        for (size_t k = 0; k < group.size(); ++k) out[size_t(group[k])] = ys[k];
+      }
+      return;
+    }
     for (int r = 0; r < N_; ++r) {
       Node c = n;
       for (ValueId& a : c.args) a = copies(a)[size_t(r)];
@@ -150,11 +133,61 @@ class Unroller {
     }
   }
 
+  // A collective's local meaning on the copies xs of its group's ranks.
+  std::vector<ValueId> collective(const Node& n, const std::vector<ValueId>& xs) {
+    const int N = int(xs.size());
+    auto axis = [&](const char* k) {
+      int64_t a = n.attr_int(k);
+      return a < 0 ? a + src_.type(n.args[0]).rank() : a;
+    };
+    auto same = [&](ValueId v) { return std::vector<ValueId>(size_t(N), v); };
+    const Reduction op = reduction_of(n);
+    std::vector<ValueId> out;
+    switch (n.op) {
+      case Op::AllReduce: return same(reduce_ranks(xs, op));
+      case Op::AllGather: return same(concat(xs, axis("axis")));
+      case Op::ReduceScatter: {
+        ValueId total = reduce_ranks(xs, op);
+        for (int r = 0; r < N; ++r) out.push_back(block(total, axis("axis"), r, N));
+        return out;
+      }
+      case Op::Broadcast: return same(xs[size_t(n.attr_int("root"))]);
+      case Op::Reduce:
+      case Op::Gather: {
+        ValueId root_value = n.op == Op::Reduce ? reduce_ranks(xs, op) : concat(xs, axis("axis"));
+        out = same(constant(g().type(root_value), 0));
+        out[size_t(n.attr_int("root"))] = root_value;
+        return out;
+      }
+      case Op::Scatter:
+        for (int r = 0; r < N; ++r) out.push_back(block(xs[size_t(n.attr_int("root"))], axis("axis"), r, N));
+        return out;
+      case Op::AllToAll:
+        for (int r = 0; r < N; ++r) {
+          std::vector<ValueId> parts;
+          for (int k = 0; k < N; ++k) parts.push_back(block(xs[size_t(k)], axis("split_axis"), r, N));
+          out.push_back(concat(parts, axis("concat_axis")));
+        }
+        return out;
+      case Op::Permute: {
+        out = same(constant(src_.type(n.args[0]), 0));
+        for (const auto& p : n.attr_int_lists("pairs")) out[size_t(p[1])] = xs[size_t(p[0])];
+        return out;
+      }
+      default: break;
+    }
+    GRADC_ASSERT(false, "unroll: no local meaning for {}", op_name(n.op));
+    return out;
+  }
+
   // The objective over all ranks' losses, then its gradient with respect to each
   // rank's copy of w (one gradient for a shared input: it is one variable; the total
   // of the copies' for a replicated intermediate).
   void grad(const Node& n, std::vector<ValueId>& out) {
     const GradMode mode = grad_mode_of(n);
+    // The ranks' losses over `over` (LANGUAGE.md section 8): each group that shares its
+    // coordinates on `over` counts once, by its representative's loss.
+    const uint8_t over = mode == GradMode::Global ? 0 : axes_mask(over_axes(src_, n));
     const std::vector<ValueId>& loss = copies(n.args[0]);
     auto total = [&](ValueId v) {
       std::vector<int64_t> axes;
@@ -163,35 +196,38 @@ class Unroller {
       a.set("axes", Attr::of_ints(axes));
       return emit_(Op::ReduceSum, {v}, a);
     };
-    ValueId L;
-    if (mode == GradMode::Global) {
-      L = total(loss[0]);  // the loss is the same on every rank
-    } else {
-      L = total(loss[0]);
-      for (int r = 1; r < N_; ++r) L = emit_(Op::Add, {L, total(loss[size_t(r)])});
-      if (mode == GradMode::Mean) L = emit_(Op::Div, {L, constant(Type{g().type(L).dtype, {}}, N_)});
-    }
+    const std::vector<int> reps = loss_representatives(src_, over);
+    ValueId L = total(loss[size_t(reps[0])]);
+    for (size_t k = 1; k < reps.size(); ++k) L = emit_(Op::Add, {L, total(loss[size_t(reps[k])])});
+    if (mode == GradMode::Mean) L = emit_(Op::Div, {L, constant(Type{g().type(L).dtype, {}}, double(reps.size()))});
     const std::vector<ValueId>& w = copies(n.args[1]);
     Attrs a;
     a.set("mode", Attr::of_sym("sum"));
     std::vector<int> index;
+    std::map<ValueId, int> first;  // a shared input's one copy: one gradient
     for (int r = 0; r < N_; ++r) {
-      if (r > 0 && w[size_t(r)] == w[0]) {  // a shared input
-        out.push_back(out[0]);
-        index.push_back(index[0]);
+      if (auto it = first.find(w[size_t(r)]); it != first.end()) {
+        out.push_back(out[size_t(it->second)]);
+        index.push_back(index[size_t(it->second)]);
         continue;
       }
+      first[w[size_t(r)]] = r;
       out.push_back(emit_(Op::Grad, {L, w[size_t(r)]}, a));
       index.push_back(grad_count_++);
     }
     out_.grads.push_back(index);
-    // A replicated w is one variable (LANGUAGE.md section 6): every rank's gradient is
-    // the total over its copies, as the program computes it (grads lists the parts).
-    if (!src_[n.args[1]].rep.varies() && w[1 % size_t(N_)] != w[0]) {
-      ValueId sum = out[0];
-      for (int r = 1; r < N_; ++r) sum = emit_(Op::Add, {sum, out[size_t(r)]});
-      out.assign(size_t(N_), sum);
-    }
+    // A w replicated along R is one variable for each group of ranks that differ only
+    // along R (LANGUAGE.md section 8): every rank's gradient is the total over the
+    // group's distinct copies, as the program computes it (grads lists the parts).
+    const uint8_t R = uint8_t(full_mask(src_) & ~src_[n.args[1]].rep.axes());
+    if (R)
+      for (const std::vector<int>& group : groups_along(src_, R)) {
+        std::set<ValueId> seen;
+        ValueId sum = -1;
+        for (int q : group)
+          if (seen.insert(w[size_t(q)]).second) sum = sum < 0 ? out[size_t(q)] : emit_(Op::Add, {sum, out[size_t(q)]});
+        for (int q : group) out[size_t(q)] = sum;
+      }
   }
 
   const Graph& src_;

@@ -4,9 +4,11 @@ every output of every rank within 1e-5 relative (1e-5 absolute near zero:
 the examples' self-checks, such as `err`, are rounding noise whose size depends on
 the order of a reduction, which MPI chooses).
 
-usage: compare_backends.py [--mpi] GRADC FILE.dg WORKDIR RANKS...
-With --mpi the executable also runs under `mpirun -np N` (a process per rank),
-and both runs are compared with the interpreter.
+usage: compare_backends.py [--mpi] GRADC FILE.dg WORKDIR SIZE...
+A SIZE is a number of ranks, or for a program with a mesh its axes' sizes
+(dp=2,tp=4; the native backend then runs too). With --mpi the executable also
+runs under `mpirun -np N` (a process per rank), and both runs are compared with
+the interpreter.
 
 usage: compare_backends.py --native GRADC FILE.dg...
 Runs each program with `gradc run --backend=native` and `--backend=interp` at its
@@ -60,22 +62,28 @@ def main():
     sys.argv = [sys.argv[0]] + args
     os.makedirs(work, exist_ok=True)
     checked = []
-    for n in sys.argv[4:]:
+    for size in sys.argv[4:]:
+        # A size is a number of ranks, or a mesh's axes (dp=2,tp=4) for a program with a mesh.
+        flag = f"--mesh={size}" if "=" in size else f"--ranks={size}"
+        n = str(math.prod(int(a.split("=")[1]) for a in size.split(","))) if "=" in size else size
         # A program may not fit every world size (g[0:2] of a gather on one rank): skip those.
-        if run([gradc, "check", prog, f"--ranks={n}"], may_fail=True) is None:
+        if run([gradc, "check", prog, flag], may_fail=True) is None:
             continue
-        checked.append(n)
-        exe = os.path.join(work, f"{os.path.basename(prog)}.{n}")
-        run([gradc, "build", prog, "--target=cpu", "-o", exe, f"--ranks={n}"])
-        want = json.loads(run([gradc, "run", prog, f"--ranks={n}", "--format=json", "--backend=interp"]))
+        checked.append(size)
+        exe = os.path.join(work, f"{os.path.basename(prog)}.{size}")
+        run([gradc, "build", prog, "--target=cpu", "-o", exe, flag])
+        want = json.loads(run([gradc, "run", prog, flag, "--format=json", "--backend=interp"]))
         runs = [json.loads(run([exe, f"--ranks={n}", "--format=json"]))]
+        if "=" in size:  # a mesh's other sizes than the program's own (native.test runs those)
+            runs.append(json.loads(run([gradc, "run", prog, flag, "--format=json", "--backend=native"])))
         if mpi:
             runs.append(json.loads(run(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", n, exe, "--format=json"])))
         for got in runs:
             compare(prog, n, got, want)
     assert checked, "no world size fits the program"
     print(f"{os.path.basename(prog)}: the executable equals the interpreter on {', '.join(checked)} ranks"
-          + (" (threads and mpirun)" if mpi else ""))
+          + (" (threads and mpirun)" if mpi else "")
+          + (", and so does the native backend" if any("=" in c for c in checked) else ""))
 
 
 def compare(prog, n, got, want):

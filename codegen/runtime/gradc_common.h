@@ -186,6 +186,11 @@ struct Blocks {
           name, world, size, size);
   abort();
 }
+[[noreturn]] inline void wrong_group(const char* name, const char* axes, int size, int got) {
+  fprintf(stderr, "gradc: error: %s: the communicator for over=[%s] has %d ranks, but its groups have %d\n", name, axes,
+          got, size);
+  abort();
+}
 [[noreturn]] inline void missing_input(const char* name, const char* input) {
   fprintf(stderr, "gradc: error: %s::run(): input '%s' has no default and was not set (set_%s)\n", name, input, input);
   abort();
@@ -227,6 +232,16 @@ inline void report_shared(const std::vector<int32_t>& differs, const char* name,
     if (differs[r])
       throw std::runtime_error(std::string(where) + ": shared input '" + name + "' differs between ranks 0 and " +
                                std::to_string(r));
+}
+// An input shared along some mesh axes (`along`), checked in each group: `ranks` are
+// the group's world ranks, `differs` whether each differs from the group's first.
+inline void report_shared_group(const std::vector<int32_t>& differs, const std::vector<int32_t>& ranks,
+                                const char* name, const char* where, const char* along) {
+  for (size_t r = 1; r < differs.size(); ++r)
+    if (differs[r])
+      throw std::runtime_error(std::string(where) + ": shared input '" + name + "' differs between ranks " +
+                               std::to_string(ranks[0]) + " and " + std::to_string(ranks[r]) + " (it is shared along " +
+                               along + ")");
 }
 #if !defined(GRADC_CHECK_SHARED)
 #if defined(NDEBUG)

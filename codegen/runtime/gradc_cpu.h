@@ -5,6 +5,7 @@
 #pragma once
 #include <cblas.h>
 
+#include <memory>
 #include <thread>
 
 #include "gradc_common.h"
@@ -224,6 +225,10 @@ class Comm {
   // y_r = x_src for the pair (src, r), zeros where none ends at r.
   virtual void permute(const void* in, void* out, int64_t count, DType t, const int* pairs, int n_pairs) = 0;
   virtual void abort_all(const char* why) = 0;  // a failing rank stops every rank
+  // The communicator of this rank's group (a mesh's axes): the ranks that give the same
+  // color, ordered by key, as MPI_Comm_split. Every rank calls it, once per group kind,
+  // in the same order; a failing rank still stops every rank of the world.
+  virtual std::unique_ptr<Comm> split(int color, int key) = 0;
 };
 
 // The calls generated code makes, one per collective; `where` is the op's source location.
@@ -271,6 +276,19 @@ inline void check_shared(Comm& c, Stream compute, const void* data, int64_t coun
   std::vector<int32_t> all(static_cast<size_t>(size));
   c.all_gather(&differs, all.data(), Blocks{1, 1, 1}, DType::I32);
   report_shared(all, name, where);
+}
+
+inline void check_shared_group(Comm& c, Stream compute, const void* data, int64_t count, DType t, const char* name,
+                               const char* where, int32_t world_rank, const char* along) {
+  const size_t bytes = size_t(count * dtype_size(t));
+  std::vector<char> first(bytes);
+  (void)compute;
+  c.broadcast(data, first.data(), count, t, 0);
+  const int32_t differs = std::memcmp(first.data(), data, bytes) != 0;
+  std::vector<int32_t> all(static_cast<size_t>(c.size())), ranks(static_cast<size_t>(c.size()));
+  c.all_gather(&differs, all.data(), Blocks{1, 1, 1}, DType::I32);
+  c.all_gather(&world_rank, ranks.data(), Blocks{1, 1, 1}, DType::I32);
+  report_shared_group(all, ranks, name, where, along);
 }
 
 // gradc run --check-finite: the first NaN or infinity of an op's result stops the

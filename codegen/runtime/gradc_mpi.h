@@ -11,8 +11,26 @@ namespace gradc {
 // non-leading axis rearranged on the host around them.
 class MpiComm : public Comm {
  public:
-  explicit MpiComm(MPI_Comm c) : c_(c) {
+  // A group's communicator (split from the world's, `world`, which failures abort, and
+  // then freed with this; or the application's, `owned` false).
+  MpiComm(MPI_Comm c, MPI_Comm world, bool owned = true) : c_(c), world_(world), owned_(owned) {
     MPI_Comm_rank(c, &rank_);
+    MPI_Comm_size(c, &size_);
+    MPI_Comm_rank(world, &world_rank_);
+  }
+  ~MpiComm() override {
+    if (owned_) MPI_Comm_free(&c_);
+  }
+  MpiComm(const MpiComm&) = delete;
+  MpiComm& operator=(const MpiComm&) = delete;
+  std::unique_ptr<Comm> split(int color, int key) override {
+    MPI_Comm sub;
+    check(MPI_Comm_split(c_, color, key, &sub), "MPI_Comm_split");
+    return std::make_unique<MpiComm>(sub, world_);
+  }
+  explicit MpiComm(MPI_Comm c) : c_(c), world_(c) {
+    MPI_Comm_rank(c, &rank_);
+    world_rank_ = rank_;
     MPI_Comm_size(c, &size_);
     MPI_Comm node;  // the ranks on this node share its cores
     int here = 1;
@@ -107,9 +125,9 @@ class MpiComm : public Comm {
     if (!received) memset(out, 0, size_t(bytes));
   }
   void abort_all(const char* why) override {
-    fprintf(stderr, "gradc: error: rank %d: %s\n", rank_, why);
+    fprintf(stderr, "gradc: error: rank %d: %s\n", world_rank_, why);
     fflush(stderr);
-    MPI_Abort(c_, 1);
+    MPI_Abort(world_, 1);
   }
 
  private:
@@ -128,8 +146,8 @@ class MpiComm : public Comm {
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
     MPI_Error_string(rc, msg, &len);
-    fprintf(stderr, "gradc: error: %s failed: %s (rank %d)\n", call, msg, rank_);
-    MPI_Abort(c_, 1);
+    fprintf(stderr, "gradc: error: %s failed: %s (rank %d)\n", call, msg, world_rank_);
+    MPI_Abort(world_, 1);
   }
   // [outer, parts, block] <-> [parts, outer, block], block in bytes.
   static void regroup(const void* src, void* dst, int64_t outer, int64_t parts, int64_t block, bool to_parts_first) {
@@ -141,7 +159,9 @@ class MpiComm : public Comm {
       }
   }
   MPI_Comm c_;
-  int rank_ = 0, size_ = 1;
+  MPI_Comm world_;      // failures abort the world
+  bool owned_ = false;  // a group's: freed with it
+  int rank_ = 0, size_ = 1, world_rank_ = 0;
 };
 
 }  // namespace gradc

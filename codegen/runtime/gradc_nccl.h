@@ -167,4 +167,30 @@ inline void check_shared(Comm& c, Stream compute, const void* data, int64_t coun
   report_shared(all, name, where);
 }
 
+inline void check_shared_group(Comm& c, Stream compute, const void* data, int64_t count, DType t, const char* name,
+                               const char* where, int32_t world_rank, const char* along) {
+  const size_t bytes = size_t(count * dtype_size(t));
+  std::vector<char> first(bytes), mine(bytes);
+  const int size = c.size;
+  GRADC_CUDA(cudaStreamSynchronize(compute), where);
+  char* dev = static_cast<char*>(alloc(int64_t(bytes) + 8 * (size + 1)));
+  int32_t* flags = reinterpret_cast<int32_t*>(dev + (bytes + 3) / 4 * 4);  // [differs..., world ranks...]
+  GRADC_NCCL(ncclBroadcast(data, dev, size_t(count), nccl_type(t), 0, c.nccl, c.stream), where);
+  GRADC_CUDA(cudaStreamSynchronize(c.stream), where);
+  GRADC_CUDA(cudaMemcpy(first.data(), dev, bytes, cudaMemcpyDeviceToHost), where);
+  GRADC_CUDA(cudaMemcpy(mine.data(), data, bytes, cudaMemcpyDeviceToHost), where);
+  const int32_t mine_flags[2] = {std::memcmp(first.data(), mine.data(), bytes) != 0, world_rank};
+  GRADC_CUDA(cudaMemcpy(flags + 2 * c.rank, mine_flags, 8, cudaMemcpyHostToDevice), where);
+  GRADC_NCCL(ncclAllGather(flags + 2 * c.rank, flags, 2, ncclInt32, c.nccl, c.stream), where);
+  GRADC_CUDA(cudaStreamSynchronize(c.stream), where);
+  std::vector<int32_t> both(2 * static_cast<size_t>(size)), all, ranks;
+  GRADC_CUDA(cudaMemcpy(both.data(), flags, 8 * size_t(size), cudaMemcpyDeviceToHost), where);
+  release(dev);
+  for (int k = 0; k < size; ++k) {
+    all.push_back(both[2 * size_t(k)]);
+    ranks.push_back(both[2 * size_t(k) + 1]);
+  }
+  report_shared_group(all, ranks, name, where, along);
+}
+
 }  // namespace gradc

@@ -1,8 +1,11 @@
 // gradc's runtime, the CPU target's ranks as threads of one process: gradc's
 // in-process communicator. See gradc_cpu.h.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -15,7 +18,12 @@ namespace gradc {
 // directly, once (no staging copies); a barrier before and after.
 class ThreadGroup {
  public:
-  explicit ThreadGroup(int n) : n_(n), in_(size_t(n)), out_(size_t(n)) { share_blas_threads(n); }
+  explicit ThreadGroup(int n) : n_(n), in_(size_t(n)), out_(size_t(n)), split_(size_t(n)) { share_blas_threads(n); }
+  // A group of some of parent's ranks (a mesh's group): a failure anywhere stops all of them.
+  ThreadGroup(int n, ThreadGroup* parent)
+      : n_(n), in_(size_t(n)), out_(size_t(n)), split_(size_t(n)), root_(parent->root_ ? parent->root_ : parent) {}
+  ThreadGroup(const ThreadGroup&) = delete;
+  ThreadGroup& operator=(const ThreadGroup&) = delete;
   int size() const { return n_; }
   void barrier() {
     std::unique_lock<std::mutex> lock(m_);
@@ -30,11 +38,43 @@ class ThreadGroup {
       if (failed_) throw_failed();
     }
   }
+  // Stops every rank of the world: this group's root and each group split from it.
   void fail(const char* why) {
-    std::lock_guard<std::mutex> lock(m_);
-    if (!failed_) why_ = why;
-    failed_ = true;
-    cv_.notify_all();
+    ThreadGroup& root = root_ ? *root_ : *this;
+    root.stop(why);
+    std::vector<std::weak_ptr<ThreadGroup>> children;
+    {
+      std::lock_guard<std::mutex> lock(root.m_);
+      children = root.children_;
+    }
+    for (const auto& c : children)
+      if (auto g = c.lock()) g->stop(why);
+  }
+  // Rank `rank`'s group of those that give the same color, and its rank there (by key).
+  std::pair<std::shared_ptr<ThreadGroup>, int> split(int rank, int color, int key) {
+    split_[size_t(rank)] = {color, key, nullptr, 0};
+    barrier();
+    if (rank == 0) {
+      std::map<int, std::vector<std::pair<int, int>>> by_color;  // (key, rank)
+      for (int r = 0; r < n_; ++r) by_color[split_[size_t(r)].color].push_back({split_[size_t(r)].key, r});
+      for (auto& [c, members] : by_color) {
+        std::sort(members.begin(), members.end());
+        auto g = std::make_shared<ThreadGroup>(int(members.size()), this);
+        ThreadGroup& root = root_ ? *root_ : *this;
+        {
+          std::lock_guard<std::mutex> lock(root.m_);
+          root.children_.push_back(g);
+        }
+        for (size_t k = 0; k < members.size(); ++k) {
+          split_[size_t(members[k].second)].group = g;
+          split_[size_t(members[k].second)].rank = int(k);
+        }
+      }
+    }
+    barrier();
+    auto mine = std::make_pair(split_[size_t(rank)].group, split_[size_t(rank)].rank);
+    barrier();  // every rank has its group before the next split overwrites them
+    return mine;
   }
   struct Stopped {};  // thrown in every rank once one has failed
   const void*& in(int r) { return in_[size_t(r)]; }
@@ -42,6 +82,17 @@ class ThreadGroup {
 
  private:
   [[noreturn]] void throw_failed() { throw Stopped{}; }
+  void stop(const char* why) {
+    std::lock_guard<std::mutex> lock(m_);
+    if (!failed_) why_ = why;
+    failed_ = true;
+    cv_.notify_all();
+  }
+  struct Split {
+    int color = 0, key = 0;
+    std::shared_ptr<ThreadGroup> group;
+    int rank = 0;
+  };
   int n_;
   std::vector<const void*> in_;
   std::vector<void*> out_;
@@ -51,11 +102,15 @@ class ThreadGroup {
   uint64_t gen_ = 0;
   bool failed_ = false;
   std::string why_;
+  std::vector<Split> split_;
+  ThreadGroup* root_ = nullptr;                       // the world's group, for a group split from it
+  std::vector<std::weak_ptr<ThreadGroup>> children_;  // the world's: the groups split from it
 };
 
 class ThreadComm : public Comm {
  public:
   ThreadComm(ThreadGroup& g, int rank) : g_(g), rank_(rank) {}
+  ThreadComm(std::shared_ptr<ThreadGroup> g, int rank) : owned_(std::move(g)), g_(*owned_), rank_(rank) {}
   int rank() const override { return rank_; }
   int size() const override { return g_.size(); }
 
@@ -190,6 +245,10 @@ class ThreadComm : public Comm {
     g_.barrier();
   }
   void abort_all(const char* why) override { g_.fail(why); }
+  std::unique_ptr<Comm> split(int color, int key) override {
+    auto [group, rank] = g_.split(rank_, color, key);
+    return std::make_unique<ThreadComm>(std::move(group), rank);
+  }
 
  private:
   template <class F>
@@ -218,6 +277,7 @@ class ThreadComm : public Comm {
       for (int64_t o = 0; o < b.outer; ++o)
         memcpy(static_cast<char*>(out) + (o * N + k) * row, static_cast<const char*>(part(k)) + o * row, size_t(row));
   }
+  std::shared_ptr<ThreadGroup> owned_;  // a group split from the world's
   ThreadGroup& g_;
   int rank_;
 };
