@@ -37,6 +37,7 @@ class Ad : public Builder {
   // without over=. The collectives and ranks a collective's rule makes run over its
   // groups too (make() gives them its `over`).
   int group_size() const;
+  const Graph& graph() const { return g_; }
   ValueId collective(Op op, ValueId a, Attrs attrs) { return emit(op, {a}, std::move(attrs)); }
 
  protected:

@@ -41,6 +41,7 @@ std::vector<Tensor> input_values(const Graph& g, const Node& n, const RankInputs
                               : ""));
   return out;
 }
+}  // namespace
 
 // A collective runs in each of its groups (over=) on the group's ranks, as on a world of their own.
 std::vector<Tensor> run_collective(const Graph& g, const Node& n, const std::vector<Tensor>& x) {
@@ -54,7 +55,6 @@ std::vector<Tensor> run_collective(const Graph& g, const Node& n, const std::vec
   }
   return out;
 }
-}  // namespace
 
 namespace {
 // --check-finite: the first NaN or infinity of a result, as an error at its op.

@@ -20,6 +20,9 @@ using RankOutputs = std::vector<std::vector<std::pair<std::string, Tensor>>>;
 // holds a NaN or an infinity, with an error at the op naming it, the rank and the
 // element (gradc run --check-finite); constants are not checked.
 RankOutputs interpret(const Graph& g, const RankInputs& inputs, bool check_finite = false);
+// A collective on every rank's operand: in each of its groups (over= a mesh's axes),
+// as on a world of the group's ranks.
+std::vector<Tensor> run_collective(const Graph& g, const Node& n, const std::vector<Tensor>& x);
 
 // The inputs as a run sees them, checked as interpret checks them (the declared
 // type; a shared input the same on every rank; an input without a default given

@@ -18,6 +18,7 @@ rejects (exit 1) must be rejected by the native backend with the same message.
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -62,26 +63,36 @@ def main():
     sys.argv = [sys.argv[0]] + args
     os.makedirs(work, exist_ok=True)
     checked = []
-    for size in sys.argv[4:]:
+    sizes = sys.argv[4:]
+    with open(prog) as f:  # a program with a mesh runs on its own mesh where a size is a number of ranks
+        has_mesh = any(re.match(r"mesh\s+\w+\s*=", line) for line in f)
+    if has_mesh:
+        sizes = ["own"] + [s for s in sizes if "=" in s]
+    for size in sizes:
         # A size is a number of ranks, or a mesh's axes (dp=2,tp=4) for a program with a mesh.
-        flag = f"--mesh={size}" if "=" in size else f"--ranks={size}"
-        n = str(math.prod(int(a.split("=")[1]) for a in size.split(","))) if "=" in size else size
+        if size == "own":
+            world = json.loads(run([gradc, "run", prog, "--format=json", "--backend=interp"]))["world"]
+            flags, n = [], str(world)
+        else:
+            flags = [f"--mesh={size}" if "=" in size else f"--ranks={size}"]
+            n = str(math.prod(int(a.split("=")[1]) for a in size.split(","))) if "=" in size else size
         # A program may not fit every world size (g[0:2] of a gather on one rank): skip those.
-        if run([gradc, "check", prog, flag], may_fail=True) is None:
+        if run([gradc, "check", prog] + flags, may_fail=True) is None:
             continue
         checked.append(size)
         exe = os.path.join(work, f"{os.path.basename(prog)}.{size}")
-        run([gradc, "build", prog, "--target=cpu", "-o", exe, flag])
-        want = json.loads(run([gradc, "run", prog, flag, "--format=json", "--backend=interp"]))
+        run([gradc, "build", prog, "--target=cpu", "-o", exe] + flags)
+        want = json.loads(run([gradc, "run", prog] + flags + ["--format=json", "--backend=interp"]))
         runs = [json.loads(run([exe, f"--ranks={n}", "--format=json"]))]
         if "=" in size:  # a mesh's other sizes than the program's own (native.test runs those)
-            runs.append(json.loads(run([gradc, "run", prog, flag, "--format=json", "--backend=native"])))
+            runs.append(json.loads(run([gradc, "run", prog] + flags + ["--format=json", "--backend=native"])))
         if mpi:
             runs.append(json.loads(run(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", n, exe, "--format=json"])))
         for got in runs:
             compare(prog, n, got, want)
     assert checked, "no world size fits the program"
-    print(f"{os.path.basename(prog)}: the executable equals the interpreter on {', '.join(checked)} ranks"
+    print(f"{os.path.basename(prog)}: the executable equals the interpreter on "
+          f"{', '.join('its mesh' if c == 'own' else c for c in checked)}{'' if has_mesh else ' ranks'}"
           + (" (threads and mpirun)" if mpi else "")
           + (", and so does the native backend" if any("=" in c for c in checked) else ""))
 

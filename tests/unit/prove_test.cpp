@@ -101,5 +101,23 @@ TEST_CASE("the prover rejects prod's rule that divides by the input") {
   CHECK(honest.checked);
 }
 
+// avg's derivative scaled by the world's size instead of the group's: right without a
+// mesh (the group is the world), wrong over a part of a mesh's axes.
+void world_scaled_avg_rule(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
+  Attrs sum;
+  sum.set("op", Attr::of_sym("sum"));
+  ct[0] = ad.mul(ad.collective(Op::AllReduce, g, sum), 1.0 / ad.graph().world);
+}
+
+TEST_CASE("the prover rejects an avg rule scaled by the world's size, on a mesh's groups") {
+  ProveOptions opt;
+  opt.rule = world_scaled_avg_rule;
+  ProofRow r = prove_one(Op::AllReduce, "avg", opt);
+  CAPTURE(r.derivation);
+  CHECK(!r.checked);
+  CHECK(r.counterexample.find("mesh a=2,b=2, over=[a]") == 0);
+  CHECK(r.derivation.find("N=4: 1 variant") != std::string::npos);  // every 1-D check passed
+}
+
 }  // namespace
 }  // namespace gradc::test
