@@ -7,13 +7,13 @@ average of the weights' gradients over dp after the backward, by hand, as DDP do
 usage: python bench/torch_mesh.py RANK STEPS PORT   (PyTorch 2.2 or later: DeviceMesh)
 """
 import os
-import statistics
 import sys
-import time
 
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
+
+from torch_programs import median_step_ms
 
 
 def randn(shape, seed):
@@ -51,16 +51,9 @@ def main(rank, steps, port):
             dist.all_reduce(w.grad, group=dp)
             w.grad /= 2
 
-    step()
-    times = []
-    for _ in range(steps):
-        dist.barrier()
-        t0 = time.perf_counter()
-        step()
-        dist.barrier()
-        times.append((time.perf_counter() - t0) * 1e3)
+    ms = median_step_ms(step, steps)
     if rank == 0:
-        print(statistics.median(times))
+        print(ms)
     dist.destroy_process_group()
 
 
