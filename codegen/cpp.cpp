@@ -592,8 +592,11 @@ class Emitter {
     std::vector<std::string> ins, outs;
     for (const auto& [n, b] : l_.inputs) ins.push_back(arg(n, b, !g_[l_.buffers[size_t(b)].value].args.empty()));
     for (const auto& [n, b] : l_.outputs) outs.push_back(arg(n, b, false));
-    return fmt::format("\"{}\", \"{}\", {}, {{{}}}, {{{}}}", name_ + ".dg", name_, g_.world, fmt::join(ins, ", "),
-                       fmt::join(outs, ", "));
+    std::vector<std::string> mesh;
+    for (size_t k = 0; k < g_.mesh.axes.size(); ++k)
+      mesh.push_back(fmt::format("{{\"{}\", {}}}", g_.mesh.axes[k], g_.mesh.sizes[k]));
+    return fmt::format("\"{}\", \"{}\", {}, {{{}}}, {{{}}}, {{{}}}", name_ + ".dg", name_, g_.world,
+                       fmt::join(ins, ", "), fmt::join(outs, ", "), fmt::join(mesh, ", "));
   }
   // The main template's @BIND@: the shared inputs' check, then each input and output bound.
   std::string bind() {

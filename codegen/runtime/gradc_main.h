@@ -39,6 +39,7 @@ struct Program {
   const char* name;
   int world;
   std::vector<Arg> inputs, outputs;
+  std::vector<std::pair<const char*, int>> mesh;  // a mesh's axes and their sizes (none without one)
 };
 
 // One rank's host data: inputs (null where the default applies) and outputs.
@@ -156,10 +157,27 @@ inline std::string text(const Program& p, const std::vector<RankData>& ranks) {
   }
   return s;
 }
+// A mesh's axes as JSON, {"dp": 2, "tp": 2}, with each axis's value(k).
+template <class F>
+std::string mesh_json(const Program& p, F&& value) {
+  std::string s = "{";
+  for (size_t k = 0; k < p.mesh.size(); ++k)
+    s += std::string(k ? ", " : "") + "\"" + p.mesh[k].first + "\": " + std::to_string(value(k));
+  return s + "}";
+}
 inline std::string json(const Program& p, const std::vector<RankData>& ranks) {
-  std::string s = "{\"world\": " + std::to_string(ranks.size()) + ",\n \"ranks\": [";
+  std::string s = "{\"world\": " + std::to_string(ranks.size()) + ",";
+  if (!p.mesh.empty()) s += " \"mesh\": " + mesh_json(p, [&](size_t k) { return p.mesh[k].second; }) + ",";
+  s += "\n \"ranks\": [";
   for (size_t r = 0; r < ranks.size(); ++r) {
-    s += std::string(r ? "," : "") + "\n  {\"rank\": " + std::to_string(r) + ", \"outputs\": {";
+    s += std::string(r ? "," : "") + "\n  {\"rank\": " + std::to_string(r);
+    if (!p.mesh.empty())  // row-major over the axes, the last fastest
+      s += ", \"coords\": " + mesh_json(p, [&](size_t k) {
+             int stride = 1;
+             for (size_t j = k + 1; j < p.mesh.size(); ++j) stride *= p.mesh[j].second;
+             return int(r) / stride % p.mesh[k].second;
+           });
+    s += ", \"outputs\": {";
     for (size_t k = 0; k < p.outputs.size(); ++k) {
       const Arg& a = p.outputs[k];
       std::string shape, data;

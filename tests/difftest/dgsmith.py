@@ -589,7 +589,10 @@ class Gen:
         if kind == "permute":
             shift = rng.randrange(-w, 2 * w)
             return self.add(f"permute({x}, shift={shift})", [x],
-                            lambda env, w: Val([env[x].ranks[(r - shift) % w] for r in range(w)], dt, env[x].rep))
+                            # clones: the result is a value of its own (a gradient with respect to it is not
+                            # one with respect to x), as in gradc, even where it moves nothing
+                            lambda env, w: Val([env[x].ranks[(r - shift) % w].clone() for r in range(w)], dt,
+                                               env[x].rep))
         dsts = list(range(w))
         rng.shuffle(dsts)
         pairs = [[src, d] for src, d in zip(range(w), dsts) if rng.random() < 0.7]
@@ -599,7 +602,7 @@ class Gen:
         src_of = {b: a for a, b in pairs}
 
         def sim(env, w):
-            return Val([env[x].ranks[src_of[r]] if r in src_of else torch.zeros(s) for r in range(w)], dt,
+            return Val([env[x].ranks[src_of[r]].clone() if r in src_of else torch.zeros(s) for r in range(w)], dt,
                        env[x].rep and len(pairs) == w)
         return self.add(f"permute({x}, pairs={ptext})", [x], sim)
 
