@@ -103,7 +103,7 @@ std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inpu
     for (int r = 0; r < N; ++r) {
       auto it = inputs[size_t(r)].find(name);
       if (it == inputs[size_t(r)].end()) continue;
-      const bool all = n.attrs.has("shared") && n.attrs.find("shared")->kind != Attr::List;
+      const bool all = shared_everywhere(n);
       ref_in[0][all ? name : unrolled_input_name(name, r)] = it->second;  // shared(A): the group's first rank's
     }
   }

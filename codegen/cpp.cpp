@@ -39,8 +39,7 @@ std::string literal(double v, DType t) {
 std::string group_rank_code(const Graph& g, const std::vector<int>& axes, const std::string& rank) {
   std::string e;
   for (int a : axes) {
-    int stride = 1;
-    for (int k = num_axes(g) - 1; k > a; --k) stride *= axis_size(g, k);
+    const int stride = axis_stride(g, a);
     std::string c = stride == 1 ? fmt::format("{} % {}", rank, axis_size(g, a))
                                 : fmt::format("{} / {} % {}", rank, stride, axis_size(g, a));
     e = e.empty() ? c : fmt::format("({}) * {} + {}", e, axis_size(g, a), c);
@@ -464,8 +463,7 @@ class Emitter {
     };
     for (const Node& n : g_.nodes) {
       if (is_collective(n.op) && n.attrs.has("over")) add(over_axes(g_, n));
-      if (n.op == Op::Input && n.attrs.has("shared") && n.attrs.find("shared")->kind == Attr::List)
-        add(shared_axes(g_, n));
+      if (n.op == Op::Input && shared_in_groups(n)) add(shared_axes(g_, n));
     }
   }
   virtual ~Emitter() = default;
@@ -776,16 +774,8 @@ class Emitter {
   // A mesh's group communicators (groups_), each named by its axes ("dp_tp" for
   // over=[dp, tp]); the target keeps them (group_comm: the C++ expression of one).
   std::vector<std::vector<int>> groups_;
-  std::string group_name(const std::vector<int>& axes) const {
-    std::vector<std::string> names;
-    for (int a : axes) names.push_back(axis_name(g_, a));
-    return fmt::format("{}", fmt::join(names, "_"));
-  }
-  std::string group_axes(const std::vector<int>& axes) const {  // "dp, tp"
-    std::vector<std::string> names;
-    for (int a : axes) names.push_back(axis_name(g_, a));
-    return fmt::format("{}", fmt::join(names, ", "));
-  }
+  std::string group_name(const std::vector<int>& axes) const { return axes_names(g_, axes, "_"); }
+  std::string group_axes(const std::vector<int>& axes) const { return axes_names(g_, axes); }  // "dp, tp"
   virtual std::string group_comm(const std::string& name) const = 0;
   std::string comm_for(const std::vector<int>& axes) const {
     return is_world(g_, axes) ? "comm_" : group_comm(group_name(axes));
@@ -823,7 +813,7 @@ class Emitter {
     const LBuffer& x = l_.buffers[size_t(b)];
     const Node& n = g_[x.value];
     if (!n.attrs.has("shared")) return "";
-    if (n.attrs.find("shared")->kind == Attr::List) {  // shared(dp): the same in each group along dp
+    if (shared_in_groups(n)) {  // shared(dp): the same in each group along dp
       const std::vector<int> axes = shared_axes(g_, n);
       return fmt::format(
           "  if (check_shared) gradc::check_shared_group({}, stream_, {}, {}, {}, \"{}\", \"{}\", rank_, \"{}\");\n",

@@ -57,6 +57,11 @@ Attr over_attr(const Graph& g, uint8_t mask) {
     if (mask & (1u << k)) a.list.push_back(Attr::of_sym(axis_name(g, k)));
   return a;
 }
+std::string axes_names(const Graph& g, const std::vector<int>& axes, const char* sep) {
+  std::vector<std::string> names;
+  for (int a : axes) names.push_back(axis_name(g, a));
+  return fmt::format("{}", fmt::join(names, sep));
+}
 std::string axes_str(const Graph& g, uint8_t mask) {
   std::vector<std::string> names;
   for (int k = 0; k < num_axes(g); ++k)
@@ -99,6 +104,8 @@ std::vector<int> shared_axes(const Graph& g, const Node& n) {
   }
   return out;
 }
+bool shared_everywhere(const Node& n) { return n.attrs.has("shared") && n.attrs.find("shared")->kind != Attr::List; }
+bool shared_in_groups(const Node& n) { return n.attrs.has("shared") && n.attrs.find("shared")->kind == Attr::List; }
 bool has_groups(const Graph& g, const Node& n) { return n.attrs.has("over") && !is_world(g, over_axes(g, n)); }
 bool is_world(const Graph& g, const std::vector<int>& axes) {
   if (axes.size() != size_t(num_axes(g))) return false;
@@ -108,11 +115,12 @@ bool is_world(const Graph& g, const std::vector<int>& axes) {
 }
 int group_size(const Graph& g, const Node& n) { return axes_size(g, over_axes(g, n)); }
 
-int coord(const Graph& g, int rank, int axis) {
+int axis_stride(const Graph& g, int axis) {
   int stride = 1;
   for (int k = num_axes(g) - 1; k > axis; --k) stride *= axis_size(g, k);
-  return rank / stride % axis_size(g, axis);
+  return stride;
 }
+int coord(const Graph& g, int rank, int axis) { return rank / axis_stride(g, axis) % axis_size(g, axis); }
 
 int group_rank(const Graph& g, int rank, const std::vector<int>& axes) {
   int r = 0;

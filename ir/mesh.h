@@ -22,6 +22,8 @@ int axes_size(const Graph& g, const std::vector<int>& axes);  // the product of 
 int mask_size(const Graph& g, uint8_t mask);                  // the product of their sizes
 Attr over_attr(const Graph& g, uint8_t mask);                 // over=[dp, tp]: the axes' names, in declared order
 std::string axes_str(const Graph& g, uint8_t mask);           // "dp, tp", in declared order
+// The axes' names in their order, joined by `sep` ("dp, tp", "dp_tp").
+std::string axes_names(const Graph& g, const std::vector<int>& axes, const char* sep = ", ");
 
 // A node's `over` attribute (axis names, in the order written) as axis indices; every
 // axis in declared order when it has none. A name twice or not in the mesh is an
@@ -30,12 +32,17 @@ std::vector<int> over_axes(const Graph& g, const Node& n);
 // An input's `shared` attribute: the axes it is the same along (shared: every axis;
 // shared(dp): those named; none for a per-rank input).
 std::vector<int> shared_axes(const Graph& g, const Node& n);
+// Whether an input is `shared` along every axis (one variable everywhere), or along
+// the axes it names (shared(dp): one per group).
+bool shared_everywhere(const Node& n);
+bool shared_in_groups(const Node& n);
 // Whether a collective's groups are not the world in its rank order (over= some axes,
 // or every axis in another order).
 bool has_groups(const Graph& g, const Node& n);
 bool is_world(const Graph& g, const std::vector<int>& axes);  // every axis, in declared order
 int group_size(const Graph& g, const Node& n);                // the product of over_axes' sizes
 
+int axis_stride(const Graph& g, int axis);  // ranks between neighbours along it: the later axes' sizes
 int coord(const Graph& g, int rank, int axis);
 // Rank `rank`'s index in its group over `axes`: row-major over them in that order.
 int group_rank(const Graph& g, int rank, const std::vector<int>& axes);

@@ -118,9 +118,7 @@ std::string call_str(const Node& n) {
 
 // A mesh's collective: the axes of its groups and their size, "tp (4)".
 std::string group_str(const Graph& g, const Node& n) {
-  std::vector<std::string> names;
-  for (int a : over_axes(g, n)) names.push_back(axis_name(g, a));
-  return fmt::format("{} ({})", fmt::join(names, ", "), group_size(g, n));
+  return fmt::format("{} ({})", axes_names(g, over_axes(g, n)), group_size(g, n));
 }
 }  // namespace
 

@@ -92,7 +92,7 @@ class Unroller {
       case Op::Input: {
         // one variable for the ranks of each group it is shared along (all ranks for
         // `shared`, each rank its own for a per-rank input)
-        const bool all = n.attrs.has("shared") && n.attrs.find("shared")->kind != Attr::List;
+        const bool all = shared_everywhere(n);
         out.assign(size_t(N_), -1);
         for (const std::vector<int>& group : mesh_groups(src_, shared_axes(src_, n))) {
           const int r = group[0];

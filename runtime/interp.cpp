@@ -33,12 +33,11 @@ std::vector<Tensor> input_values(const Graph& g, const Node& n, const RankInputs
     for (const std::vector<int>& group : mesh_groups(g, shared_axes(g, n)))
       for (size_t k = 1; k < group.size(); ++k)
         if (!out[size_t(group[k])].same_values(out[size_t(group[0])]))
-          throw UserError(
-              n.loc,
-              fmt::format("shared input '{}' differs between ranks {} and {}{}", name, group[0], group[k],
-                          n.attrs.find("shared")->kind == Attr::List
-                              ? fmt::format(" (it is shared along {})", axes_str(g, axes_mask(shared_axes(g, n))))
-                              : ""));
+          throw UserError(n.loc,
+                          fmt::format("shared input '{}' differs between ranks {} and {}{}", name, group[0], group[k],
+                                      shared_in_groups(n) ? fmt::format(" (it is shared along {})",
+                                                                        axes_str(g, axes_mask(shared_axes(g, n))))
+                                                          : ""));
   return out;
 }
 }  // namespace
