@@ -402,7 +402,8 @@ bool has_shared_input(const Lowered& l) {
                      [&](const auto& in) { return l.graph[l.buffers[size_t(in.second)].value].attrs.has("shared"); });
 }
 
-// Each input's and output's name in the class's API (see above), by its name in the program.
+}  // namespace
+
 std::map<std::string, std::string> api_names(const Lowered& l, const std::string& cls) {
   std::set<std::string> taken = {
       cls,       "world",        "workspace_bytes", "run",           "keep_defaults", "check_shared_inputs",
@@ -436,7 +437,19 @@ std::map<std::string, std::string> api_names(const Lowered& l, const std::string
   return api;
 }
 
-// Fills in a template (codegen/templates/): each @KEY@ by its value.
+std::vector<std::vector<int>> mesh_group_axes(const Lowered& l) {
+  std::vector<std::vector<int>> groups;
+  auto add = [&](const std::vector<int>& axes) {
+    if (!is_world(l.graph, axes) && std::find(groups.begin(), groups.end(), axes) == groups.end())
+      groups.push_back(axes);
+  };
+  for (const Node& n : l.graph.nodes) {
+    if (is_collective(n.op) && n.attrs.has("over")) add(over_axes(l.graph, n));
+    if (n.op == Op::Input && shared_in_groups(n)) add(shared_axes(l.graph, n));
+  }
+  return groups;
+}
+
 std::string fill(std::string text, const std::map<std::string, std::string>& values) {
   for (const auto& [key, value] : values) {
     const std::string at = "@" + key + "@";
@@ -445,6 +458,8 @@ std::string fill(std::string text, const std::map<std::string, std::string>& val
   }
   return text;
 }
+
+namespace {
 
 // The generator of one program's sources: what both targets share. A target's
 // emitter (CpuEmitter, CudaEmitter, below) overrides only what differs: its
@@ -455,16 +470,7 @@ class Emitter {
  public:
   Emitter(const Lowered& l, std::string name, std::string source)
       : l_(l), g_(l.graph), name_(std::move(name)), source_(std::move(source)), api_(api_names(l, name_)) {
-    // A mesh's communicators: one per set of axes (in its order) that a collective runs
-    // over or an input is shared along, short of the whole world.
-    auto add = [&](const std::vector<int>& axes) {
-      if (!is_world(g_, axes) && std::find(groups_.begin(), groups_.end(), axes) == groups_.end())
-        groups_.push_back(axes);
-    };
-    for (const Node& n : g_.nodes) {
-      if (is_collective(n.op) && n.attrs.has("over")) add(over_axes(g_, n));
-      if (n.op == Op::Input && shared_in_groups(n)) add(shared_axes(g_, n));
-    }
+    groups_ = mesh_group_axes(l);
   }
   virtual ~Emitter() = default;
 
@@ -773,7 +779,7 @@ class Emitter {
 
   // A mesh's group communicators (groups_), each named by its axes ("dp_tp" for
   // over=[dp, tp]); the target keeps them (group_comm: the C++ expression of one).
-  std::vector<std::vector<int>> groups_;
+  std::vector<std::vector<int>> groups_;  // mesh_group_axes()
   std::string group_name(const std::vector<int>& axes) const { return axes_names(g_, axes, "_"); }
   std::string group_axes(const std::vector<int>& axes) const { return axes_names(g_, axes); }  // "dp, tp"
   virtual std::string group_comm(const std::string& name) const = 0;

@@ -7,6 +7,7 @@
 // gradc_mpi.h, or gradc_cuda.h and gradc_nccl.h), and the CMake and main() text
 // are templates (codegen/templates/).
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
 
@@ -14,11 +15,22 @@
 
 namespace gradc {
 
-enum class Target { Cpu, Cuda };
+enum class Target { Cpu, Cuda, Torch };
 
 // Whether a name would clash with C++ in generated code (a keyword, a macro or a name
 // of the headers it includes): a program's class name that does takes a trailing _.
 bool cpp_reserved(const std::string& name);
+
+// Each input's and output's name in the class's API (set_x, y(), x_shape), by its name
+// in the program: the name itself, or with a trailing _ where it would clash.
+std::map<std::string, std::string> api_names(const Lowered& l, const std::string& cls);
+// A mesh program's group communicators, each a set of axes (in its order) that a
+// collective runs over or an input is shared along, short of the whole world: the
+// order in which the class splits the world (Comm::split) and its Groups' members.
+std::vector<std::vector<int>> mesh_group_axes(const Lowered& l);
+
+// Fills in a template (codegen/templates/): each @KEY@ by its value.
+std::string fill(std::string text, const std::map<std::string, std::string>& values);
 
 struct GeneratedFile {
   std::string name;  // relative to the output folder
@@ -31,6 +43,11 @@ std::vector<GeneratedFile> generate(const Lowered& l, Target target, const std::
                                     const std::string& source_path);
 // The standalone executable's main (gradc build), beside generate()'s files.
 GeneratedFile generate_main(const Lowered& l, Target target, const std::string& name);
+// The torch target (codegen/torch.cpp): the Python package NAME/ (CLI.md, "PyTorch"),
+// from the program and its pullback (passes/autodiff.h: pullback_program), which has
+// no outputs when nothing is differentiable.
+std::vector<GeneratedFile> generate_torch(const Lowered& forward, const Lowered& pullback, const std::string& name,
+                                          const std::string& source_path);
 // The native backend's entry (cpu target): extern "C" gradc_native_run, which
 // gradc run calls in the shared library built from it and generate()'s files.
 GeneratedFile generate_native_entry(const Lowered& l, const std::string& name);

@@ -10,6 +10,8 @@ set(files
     "gradc_mpi.h=codegen/runtime/gradc_mpi.h"
     "gradc_cuda.h=codegen/runtime/gradc_cuda.h"
     "gradc_nccl.h=codegen/runtime/gradc_nccl.h"
+    "gradc_torch.h=codegen/runtime/gradc_torch.h"
+    "torch_init.py.in=codegen/templates/torch_init.py.in"
     "gradc_main.h=codegen/runtime/gradc_main.h"
     "gradc_dtype.h=ir/dtype.h"
     "gradc_scalar.h=ir/scalar.h"

@@ -81,8 +81,10 @@ uint8_t grad_over(const Graph& g, const Node& grad) {
 
 // One reverse sweep from `loss` producing the cotangent of every value in `ws`.
 // `higher_order`: the gradients are differentiated again (see Ad::higher_order).
+// `own`: each w is every rank's own variable, even where it is replicated (the
+// torch target's convention): its gradient is this rank's part, not the total.
 std::vector<ValueId> backward(Graph& g, ValueId loss, const std::vector<ValueId>& ws, GradMode mode, uint8_t over,
-                              bool higher_order) {
+                              bool higher_order, bool own) {
   const ValueId first = *std::min_element(ws.begin(), ws.end());
   const ValueId end = loss + 1;  // forward values are [0, end); backward ones are appended after
   auto differentiable = [&](ValueId v) { return is_float(g.type(v).dtype); };
@@ -145,7 +147,7 @@ std::vector<ValueId> backward(Graph& g, ValueId loss, const std::vector<ValueId>
     // A value replicated along axes R (a shared input, an all_reduce's result) is one
     // variable for the ranks that differ only along R, as in JAX: its gradient is the
     // total over them.
-    const uint8_t R = uint8_t(full_mask(g) & ~g[w].rep.axes());
+    const uint8_t R = own ? 0 : uint8_t(full_mask(g) & ~g[w].rep.axes());
     if (R) {
       if (!g[r].rep.varies_along(R)) {
         r = ad.mul(r, double(mask_size(g, R)));
@@ -204,8 +206,9 @@ Graph autodiff(Graph g, std::vector<GradInfo>* info) {
     std::vector<ValueId> ws;
     const GradMode mode = grad_mode_of(n);
     const uint8_t over = grad_over(g, n);
+    const bool own = n.attrs.has("own");
     while (j < count && given(j).op == Op::Grad && given(j).args[0] == n.args[0] && grad_mode_of(given(j)) == mode &&
-           grad_over(g, given(j)) == over) {
+           grad_over(g, given(j)) == over && given(j).attrs.has("own") == own) {
       ws.push_back(remap[size_t(given(j).args[1])]);
       ++j;
     }
@@ -225,7 +228,7 @@ Graph autodiff(Graph g, std::vector<GradInfo>* info) {
     }
     bool higher_order = false;
     for (size_t k = i; k < j; ++k) higher_order |= again[k];
-    std::vector<ValueId> results = backward(g, loss, ws, mode, over, higher_order);
+    std::vector<ValueId> results = backward(g, loss, ws, mode, over, higher_order, own);
     for (size_t k = i; k < j; ++k) {
       ValueId r = results[k - i];
       // Two gradients can be one value (grad(loss, y, x) with y = x + 2): it keeps the first's name.

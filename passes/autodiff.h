@@ -25,4 +25,12 @@ Graph autodiff(Graph g);
 // Marks every value replicated (identical on all ranks) or varying.
 Graph replication(Graph g);
 
+// The program PyTorch's autograd runs backward (the torch target, CLI.md): g as the
+// frontend made it (grads not yet replaced), with one more input per float output,
+// its cotangent ("ct_y" for y), and as outputs the gradient of every float input
+// ("grad_x" for x) of L = sum over ranks and float outputs of <y, ct_y>, each rank's
+// inputs its own variables (mode=sum, own=1: a shared input's gradient is this
+// rank's part). Empty (no outputs) when there is no float input or output.
+Graph pullback_program(Graph g);
+
 }  // namespace gradc

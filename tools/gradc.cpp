@@ -464,7 +464,7 @@ Lowered lowered_program(const Options& o, SourceFile& src) {
 }
 
 Target target_of(const Options& o) {
-  if (!o.target) throw UsageError("--target=cpu or --target=cuda is needed");
+  if (!o.target) throw UsageError("--target=cpu or --target=cuda is needed");  // emit: or torch
   return *o.target;
 }
 
@@ -484,22 +484,44 @@ void write_sources(const std::string& dir, const std::vector<GeneratedFile>& fil
   fs::create_directories(dir, ec);
   if (ec) throw UserError({}, fmt::format("cannot create '{}': {}", dir, ec.message()));
   std::vector<std::pair<std::string, std::string>> out;
-  for (const GeneratedFile& f : files) out.push_back({dir + "/" + f.name, f.text});
+  for (const GeneratedFile& f : files) {
+    out.push_back({dir + "/" + f.name, f.text});
+    fs::create_directories(fs::path(out.back().first).parent_path(), ec);  // the torch target's NAME/csrc/
+    if (ec) throw UserError({}, fmt::format("cannot create '{}': {}", dir, ec.message()));
+  }
   write_files_atomic(out);
 }
 
 const char* kEmitHelp =
-    "usage: gradc emit FILE.dg --target=cuda|cpu -o DIR [--name=NAME] [--ranks=N | --mesh=A=n,...]\n"
+    "usage: gradc emit FILE.dg --target=cuda|cpu|torch -o DIR [--name=NAME] [--ranks=N | --mesh=A=n,...]\n"
     "Write sources for embedding into DIR: NAME.h (one class: constructed on a communicator\n"
     "and stream, pointer setters and getters, run() that allocates nothing, constexpr shapes),\n"
     "NAME.cpp or NAME.cu, the runtime headers they include, and a CMakeLists.txt defining the\n"
-    "library NAME. NAME defaults to the file's stem; N to the program's world.\n";
+    "library NAME. NAME defaults to the file's stem; N to the program's world.\n"
+    "--target=torch writes the Python package DIR/NAME/ (and DIR/pyproject.toml): import NAME\n"
+    "compiles it with torch.utils.cpp_extension, and NAME.NAME(...) is a differentiable\n"
+    "PyTorch op whose backward is the gradient gradc derives (docs/torch.md).\n";
+
+const char* kPythonKeywords[] = {"False", "None", "True", "and", "as", "assert", "async", "await", "break",
+                                 "class", "continue", "def", "del", "elif", "else", "except", "finally", "for",
+                                 "from", "global", "if", "import", "in", "is", "lambda", "nonlocal", "not",
+                                 "or", "pass", "raise", "return", "try", "while", "with", "yield"};
 
 int cmd_emit(const Options& o, SourceFile& src) {
   Target target = target_of(o);
   if (!o.out) throw UsageError("-o DIR is needed");
-  const std::string name = program_name(o);
-  write_sources(*o.out, generate(lowered_program(o, src), target, name, src.path));
+  std::string name = program_name(o);
+  if (target != Target::Torch) {
+    write_sources(*o.out, generate(lowered_program(o, src), target, name, src.path));
+    return 0;
+  }
+  while (std::find(std::begin(kPythonKeywords), std::end(kPythonKeywords), name) != std::end(kPythonKeywords))
+    name += "_";  // a package named pass.dg is pass_
+  Graph g = load_program(o, src);
+  Graph pb = pullback_program(g);
+  const Lowered forward = lowered(run_pipeline(std::move(g), Pipeline::Grad));
+  const Lowered pullback = pb.outputs.empty() ? Lowered{} : lowered(run_pipeline(std::move(pb), Pipeline::Grad));
+  write_sources(*o.out, generate_torch(forward, pullback, name, src.path));
   return 0;
 }
 
@@ -622,6 +644,11 @@ const Flag kTarget{"target", "cpu or cuda", [](Options& o, const std::string& v)
                        throw UsageError(fmt::format("--target must be cpu or cuda, got '{}'", v));
                      o.target = v == "cuda" ? Target::Cuda : Target::Cpu;
                    }};
+const Flag kEmitTarget{"target", "cpu, cuda or torch", [](Options& o, const std::string& v) {
+                         if (v != "cpu" && v != "cuda" && v != "torch")
+                           throw UsageError(fmt::format("--target must be cpu, cuda or torch, got '{}'", v));
+                         o.target = v == "cuda" ? Target::Cuda : v == "torch" ? Target::Torch : Target::Cpu;
+                       }};
 Flag out_flag(const char* help) {
   return {"o", help, [](Options& o, const std::string& v) { o.out = v; }};
 }
@@ -702,7 +729,7 @@ const std::vector<Command>& commands() {
       {"emit",
        cmd_emit,
        kEmitHelp,
-       {kTarget,
+       {kEmitTarget,
         out_flag("DIR: where the sources go"),
         {"name", "the class name", [](Options& o, const std::string& v) { o.name = v; }},
         kRanks,

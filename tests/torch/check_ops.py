@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""The torch target against gradc's interpreter (CLI.md, "PyTorch"), under real
+multi-process PyTorch:
+
+    check_ops.py GRADC PROGRAM.dg WORKDIR (--ranks=N | --mesh=dp=2,tp=2) [--seed=S]
+
+emits PROGRAM.dg as a package, gives every rank random inputs (float: small integers,
+so that zeros and ties are everywhere and sums are exact; i32: 0 or 1, as int64
+tensors) and cotangents for the float outputs, and runs it on N gloo processes: each
+calls the op, then backward on sum(<y, ct_y>). The reference is gradc run on the same
+program with the objective of CLI.md written out in .dg: L = sum of <y, ct_y> with
+mode=sum and each input its own variable (a `shared` input declared per-rank there, its
+values being the same). Outputs and gradients must agree to f32 rounding. Exit 1 with
+the differences otherwise. Run it with a PyTorch that has torch.library.custom_op.
+"""
+import argparse
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+
+
+def metadata(init_py):
+    """_INPUTS, _OUTPUTS and _MESH of a generated __init__.py, without importing it."""
+    values = {}
+    for node in ast.parse(open(init_py).read()).body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            if node.targets[0].id in ("_INPUTS", "_OUTPUTS", "_MESH", "_WORLD"):
+                values[node.targets[0].id] = ast.literal_eval(node.value)
+    return values
+
+
+def reference_program(text, inputs, outputs):
+    """The program with CLI.md's objective written out: per-rank inputs, cotangent
+    inputs, and each float input's gradient as an output named grad_<x>."""
+    text = re.sub(r"^(input\s+\w+\s*:\s*\w+\[[^\]]*\])\s+shared(\([^)]*\)|\b)", r"\1", text, flags=re.M)
+    lines = [text.rstrip("\n"), "# the torch op's objective (tests/torch/check_ops.py)"]
+    terms = []
+    for name, dtype, shape in outputs:
+        if dtype != "i32":
+            lines.append(f"input ct_{name} : {dtype}[{', '.join(map(str, shape))}]")
+            terms.append(f"sum({name} * ct_{name})")
+    lines.append(f"objective_ = {' + '.join(terms)}")
+    grads = [name for name, dtype, _, _ in inputs if dtype != "i32"]
+    for name in grads:
+        lines.append(f"grad_{name} = grad(objective_, {name})")
+    lines.append(f"output {', '.join('grad_' + n for n in grads)}")
+    return "\n".join(lines) + "\n"
+
+
+def make_data(meta, world, seed, workdir):
+    rng = np.random.default_rng(seed)
+    data = []
+    for r in range(world):
+        d = {}
+        for name, dtype, shape, _ in meta["_INPUTS"]:
+            if dtype == "i32":
+                d[name] = rng.integers(0, 2, size=shape).astype(np.int64)
+            else:
+                d[name] = rng.integers(-2, 3, size=shape).astype(np.float32 if dtype == "f32" else np.float64)
+        for name, dtype, shape in meta["_OUTPUTS"]:
+            if dtype != "i32":
+                d["ct_" + name] = rng.integers(-2, 3, size=shape).astype(np.float32 if dtype == "f32" else np.float64)
+        data.append(d)
+    # a shared input has one value: rank 0's, or along its axes that of its group's first rank
+    shared = {}
+    for m in re.finditer(r"^input\s+(\w+)\s*:\s*\w+\[[^\]]*\]\s+shared(?:\(([^)]*)\))?", meta["_TEXT"], re.M):
+        shared[m.group(1)] = [a.strip(" []") for a in m.group(2).split(",")] if m.group(2) else None
+    axes = meta["_MESH"] or [("world", world)]
+    for name, along in shared.items():
+        for r in range(world):
+            coords = []
+            rest = r
+            for _, size in reversed(axes):
+                coords.append(rest % size)
+                rest //= size
+            coords = coords[::-1]
+            for k, (a, _) in enumerate(axes):
+                if along is None or a in along:
+                    coords[k] = 0
+            first = 0
+            for k, (_, size) in enumerate(axes):
+                first = first * size + coords[k]
+            data[r][name] = data[first][name].copy()
+    for r, d in enumerate(data):
+        os.makedirs(os.path.join(workdir, "in", f"rank{r}"), exist_ok=True)
+        for name, v in d.items():
+            np.save(os.path.join(workdir, "in", f"rank{r}", name + ".npy"), v)
+    return data
+
+
+def rank_main(rank, world, workdir, package, mesh_axes, port):
+    import torch
+    import torch.distributed as dist
+
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    sys.path.insert(0, os.path.join(workdir, "pkg"))
+    mod = __import__(package)
+    op = getattr(mod, package)
+    meta = {"inputs": mod._INPUTS, "outputs": mod._OUTPUTS}
+    kwargs = {}
+    if mesh_axes:
+        from torch.distributed.device_mesh import init_device_mesh
+
+        kwargs["mesh"] = init_device_mesh("cpu", tuple(s for _, s in mesh_axes),
+                                          mesh_dim_names=tuple(a for a, _ in mesh_axes))
+    d = os.path.join(workdir, "in", f"rank{rank}")
+    args = []
+    for name, dtype, _, _ in meta["inputs"]:
+        t = torch.from_numpy(np.load(os.path.join(d, name + ".npy")))
+        args.append(t if dtype == "i32" else t.requires_grad_())
+    out = op(*args, **kwargs)
+    out = out if isinstance(out, tuple) else (out,)
+    objective = 0
+    for (name, dtype, _), y in zip(meta["outputs"], out):
+        if dtype != "i32":
+            objective = objective + (y * torch.from_numpy(np.load(os.path.join(d, "ct_" + name + ".npy")))).sum()
+    objective.backward()
+    result = {name: y.detach().numpy().tolist() for (name, _, _), y in zip(meta["outputs"], out)}
+    for (name, dtype, _, _), x in zip(meta["inputs"], args):
+        if dtype != "i32":
+            result["grad_" + name] = x.grad.numpy().tolist()
+    with open(os.path.join(workdir, f"result{rank}.json"), "w") as f:
+        json.dump(result, f)
+    dist.destroy_process_group()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("gradc")
+    ap.add_argument("program")
+    ap.add_argument("workdir")
+    ap.add_argument("--ranks", type=int)
+    ap.add_argument("--mesh")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--port", type=int, default=29400)
+    a = ap.parse_args()
+    size_flag = [f"--ranks={a.ranks}"] if a.ranks else [f"--mesh={a.mesh}"]
+    os.makedirs(a.workdir, exist_ok=True)
+    package = os.path.splitext(os.path.basename(a.program))[0]
+    subprocess.run([a.gradc, "emit", a.program, "--target=torch", "-o", os.path.join(a.workdir, "pkg")] + size_flag,
+                   check=True)
+    meta = metadata(os.path.join(a.workdir, "pkg", package, "__init__.py"))
+    meta["_TEXT"] = open(a.program).read()
+    world = meta["_WORLD"]
+    make_data(meta, world, a.seed, a.workdir)
+    ref_dg = os.path.join(a.workdir, "reference.dg")
+    with open(ref_dg, "w") as f:
+        f.write(reference_program(meta["_TEXT"], meta["_INPUTS"], meta["_OUTPUTS"]))
+    ref = subprocess.run([a.gradc, "run", ref_dg, "--inputs", os.path.join(a.workdir, "in"), "--format=json"]
+                         + size_flag, check=True, capture_output=True, text=True)
+    ref = json.loads(ref.stdout)
+
+    import torch.multiprocessing as mp
+
+    mp.spawn(rank_main, args=(world, a.workdir, package, meta["_MESH"], a.port), nprocs=world)
+    bad = []
+    checked = 0
+    for r in range(world):
+        got = json.load(open(os.path.join(a.workdir, f"result{r}.json")))
+        want = ref["ranks"][r]["outputs"]
+        for name, value in got.items():
+            w = np.array(want[name]["data"], dtype=np.float64)
+            g = np.array(value, dtype=np.float64).reshape(-1)
+            checked += 1
+            if w.shape != g.shape or not np.allclose(g, w, rtol=1e-5, atol=1e-5, equal_nan=True):
+                bad.append(f"rank {r}: {name}: torch op {g.tolist()}, interpreter {w.tolist()}")
+    for b in bad:
+        print(b)
+    print(f"{os.path.basename(a.program)} on {world} gloo ranks: {checked} values (outputs and gradients) "
+          f"checked against the interpreter, {len(bad)} differ")
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
