@@ -15,11 +15,12 @@
 namespace gradc {
 namespace {
 
-const char* kPythonNames[] = {"False", "None", "True", "and", "as", "assert", "async", "await", "break", "class",
-                              "continue", "def", "del", "elif", "else", "except", "finally", "for", "from", "global",
-                              "if", "import", "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise",
-                              "return", "try", "while", "with", "yield", "group", "mesh", "groups", "torch", "dist",
-                              "Tensor", "Optional", "Tuple", "os", "hashlib"};
+const char* kPythonNames[] = {"False",   "None",     "True",     "and",    "as",     "assert", "async",  "await",
+                              "break",   "class",    "continue", "def",    "del",    "elif",   "else",   "except",
+                              "finally", "for",      "from",     "global", "if",     "import", "in",     "is",
+                              "lambda",  "nonlocal", "not",      "or",     "pass",   "raise",  "return", "try",
+                              "while",   "with",     "yield",    "group",  "mesh",   "groups", "torch",  "dist",
+                              "Tensor",  "Optional", "Tuple",    "os",     "hashlib"};
 
 // A program's name as a Python parameter: with a trailing _ where it is a keyword or a
 // name the package uses.
@@ -45,8 +46,8 @@ std::vector<Value> inputs_of(const Lowered& l, const std::string& cls) {
   std::vector<Value> out;
   for (const auto& [name, b] : l.inputs) {
     const LBuffer& buf = l.buffers[size_t(b)];
-    out.push_back({name, py_name(name), api.at(name), buf.type->dtype, buf.type->shape,
-                   !l.graph[buf.value].args.empty()});
+    out.push_back(
+        {name, py_name(name), api.at(name), buf.type->dtype, buf.type->shape, !l.graph[buf.value].args.empty()});
   }
   return out;
 }
@@ -83,11 +84,13 @@ std::string binding(const Lowered& l, const std::string& cls, const std::string&
       fn, cls, cls, fmt::join(splits, ", "));
   const std::vector<Value> ins = inputs_of(l, cls), outs = outputs_of(l, cls);
   for (size_t i = 0; i < ins.size(); ++i)
-    s += fmt::format("  p.set_{}(in[{}] ? in[{}]->data_ptr<{}>() : nullptr);\n", ins[i].api, i, i, c_type(ins[i].dtype));
+    s +=
+        fmt::format("  p.set_{}(in[{}] ? in[{}]->data_ptr<{}>() : nullptr);\n", ins[i].api, i, i, c_type(ins[i].dtype));
   s += "  std::vector<at::Tensor> out = {\n";
   for (const Value& o : outs)
-    s += fmt::format("      at::empty({}, {}),  // {}\n", o.shape.empty() ? "at::IntArrayRef{}" : fmt::format("{{{}}}", dims(o.shape)),
-                     at_type(o.dtype), o.name);
+    s += fmt::format("      at::empty({}, {}),  // {}\n",
+                     o.shape.empty() ? "at::IntArrayRef{}" : fmt::format("{{{}}}", dims(o.shape)), at_type(o.dtype),
+                     o.name);
   s += "  };\n";
   for (size_t i = 0; i < outs.size(); ++i)
     s += fmt::format("  p.set_{}_out(out[{}].data_ptr<{}>());\n", outs[i].api, i, c_type(outs[i].dtype));
@@ -161,14 +164,16 @@ std::string python_ops(const Lowered& fwd, const Lowered& pb, const std::string&
         "def _(*args):\n"
         "    return _fake(args[:-1], {4})\n\n\n"
         "torch.library.register_autograd(\"gradc_{0}::forward\", _derivative, setup_context=_setup_context)\n"
-        "torch.library.register_autograd(\"gradc_{0}::pullback\", _no_double_backward, setup_context=_no_context)\n\n\n",
+        "torch.library.register_autograd(\"gradc_{0}::pullback\", _no_double_backward, "
+        "setup_context=_no_context)\n\n\n",
         name, fmt::join(pparams, ", "), annotation(grads.size()), fmt::join(pargs, ", "), fake_dims(grads));
   }
   std::vector<std::string> defaults;
   for (const Value& v : ins) defaults.push_back(v.py + "=None");
   std::string doc;
   for (const Value& v : ins)
-    doc += fmt::format("      {}: {}[{}]{}\n", v.py, dtype_name(v.dtype), dims(v.shape), v.has_default ? " (has a default)" : "");
+    doc += fmt::format("      {}: {}[{}]{}\n", v.py, dtype_name(v.dtype), dims(v.shape),
+                       v.has_default ? " (has a default)" : "");
   std::string odoc;
   for (const Value& v : outs) odoc += fmt::format("      {}: {}[{}]\n", v.name, dtype_name(v.dtype), dims(v.shape));
   s += fmt::format(
@@ -223,7 +228,8 @@ std::vector<GeneratedFile> generate_torch(const Lowered& fwd, const Lowered& pb,
       if (e == std::string::npos) e = s.size();
       list += fmt::format("\"{}\", ", s.substr(b, e - b));
     }
-    split_lists.push_back(fmt::format("({})", list.substr(0, list.size() - 1)));
+    const bool one = s.find('+') == std::string::npos;  // ("dp",) or ("tp", "dp")
+    split_lists.push_back(fmt::format("({})", list.substr(0, list.size() - (one ? 1 : 2))));
   }
   for (size_t k = 0; k < g.mesh.axes.size(); ++k)
     mesh.push_back(fmt::format("(\"{}\", {})", g.mesh.axes[k], g.mesh.sizes[k]));
@@ -243,31 +249,32 @@ std::vector<GeneratedFile> generate_torch(const Lowered& fwd, const Lowered& pb,
   if (g.mesh.axes.size() == 1) sizes += ",", axes += ",";
   const std::string mesh_note =
       g.mesh.axes.empty() ? ""
-                          : fmt::format("\nThe program has a mesh: mesh = torch.distributed.device_mesh.init_device_mesh("
-                                        "\"cpu\", ({}), mesh_dim_names=({})).\n",
-                                        sizes, axes);
+                          : fmt::format(
+                                "\nThe program has a mesh: mesh = torch.distributed.device_mesh.init_device_mesh("
+                                "\"cpu\", ({}), mesh_dim_names=({})).\n",
+                                sizes, axes);
   out.push_back({name + "/__init__.py",
-                 fill(embedded_file("torch_init.py.in"),
-                      {{"NAME", name},
-                       {"SOURCE", source_path},
-                       {"CALL", call},
-                       {"MESH_NOTE", mesh_note},
-                       {"WORLD", std::to_string(g.world)},
-                       {"MESH", fmt::format("[{}]", fmt::join(mesh, ", "))},
-                       {"SPLITS", fmt::format("[{}]", fmt::join(split_lists, ", "))},
-                       {"INPUTS", py_values(ins, true)},
-                       {"OUTPUTS", py_values(outs, false)},
-                       {"OPS", python_ops(fwd, pb, name)}})});
-  out.push_back({"pyproject.toml",
-                 fmt::format("# Generated by gradc from {1}: `pip install .` installs the package {0}, which\n"
-                             "# compiles its C++ on first import (torch.utils.cpp_extension).\n"
-                             "[build-system]\nrequires = [\"setuptools>=61\"]\nbuild-backend = \"setuptools.build_meta\"\n\n"
-                             "[project]\nname = \"{0}\"\nversion = \"0.2\"\n"
-                             "description = \"The gradc program {1} as a PyTorch op\"\n"
-                             "requires-python = \">=3.9\"\ndependencies = [\"torch>=2.4\"]\n\n"
-                             "[tool.setuptools]\npackages = [\"{0}\"]\n\n"
-                             "[tool.setuptools.package-data]\n{0} = [\"csrc/*\"]\n",
-                             name, source_path)});
+                 fill(embedded_file("torch_init.py.in"), {{"NAME", name},
+                                                          {"SOURCE", source_path},
+                                                          {"CALL", call},
+                                                          {"MESH_NOTE", mesh_note},
+                                                          {"WORLD", std::to_string(g.world)},
+                                                          {"MESH", fmt::format("[{}]", fmt::join(mesh, ", "))},
+                                                          {"SPLITS", fmt::format("[{}]", fmt::join(split_lists, ", "))},
+                                                          {"INPUTS", py_values(ins, true)},
+                                                          {"OUTPUTS", py_values(outs, false)},
+                                                          {"OPS", python_ops(fwd, pb, name)}})});
+  out.push_back(
+      {"pyproject.toml",
+       fmt::format("# Generated by gradc from {1}: `pip install .` installs the package {0}, which\n"
+                   "# compiles its C++ on first import (torch.utils.cpp_extension).\n"
+                   "[build-system]\nrequires = [\"setuptools>=61\"]\nbuild-backend = \"setuptools.build_meta\"\n\n"
+                   "[project]\nname = \"{0}\"\nversion = \"0.2\"\n"
+                   "description = \"The gradc program {1} as a PyTorch op\"\n"
+                   "requires-python = \">=3.9\"\ndependencies = [\"torch>=2.4\"]\n\n"
+                   "[tool.setuptools]\npackages = [\"{0}\"]\n\n"
+                   "[tool.setuptools.package-data]\n{0} = [\"csrc/*\"]\n",
+                   name, source_path)});
   return out;
 }
 

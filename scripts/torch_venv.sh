@@ -1,6 +1,7 @@
 #!/bin/bash
-# Makes build/torch-venv: PyPI's PyTorch (2.2 or later: DeviceMesh, torch.library.custom_op)
-# and NumPy in a virtual environment, for bench/mesh.py. Debian's python3-torch (1.13)
+# Makes build/torch-venv: PyPI's PyTorch (2.4 or later: DeviceMesh, torch.library.custom_op)
+# and NumPy in a virtual environment, for the torch target's tests (tests/lit/torch.test),
+# examples/torch/ and the benchmarks against PyTorch 2. Debian's python3-torch (1.13)
 # stays the CPU peer of bench/native.py. Idempotent; about 3 GB from PyPI the first time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +11,9 @@ if ! "$PY" -c 'import venv, ensurepip' 2>/dev/null; then
   scripts/deps.sh python3-venv
   PY=/usr/bin/python3
 fi
+# Python.h, which torch.utils.cpp_extension compiles against (Debian's is in python3-dev)
+"$PY" -c 'import os, sysconfig; assert os.path.exists(sysconfig.get_paths()["include"] + "/Python.h")' 2>/dev/null ||
+  scripts/deps.sh python3-dev
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 "$VENV/bin/python" -c 'import torch, numpy' 2>/dev/null || "$VENV/bin/pip" install -q 'torch>=2.4,<2.6' numpy
 "$VENV/bin/python" -c 'import torch; print("torch", torch.__version__, "in", "'"$VENV"'")'

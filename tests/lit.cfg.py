@@ -7,7 +7,7 @@ config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".dg", ".ir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(os.path.dirname(config.gradc), "tests", "lit-out")
-config.excludes = ["unit", "data", "fuzz", "codegen", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in", "expect_exit.sh", "check_json.py", "mutate.py", "long_chains.py", "check_verify.py", "compare_backends.py", "edges.py", "difftest"]
+config.excludes = ["unit", "data", "fuzz", "codegen", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in", "expect_exit.sh", "check_json.py", "mutate.py", "long_chains.py", "check_verify.py", "compare_backends.py", "edges.py", "difftest", "torch"]
 config.substitutions.append(("%gradc_dir", os.path.dirname(config.gradc)))
 config.substitutions.append(("%gradc", config.gradc))
 expect = os.path.join(os.path.dirname(__file__), "expect_exit.sh")
@@ -35,3 +35,13 @@ for candidate in (sys.executable, "/usr/bin/python3"):
         config.substitutions.append(("%torch_python", candidate))
         config.available_features.add("torch")
         break
+# PyPI's PyTorch (torch.library.custom_op) for the torch target's tests: the virtual
+# environment scripts/torch_venv.sh makes, which scripts/test.sh runs first. The
+# extensions they compile are cached in the build tree. Not under the sanitizers:
+# those tests check the generated package and PyTorch's processes, not gradc's memory.
+venv_python = os.path.join(config.source_root, "build", "torch-venv", "bin", "python")
+if "ASAN_OPTIONS" not in os.environ and os.path.exists(venv_python) and subprocess.run(
+        [venv_python, "-c", "import torch, numpy; torch.library.custom_op"], capture_output=True).returncode == 0:
+    config.substitutions.append(("%venv_python", venv_python))
+    config.available_features.add("pytorch2")
+    config.environment["TORCH_EXTENSIONS_DIR"] = os.path.join(os.path.dirname(config.gradc), "tests", "torch-ext")

@@ -502,10 +502,11 @@ const char* kEmitHelp =
     "compiles it with torch.utils.cpp_extension, and NAME.NAME(...) is a differentiable\n"
     "PyTorch op whose backward is the gradient gradc derives (docs/torch.md).\n";
 
-const char* kPythonKeywords[] = {"False", "None", "True", "and", "as", "assert", "async", "await", "break",
-                                 "class", "continue", "def", "del", "elif", "else", "except", "finally", "for",
-                                 "from", "global", "if", "import", "in", "is", "lambda", "nonlocal", "not",
-                                 "or", "pass", "raise", "return", "try", "while", "with", "yield"};
+const char* kPythonKeywords[] = {"False",  "None",   "True",    "and",      "as",       "assert", "async",
+                                 "await",  "break",  "class",   "continue", "def",      "del",    "elif",
+                                 "else",   "except", "finally", "for",      "from",     "global", "if",
+                                 "import", "in",     "is",      "lambda",   "nonlocal", "not",    "or",
+                                 "pass",   "raise",  "return",  "try",      "while",    "with",   "yield"};
 
 int cmd_emit(const Options& o, SourceFile& src) {
   Target target = target_of(o);

@@ -121,8 +121,8 @@ class TorchComm : public Comm {
       for (int k = 0; k < size(); ++k) {
         at::Tensor p = at::empty({b.count()}, options(t));
         for (int64_t o = 0; o < b.outer; ++o)
-          memcpy(static_cast<char*>(p.data_ptr()) + o * block,
-                 static_cast<const char*>(in) + (o * size() + k) * block, size_t(block));
+          memcpy(static_cast<char*>(p.data_ptr()) + o * block, static_cast<const char*>(in) + (o * size() + k) * block,
+                 size_t(block));
         parts[0][size_t(order_[size_t(k)])] = p;
       }
     } else {
