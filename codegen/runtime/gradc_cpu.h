@@ -207,6 +207,28 @@ inline void share_blas_threads(int ranks_here) {
 // ---- communication ------------------------------------------------------------
 // What every communicator provides; each rank calls the same collectives in the
 // same order. `in` and `out` may be the same buffer for all_reduce.
+// all_to_all over n ranks as blocks of bytes: the operand is [so, n, sblock] (block k
+// along the split axis goes to rank k), the result [co, n, cblock] (rank k's block along
+// the concat axis), `bytes` the whole of either.
+struct AllToAllBlocks {
+  int64_t bytes = 0, so = 1, sblock = 0, co = 1, cblock = 0;
+};
+inline AllToAllBlocks all_to_all_blocks(const int64_t* shape, int rank, int split, int concat, int n, DType t) {
+  AllToAllBlocks b;
+  int64_t si = dtype_size(t), ci = dtype_size(t);
+  b.bytes = dtype_size(t);
+  for (int d = 0; d < rank; ++d) b.bytes *= shape[d];
+  for (int d = 0; d < split; ++d) b.so *= shape[d];
+  for (int d = split + 1; d < rank; ++d) si *= shape[d];
+  b.sblock = shape[split] / n * si;
+  std::vector<int64_t> ps(shape, shape + rank);  // a rank's part
+  ps[size_t(split)] /= n;
+  for (int d = 0; d < concat; ++d) b.co *= ps[size_t(d)];
+  for (int d = concat + 1; d < rank; ++d) ci *= ps[size_t(d)];
+  b.cblock = ps[size_t(concat)] * ci;
+  return b;
+}
+
 class Comm {
  public:
   virtual ~Comm() = default;

@@ -86,20 +86,12 @@ class MpiComm : public Comm {
     check(MPI_Scatter(parts.data(), int(bytes), MPI_BYTE, out, int(bytes), MPI_BYTE, root, c_), "MPI_Scatter");
   }
   void all_to_all(const void* in, void* out, const int64_t* shape, int rank, int split, int concat, DType t) override {
-    const int64_t es = dtype_size(t);
-    int64_t so = 1, si = es, co = 1, ci = es, count = 1;
-    for (int d = 0; d < rank; ++d) count *= shape[d];
-    for (int d = 0; d < split; ++d) so *= shape[d];
-    for (int d = split + 1; d < rank; ++d) si *= shape[d];
-    std::vector<char> send(size_t(count * es)), recv(size_t(count * es));
-    regroup(in, send.data(), so, size_, shape[split] / size_ * si, true);
-    const int part = int(count / size_ * es);
+    const AllToAllBlocks b = all_to_all_blocks(shape, rank, split, concat, size_, t);
+    std::vector<char> send(size_t(b.bytes)), recv(size_t(b.bytes));
+    regroup(in, send.data(), b.so, size_, b.sblock, true);
+    const int part = int(b.bytes / size_);
     check(MPI_Alltoall(send.data(), part, MPI_BYTE, recv.data(), part, MPI_BYTE, c_), "MPI_Alltoall");
-    std::vector<int64_t> ps(shape, shape + rank);
-    ps[size_t(split)] /= size_;
-    for (int d = 0; d < concat; ++d) co *= ps[size_t(d)];
-    for (int d = concat + 1; d < rank; ++d) ci *= ps[size_t(d)];
-    regroup(recv.data(), out, co, size_, ps[size_t(concat)] * ci, false);
+    regroup(recv.data(), out, b.co, size_, b.cblock, false);
   }
   void permute(const void* in, void* out, int64_t count, DType t, const int* pairs, int n_pairs) override {
     const int bytes = int(count * dtype_size(t));

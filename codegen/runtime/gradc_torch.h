@@ -134,30 +134,21 @@ class TorchComm : public Comm {
     pg_->scatter(outs, parts, o)->wait();
   }
   void all_to_all(const void* in, void* out, const int64_t* shape, int rank, int split, int concat, DType t) override {
-    const int64_t es = dtype_size(t);
-    int64_t so = 1, si = es, co = 1, ci = es, count = 1;
-    for (int d = 0; d < rank; ++d) count *= shape[d];
-    for (int d = 0; d < split; ++d) so *= shape[d];
-    for (int d = split + 1; d < rank; ++d) si *= shape[d];
     const int n = size();
-    const int64_t part = count / n * es, sblock = shape[split] / n * si;
+    const AllToAllBlocks b = all_to_all_blocks(shape, rank, split, concat, n, t);
+    const int64_t part = b.bytes / n;
     // part k (block k along split) goes to gradc rank k: process-group rank order_[k]
-    at::Tensor send = at::empty({count * es}, at::kByte), recv = at::empty({count * es}, at::kByte);
-    for (int64_t o = 0; o < so; ++o)
+    at::Tensor send = at::empty({b.bytes}, at::kByte), recv = at::empty({b.bytes}, at::kByte);
+    for (int64_t o = 0; o < b.so; ++o)
       for (int k = 0; k < n; ++k)
-        memcpy(static_cast<char*>(send.data_ptr()) + order_[size_t(k)] * part + o * sblock,
-               static_cast<const char*>(in) + (o * n + k) * sblock, size_t(sblock));
+        memcpy(static_cast<char*>(send.data_ptr()) + order_[size_t(k)] * part + o * b.sblock,
+               static_cast<const char*>(in) + (o * n + k) * b.sblock, size_t(b.sblock));
     std::vector<int64_t> sizes;
     pg_->alltoall_base(recv, send, sizes, sizes)->wait();
-    std::vector<int64_t> ps(shape, shape + rank);
-    ps[size_t(split)] /= n;
-    for (int d = 0; d < concat; ++d) co *= ps[size_t(d)];
-    for (int d = concat + 1; d < rank; ++d) ci *= ps[size_t(d)];
-    const int64_t cblock = ps[size_t(concat)] * ci;
-    for (int64_t o = 0; o < co; ++o)
+    for (int64_t o = 0; o < b.co; ++o)
       for (int k = 0; k < n; ++k)
-        memcpy(static_cast<char*>(out) + (o * n + k) * cblock,
-               static_cast<const char*>(recv.data_ptr()) + order_[size_t(k)] * part + o * cblock, size_t(cblock));
+        memcpy(static_cast<char*>(out) + (o * n + k) * b.cblock,
+               static_cast<const char*>(recv.data_ptr()) + order_[size_t(k)] * part + o * b.cblock, size_t(b.cblock));
   }
   void permute(const void* in, void* out, int64_t count, DType t, const int* pairs, int n_pairs) override {
     std::vector<c10::intrusive_ptr<c10d::Work>> work;
