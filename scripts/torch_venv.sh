@@ -15,5 +15,7 @@ fi
 "$PY" -c 'import os, sysconfig; assert os.path.exists(sysconfig.get_paths()["include"] + "/Python.h")' 2>/dev/null ||
   scripts/deps.sh python3-dev
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-"$VENV/bin/python" -c 'import torch, numpy' 2>/dev/null || "$VENV/bin/pip" install -q 'torch>=2.4,<2.6' numpy
+# setuptools and wheel: `pip install --no-build-isolation` of a package gradc emit --target=torch wrote
+"$VENV/bin/python" -c 'import torch, numpy, setuptools, wheel' 2>/dev/null ||
+  "$VENV/bin/pip" install -q 'torch>=2.4,<2.6' numpy setuptools wheel
 "$VENV/bin/python" -c 'import torch; print("torch", torch.__version__, "in", "'"$VENV"'")'

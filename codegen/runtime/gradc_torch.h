@@ -27,9 +27,10 @@ struct TorchGroup {
 };
 
 // gradc's collectives on a process group: gloo for CPU tensors. Every call waits for
-// its work. The blocks of a non-leading axis are rearranged on the host around the
-// backend's collectives, as MpiComm does; the ranks' data is reordered where gradc's
-// group order is not the process group's (over=[tp, dp]).
+// its work. The backend reads and writes the op's own buffers (at::from_blob), except
+// where the blocks of a non-leading axis must be rearranged around its collectives, as
+// MpiComm does; the ranks' blocks are placed by gradc's group order where it is not the
+// process group's (over=[tp, dp]).
 class TorchComm : public Comm {
  public:
   // `splits`: the groups the class asks for, in the order it splits (one each).
@@ -54,16 +55,10 @@ class TorchComm : public Comm {
     if (op == ROp::Avg) divide(out, count, t);
   }
   void all_gather(const void* in, void* out, Blocks b, DType t) override {
-    std::vector<std::vector<at::Tensor>> outs(1);
-    for (int p = 0; p < size(); ++p) outs[0].push_back(at::empty({b.count()}, options(t)));
+    std::vector<std::vector<at::Tensor>> outs = {blocks(out, b, t, in)};
     std::vector<at::Tensor> ins = {tensor(const_cast<void*>(in), b.count(), t)};
     pg_->allgather(outs, ins)->wait();
-    // gradc's block k is process-group rank order_[k]'s
-    const int64_t block = b.dim * b.inner * dtype_size(t);
-    for (int64_t o = 0; o < b.outer; ++o)
-      for (int k = 0; k < size(); ++k)
-        memcpy(static_cast<char*>(out) + (o * size() + k) * block,
-               static_cast<const char*>(outs[0][size_t(order_[size_t(k)])].data_ptr()) + o * block, size_t(block));
+    place(outs[0], out, b, t, in);
   }
   void reduce_scatter(const void* in, void* out, Blocks b, DType t, ROp op) override {
     // gloo has no reduce_scatter: all_reduce the whole operand, keep this rank's blocks
@@ -94,39 +89,22 @@ class TorchComm : public Comm {
       divide(out, count, t);
   }
   void gather(const void* in, void* out, Blocks b, DType t, int root) override {
-    std::vector<std::vector<at::Tensor>> outs(1);
-    if (rank_ == root)
-      for (int p = 0; p < size(); ++p) outs[0].push_back(at::empty({b.count()}, options(t)));
-    else
-      outs.clear();
+    std::vector<std::vector<at::Tensor>> outs;
+    if (rank_ == root) outs.push_back(blocks(out, b, t, in));
     std::vector<at::Tensor> ins = {tensor(const_cast<void*>(in), b.count(), t)};
     c10d::GatherOptions o;
     o.rootRank = order_[size_t(root)];
     pg_->gather(outs, ins, o)->wait();
-    const int64_t block = b.dim * b.inner * dtype_size(t);
-    if (rank_ != root) {
-      memset(out, 0, size_t(block * b.outer * size()));
-      return;
-    }
-    for (int64_t o = 0; o < b.outer; ++o)
-      for (int k = 0; k < size(); ++k)
-        memcpy(static_cast<char*>(out) + (o * size() + k) * block,
-               static_cast<const char*>(outs[0][size_t(order_[size_t(k)])].data_ptr()) + o * block, size_t(block));
+    if (rank_ == root)
+      place(outs[0], out, b, t, in);
+    else
+      memset(out, 0, size_t(b.count() * size() * dtype_size(t)));
   }
   void scatter(const void* in, void* out, Blocks b, DType t, int root) override {
-    const int64_t block = b.dim * b.inner * dtype_size(t);
-    std::vector<std::vector<at::Tensor>> parts(1);
+    std::vector<std::vector<at::Tensor>> parts;
     if (rank_ == root) {
-      parts[0].resize(size_t(size()));
-      for (int k = 0; k < size(); ++k) {
-        at::Tensor p = at::empty({b.count()}, options(t));
-        for (int64_t o = 0; o < b.outer; ++o)
-          memcpy(static_cast<char*>(p.data_ptr()) + o * block, static_cast<const char*>(in) + (o * size() + k) * block,
-                 size_t(block));
-        parts[0][size_t(order_[size_t(k)])] = p;
-      }
-    } else {
-      parts.clear();
+      parts.push_back(blocks(const_cast<void*>(in), b, t, out));
+      if (!views(in, b, t, out)) gather_blocks(in, parts[0], b, t);
     }
     std::vector<at::Tensor> outs = {tensor(out, b.count(), t)};
     c10d::ScatterOptions o;
@@ -184,6 +162,38 @@ class TorchComm : public Comm {
   }
 
  private:
+  // Whether a collective whose whole is `all` ([outer, size, block]) can run on views
+  // of it: its blocks are the leading axis (outer = 1), and the rank's own buffer
+  // (`mine`) is not inside it.
+  bool views(const void* all, Blocks b, DType t, const void* mine) const {
+    const char *a = static_cast<const char*>(all), *m = static_cast<const char*>(mine);
+    return b.outer == 1 && (m + b.count() * dtype_size(t) <= a || m >= a + b.count() * size() * dtype_size(t));
+  }
+  // Its per-rank buffers, indexed by process-group rank: the views, or tensors of their
+  // own, which place() and gather_blocks() copy.
+  std::vector<at::Tensor> blocks(void* all, Blocks b, DType t, const void* mine) const {
+    const bool v = views(all, b, t, mine);
+    std::vector<at::Tensor> out(static_cast<size_t>(size()));
+    for (int k = 0; k < size(); ++k)
+      out[size_t(order_[size_t(k)])] = v ? tensor(static_cast<char*>(all) + k * b.count() * dtype_size(t), b.count(), t)
+                                         : at::empty({b.count()}, options(t));
+    return out;
+  }
+  void place(const std::vector<at::Tensor>& parts, void* all, Blocks b, DType t, const void* mine) const {
+    if (views(all, b, t, mine)) return;
+    const int64_t block = b.dim * b.inner * dtype_size(t);
+    for (int64_t o = 0; o < b.outer; ++o)
+      for (int k = 0; k < size(); ++k)
+        memcpy(static_cast<char*>(all) + (o * size() + k) * block,
+               static_cast<const char*>(parts[size_t(order_[size_t(k)])].data_ptr()) + o * block, size_t(block));
+  }
+  void gather_blocks(const void* all, std::vector<at::Tensor>& parts, Blocks b, DType t) const {
+    const int64_t block = b.dim * b.inner * dtype_size(t);
+    for (int64_t o = 0; o < b.outer; ++o)
+      for (int k = 0; k < size(); ++k)
+        memcpy(static_cast<char*>(parts[size_t(order_[size_t(k)])].data_ptr()) + o * block,
+               static_cast<const char*>(all) + (o * size() + k) * block, size_t(block));
+  }
   static at::TensorOptions options(DType t) {
     return at::TensorOptions().dtype(t == DType::F32 ? at::kFloat : t == DType::F64 ? at::kDouble : at::kInt);
   }

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The torch target as PyTorch users call it, on 2 gloo processes (CLI.md, "PyTorch"):
+"""The torch target as PyTorch users call it (CLI.md, "PyTorch"): 4 gloo processes, each pair
+(0, 1) and (2, 3) running the 2-rank programs on its own process group (group=):
 
     scripts.py GRADC WORKDIR
 
@@ -13,6 +14,7 @@
   ValueError naming the input; a float input of another dtype is never converted;
 - an index out of range inside the op: RuntimeError with the source location;
 - double backward: RuntimeError saying it is not supported.
+- the default group, of 4 ranks, for a 2-rank program: ValueError.
 Every check raises on failure, which ends every rank and this script with status 1.
 """
 import os
@@ -36,33 +38,33 @@ def expect_raises(kind, words, fn):
     raise AssertionError(f"no {kind.__name__} ({words})")
 
 
-def seed_001(gather_layer, rank):
+def seed_001(gather_layer, rank, g):
     x = (torch.ones(2, 2) if rank == 0 else torch.zeros(2, 2)).requires_grad_()
     y = x + 2
     y.retain_grad()
     z = y * y
-    out = gather_layer.gather_layer(z)
+    out = gather_layer.gather_layer(z, group=g)
     out.backward()
     want = 12.0 if rank == 0 else 18.0
     assert torch.equal(y.grad, torch.full((2, 2), want)), f"seed 001: y.grad {y.grad.tolist()}, want {want}"
     assert float(out) == 0.25 * 4 * 36.0, f"seed 001: out {float(out)}"  # r = z_0 * z_1 = 9 * 4
 
 
-def seed_003(all_reduce_seed, rank):
+def seed_003(all_reduce_seed, rank, g):
     for which, want in (("sum", (40.0, 60.0)), ("prod", (144.0, 144.0))):
         x = torch.ones(1).requires_grad_()
         xx = (rank + 2) * x
-        s, p = all_reduce_seed.all_reduce_seed(xx)
+        s, p = all_reduce_seed.all_reduce_seed(xx, group=g)
         v = s if which == "sum" else p
         yy = v * v
         yy.backward()
         assert float(x.grad) == want[rank], f"seed 003 {which}: x.grad {float(x.grad)}, want {want[rank]}"
 
 
-def compiled(gather_layer, rank):
+def compiled(gather_layer, rank, g):
     def step(x):
         z = (x + 2) * (x + 2)
-        return gather_layer.gather_layer(z) * 3
+        return gather_layer.gather_layer(z, group=g) * 3
 
     x0 = torch.arange(4.0).reshape(2, 2) + rank
     xe = x0.clone().requires_grad_()
@@ -76,28 +78,30 @@ def compiled(gather_layer, rank):
     assert torch.equal(xc.grad, xe.grad), f"compile: grad {xc.grad} against eager {xe.grad}"
 
 
-def errors(gather_layer, collectives, rank):
+def errors(gather_layer, collectives, rank, g):
     expect_raises(ValueError, ["input 'z'", "f32[2, 2]", "float64[2, 2]"],
-                  lambda: gather_layer.gather_layer(torch.zeros(2, 2, dtype=torch.float64)))
+                  lambda: gather_layer.gather_layer(torch.zeros(2, 2, dtype=torch.float64), group=g))
     expect_raises(ValueError, ["input 'z'", "f32[2, 2]", "float32[3, 2]"],
-                  lambda: gather_layer.gather_layer(torch.zeros(3, 2)))
-    expect_raises(ValueError, ["input 'z'", "list"], lambda: gather_layer.gather_layer([[1.0, 2.0], [3.0, 4.0]]))
-    expect_raises(TypeError, ["missing input 'z'"], lambda: gather_layer.gather_layer())
+                  lambda: gather_layer.gather_layer(torch.zeros(3, 2), group=g))
+    expect_raises(ValueError, ["input 'z'", "list"], lambda: gather_layer.gather_layer([[1.0, 2.0], [3.0, 4.0]], group=g))
+    expect_raises(TypeError, ["missing input 'z'"], lambda: gather_layer.gather_layer(group=g))
     expect_raises(ValueError, ["no mesh"], lambda: gather_layer.gather_layer(torch.zeros(2, 2), mesh=object()))
+    expect_raises(ValueError, ["generated for 2 ranks, but the process group has 4", "--ranks=4"],
+                  lambda: gather_layer.gather_layer(torch.zeros(2, 2)))
     x = torch.zeros(4, 4)
     w = torch.ones(4, 4)
     # int64 labels are taken; one that does not fit i32 is an error naming the input
     labels = torch.tensor([0, 1, 1, 0], dtype=torch.int64)
-    out = collectives.collectives(x, w, labels)
-    assert len(out) == 20
+    out = collectives.collectives(x, w, labels, group=g)
+    assert len(out) == 21
     expect_raises(ValueError, ["input 'labels'", "does not fit"],
-                  lambda: collectives.collectives(x, w, torch.tensor([0, 1, 2**40, 0])))
+                  lambda: collectives.collectives(x, w, torch.tensor([0, 1, 2**40, 0]), group=g))
     # an index out of range inside the op, on every rank: gradc run's message
-    expect_raises(RuntimeError, ["collectives.dg:29:", "take: index 7 is out of range 0..3"],
-                  lambda: collectives.collectives(x, w, labels, idx=torch.tensor([7, 0])))
+    expect_raises(RuntimeError, ["collectives.dg:30:", "take: index 7 is out of range 0..3"],
+                  lambda: collectives.collectives(x, w, labels, idx=torch.tensor([7, 0]), group=g))
     # double backward
     z = torch.ones(2, 2, requires_grad=True)
-    out = gather_layer.gather_layer(z * z)
+    out = gather_layer.gather_layer(z * z, group=g)
     (g,) = torch.autograd.grad(out, z, create_graph=True)
     expect_raises(RuntimeError, ["double backward is not supported"], lambda: g.sum().backward())
 
@@ -105,16 +109,18 @@ def errors(gather_layer, collectives, rank):
 def rank_main(rank, workdir, port):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=2)
+    dist.init_process_group("gloo", rank=rank, world_size=4)
+    pairs = [dist.new_group([0, 1]), dist.new_group([2, 3])]  # every rank makes both
+    g, rank = pairs[rank // 2], rank % 2
     sys.path.insert(0, os.path.join(workdir, "pkg"))
     import all_reduce_seed
     import collectives
     import gather_layer
 
-    seed_001(gather_layer, rank)
-    seed_003(all_reduce_seed, rank)
-    compiled(gather_layer, rank)
-    errors(gather_layer, collectives, rank)
+    seed_001(gather_layer, rank, g)
+    seed_003(all_reduce_seed, rank, g)
+    compiled(gather_layer, rank, g)
+    errors(gather_layer, collectives, rank, g)
     dist.barrier()
     dist.destroy_process_group()
 
@@ -125,9 +131,9 @@ def main():
     for program in ("gather_layer", "all_reduce_seed", "collectives"):
         subprocess.run([gradc, "emit", os.path.join(HERE, program + ".dg"), "--target=torch", "-o",
                         os.path.join(workdir, "pkg")], check=True)
-    mp.spawn(rank_main, args=(workdir, port), nprocs=2)
+    mp.spawn(rank_main, args=(workdir, port), nprocs=4)
     print("seeds 001 and 003, torch.compile, input errors, an error inside the op and double backward: as expected "
-          "on 2 gloo ranks")
+          "on two process groups of 2 gloo ranks")
 
 
 if __name__ == "__main__":
