@@ -7,7 +7,8 @@ bench/programs/contrastive_op.dg (1024x256 embeddings per rank, a 256x128 projec
 all_gather, InfoNCE) emitted with --target=torch, and bench/torch_programs.py's
 contrastive loss in PyTorch: forward and backward (x.grad and w.grad) per step, on 2
 gloo processes with 1 thread each (OMP, MKL and OpenBLAS), a barrier before and after
-each step, medians of K steps after a warm-up one (torch.compile's warm-up compiles).
+each step, medians of K steps after a warm-up one (torch.compile's warm-up compiles;
+TORCHINDUCTOR_COMPILE_THREADS=1, so that no compile workers run beside the steps).
 All three run in the same processes, one after the other. PyTorch: PyPI's, in the
 virtual environment that scripts/torch_venv.sh makes. Prints Markdown for bench/README.md.
 """
@@ -79,7 +80,10 @@ def main():
     if sys.executable != os.path.abspath(VENV_PYTHON) and "GRADC_BENCH_CHILD" not in os.environ:
         env = dict(os.environ, GRADC_BENCH_CHILD="1")
         sys.exit(subprocess.run([VENV_PYTHON, __file__] + sys.argv[1:], env=env).returncode)
-    os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    # 1 thread each; and no pool of inductor's compile workers, which otherwise stay busy
+    # beside the timed steps (the op took 100 ms instead of 55 with them).
+    os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+                      TORCHINDUCTOR_COMPILE_THREADS="1")
     import torch
     import torch.multiprocessing as mp
 
