@@ -48,6 +48,8 @@ GeneratedFile generate_main(const Lowered& l, Target target, const std::string& 
 // no outputs when nothing is differentiable.
 std::vector<GeneratedFile> generate_torch(const Lowered& forward, const Lowered& pullback, const std::string& name,
                                           const std::string& source_path);
+// Whether a name is a Python keyword (a package or parameter named so takes a trailing _).
+bool python_keyword(const std::string& name);
 // The native backend's entry (cpu target): extern "C" gradc_native_run, which
 // gradc run calls in the shared library built from it and generate()'s files.
 GeneratedFile generate_native_entry(const Lowered& l, const std::string& name);

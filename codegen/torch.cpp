@@ -6,6 +6,7 @@
 // the program's inputs and outputs, the ops' signatures, and their C++ bindings.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 
 #include "codegen/cpp.h"
@@ -15,19 +16,21 @@
 namespace gradc {
 namespace {
 
-const char* kPythonNames[] = {"False",   "None",     "True",     "and",    "as",     "assert", "async",  "await",
-                              "break",   "class",    "continue", "def",    "del",    "elif",   "else",   "except",
-                              "finally", "for",      "from",     "global", "if",     "import", "in",     "is",
-                              "lambda",  "nonlocal", "not",      "or",     "pass",   "raise",  "return", "try",
-                              "while",   "with",     "yield",    "group",  "mesh",   "groups", "torch",  "dist",
-                              "Tensor",  "Optional", "Tuple",    "os",     "hashlib"};
+// Python's keywords, and the names the package's __init__.py uses beside the parameters.
+const char* kPythonKeywords[] = {"False",  "None",   "True",    "and",      "as",       "assert", "async",
+                                 "await",  "break",  "class",   "continue", "def",      "del",    "elif",
+                                 "else",   "except", "finally", "for",      "from",     "global", "if",
+                                 "import", "in",     "is",      "lambda",   "nonlocal", "not",    "or",
+                                 "pass",   "raise",  "return",  "try",      "while",    "with",   "yield"};
+const char* kPackageNames[] = {"group",  "mesh",     "groups", "torch", "dist",
+                               "Tensor", "Optional", "Tuple",  "os",    "hashlib"};
 
 // A program's name as a Python parameter: with a trailing _ where it is a keyword or a
 // name the package uses.
 std::string py_name(std::string n) {
   for (;;) {
-    bool taken = n[0] == '_';
-    for (const char* k : kPythonNames) taken |= n == k;
+    bool taken = n[0] == '_' || python_keyword(n);
+    for (const char* k : kPackageNames) taken |= n == k;
     if (!taken) return n;
     n += "_";
   }
@@ -41,26 +44,19 @@ struct Value {
   bool has_default = false;
 };
 
-std::vector<Value> inputs_of(const Lowered& l, const std::string& cls) {
+// The class's inputs (with whether each has a default) or outputs, in program order.
+std::vector<Value> values_of(const Lowered& l, const std::string& cls, bool inputs) {
   const std::map<std::string, std::string> api = api_names(l, cls);
   std::vector<Value> out;
-  for (const auto& [name, b] : l.inputs) {
+  for (const auto& [name, b] : inputs ? l.inputs : l.outputs) {
     const LBuffer& buf = l.buffers[size_t(b)];
-    out.push_back(
-        {name, py_name(name), api.at(name), buf.type->dtype, buf.type->shape, !l.graph[buf.value].args.empty()});
+    out.push_back({name, py_name(name), api.at(name), buf.type->dtype, buf.type->shape,
+                   inputs && !l.graph[buf.value].args.empty()});
   }
   return out;
 }
-
-std::vector<Value> outputs_of(const Lowered& l, const std::string& cls) {
-  const std::map<std::string, std::string> api = api_names(l, cls);
-  std::vector<Value> out;
-  for (const auto& [name, b] : l.outputs) {
-    const LBuffer& buf = l.buffers[size_t(b)];
-    out.push_back({name, py_name(name), api.at(name), buf.type->dtype, buf.type->shape, false});
-  }
-  return out;
-}
+std::vector<Value> inputs_of(const Lowered& l, const std::string& cls) { return values_of(l, cls, true); }
+std::vector<Value> outputs_of(const Lowered& l, const std::string& cls) { return values_of(l, cls, false); }
 
 std::string dims(const Shape& s) { return fmt::format("{}", fmt::join(s, ", ")); }
 std::string py_list(const Shape& s) { return fmt::format("[{}]", dims(s)); }
@@ -200,6 +196,10 @@ std::string py_values(const std::vector<Value>& vs, bool input) {
 }
 
 }  // namespace
+
+bool python_keyword(const std::string& name) {
+  return std::find(std::begin(kPythonKeywords), std::end(kPythonKeywords), name) != std::end(kPythonKeywords);
+}
 
 std::vector<GeneratedFile> generate_torch(const Lowered& fwd, const Lowered& pb, const std::string& name,
                                           const std::string& source_path) {

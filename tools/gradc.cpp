@@ -502,12 +502,6 @@ const char* kEmitHelp =
     "compiles it with torch.utils.cpp_extension, and NAME.NAME(...) is a differentiable\n"
     "PyTorch op whose backward is the gradient gradc derives (docs/torch.md).\n";
 
-const char* kPythonKeywords[] = {"False",  "None",   "True",    "and",      "as",       "assert", "async",
-                                 "await",  "break",  "class",   "continue", "def",      "del",    "elif",
-                                 "else",   "except", "finally", "for",      "from",     "global", "if",
-                                 "import", "in",     "is",      "lambda",   "nonlocal", "not",    "or",
-                                 "pass",   "raise",  "return",  "try",      "while",    "with",   "yield"};
-
 int cmd_emit(const Options& o, SourceFile& src) {
   Target target = target_of(o);
   if (!o.out) throw UsageError("-o DIR is needed");
@@ -516,8 +510,7 @@ int cmd_emit(const Options& o, SourceFile& src) {
     write_sources(*o.out, generate(lowered_program(o, src), target, name, src.path));
     return 0;
   }
-  while (std::find(std::begin(kPythonKeywords), std::end(kPythonKeywords), name) != std::end(kPythonKeywords))
-    name += "_";  // a package named pass.dg is pass_
+  while (python_keyword(name)) name += "_";  // a package named pass.dg is pass_
   Graph g = load_program(o, src);
   Graph pb = pullback_program(g);
   const Lowered forward = lowered(run_pipeline(std::move(g), Pipeline::Grad));

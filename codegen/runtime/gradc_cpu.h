@@ -229,6 +229,14 @@ inline AllToAllBlocks all_to_all_blocks(const int64_t* shape, int rank, int spli
   return b;
 }
 
+// An avg over n ranks where the backend has only the sum: the sum, divided (floats only).
+inline void divide_by_ranks(void* p, int64_t count, DType t, int n) {
+  if (t == DType::F32)
+    for (int64_t i = 0; i < count; ++i) static_cast<float*>(p)[i] /= float(n);
+  else if (t == DType::F64)
+    for (int64_t i = 0; i < count; ++i) static_cast<double*>(p)[i] /= double(n);
+}
+
 class Comm {
  public:
   virtual ~Comm() = default;

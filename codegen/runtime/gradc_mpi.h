@@ -127,12 +127,7 @@ class MpiComm : public Comm {
   static MPI_Op mpi_op(ROp op) {
     return op == ROp::Prod ? MPI_PROD : op == ROp::Max ? MPI_MAX : op == ROp::Min ? MPI_MIN : MPI_SUM;
   }
-  void divide(void* p, int64_t count, DType t) {
-    if (t == DType::F32)
-      for (int64_t i = 0; i < count; ++i) static_cast<float*>(p)[i] /= float(size_);
-    else if (t == DType::F64)
-      for (int64_t i = 0; i < count; ++i) static_cast<double*>(p)[i] /= double(size_);
-  }
+  void divide(void* p, int64_t count, DType t) { divide_by_ranks(p, count, t, size_); }
   void check(int rc, const char* call) {
     if (rc == MPI_SUCCESS) return;
     char msg[MPI_MAX_ERROR_STRING];

@@ -207,12 +207,7 @@ class TorchComm : public Comm {
            : op == ROp::Min ? c10d::ReduceOp::MIN
                             : c10d::ReduceOp::SUM;  // avg: the sum, divided here (gloo has no avg)
   }
-  void divide(void* p, int64_t count, DType t) {
-    if (t == DType::F32)
-      for (int64_t i = 0; i < count; ++i) static_cast<float*>(p)[i] /= float(size());
-    else if (t == DType::F64)
-      for (int64_t i = 0; i < count; ++i) static_cast<double*>(p)[i] /= double(size());
-  }
+  void divide(void* p, int64_t count, DType t) { divide_by_ranks(p, count, t, size()); }
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;
   std::vector<int> order_;
   std::vector<TorchGroup> splits_;
