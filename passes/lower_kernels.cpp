@@ -122,7 +122,10 @@ class Lowerer {
       // wherever it is read (cross_entropy's count of labels, a learning rate): as cheap.
       const bool one_load = n.type->size() == 1 && (f == KernelForm::Reduce || f == KernelForm::Gemm ||
                                                     f == KernelForm::Comm || n.op == Op::Input);
-      if (is_cheap(n) || one_load) {
+      // Labels are checked once each, into a buffer, however many elements read them
+      // (a loss's one-hot mask reads each label once per class).
+      if (n.op == Op::CheckLabels) buffered_[i] = true;
+      if (is_cheap(n) || one_load || n.op == Op::CheckLabels) {
         leaf_ops[i] = 1;
       } else if (is_elementwise(n.op) || n.op == Op::Reshape || n.op == Op::BroadcastTo) {
         int ops = 1;
@@ -156,6 +159,12 @@ class Lowerer {
     for (size_t i = 0; i < count; ++i) {
       __builtin_prefetch(&g.nodes[std::min(i + 8, count - 1)]);
       const Node& n = g.nodes[i];
+      // A value that a larger elementwise result reads along a broadcast (a row's
+      // log-sum-exp beside each of the row's logits) is computed once, into a buffer, not
+      // again for each element that reads it; a value as cheap as a leaf excepted.
+      if (is_elementwise(n.op) || n.op == Op::BroadcastTo)
+        for (ValueId a : n.args)
+          if (!leaf_ops[size_t(a)] && g.type(a).size() < n.type->size()) buffered_[size_t(a)] = true;
       if (!l_.check_finite) folded_mm_[i] = folded_matmul(n);
       const KernelForm f = form(n.op);
       // A transpose of a buffer is index arithmetic wherever it is read (a flag in a
