@@ -44,10 +44,11 @@ std::vector<GeneratedFile> generate(const Lowered& l, Target target, const std::
 // The standalone executable's main (gradc build), beside generate()'s files.
 GeneratedFile generate_main(const Lowered& l, Target target, const std::string& name);
 // The torch target (codegen/torch.cpp): the Python package NAME/ (CLI.md, "PyTorch"),
-// from the program and its pullback (passes/autodiff.h: pullback_program), which has
-// no outputs when nothing is differentiable.
-std::vector<GeneratedFile> generate_torch(const Lowered& forward, const Lowered& pullback, const std::string& name,
-                                          const std::string& source_path);
+// from the program's two halves (passes/autodiff.h: linearize): forward, whose first
+// `outputs` outputs are the program's, and pullback, which has no outputs when nothing
+// is differentiable.
+std::vector<GeneratedFile> generate_torch(const Lowered& forward, const Lowered& pullback, size_t outputs,
+                                          const std::string& name, const std::string& source_path);
 // Whether a name is a Python keyword (a package or parameter named so takes a trailing _).
 bool python_keyword(const std::string& name);
 // The native backend's entry (cpu target): extern "C" gradc_native_run, which

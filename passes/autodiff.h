@@ -25,12 +25,20 @@ Graph autodiff(Graph g);
 // Marks every value replicated (identical on all ranks) or varying.
 Graph replication(Graph g);
 
-// The program PyTorch's autograd runs backward (the torch target, CLI.md): g as the
-// frontend made it (grads not yet replaced), with one more input per float output,
-// its cotangent ("ct_y" for y), and as outputs the gradient of every float input
-// ("grad_x" for x) of L = sum over ranks and float outputs of <y, ct_y>, each rank's
-// inputs its own variables (mode=sum, own=1: a shared input's gradient is this
-// rank's part). Empty (no outputs) when there is no float input or output.
-Graph pullback_program(Graph g);
+// The torch target's two programs (CLI.md): g as the frontend made it (grads not yet
+// replaced) is differentiated as the *pullback program*, g with one more input per
+// float output, its cotangent ("ct_y" for y), and as outputs the gradient of every
+// float input ("grad_x" for x) of L = sum over ranks and float outputs of <y, ct_y>,
+// each rank's inputs its own variables (mode=sum, own=1: a shared input's gradient is
+// this rank's part). After autodiff it is split in two: `forward`, the values that do
+// not depend on the cotangents, whose outputs are g's and then the values the pullback
+// reads ("saved<k>_..."); and `pullback`, the rest, whose inputs are g's, the
+// cotangents and those saved values. Both are after the grad and optimise pipelines.
+// `pullback` is empty (no outputs) when there is no float input or output.
+struct Linearized {
+  Graph forward, pullback;
+  size_t outputs;  // the program's outputs: the first of forward's
+};
+Linearized linearize(Graph g);
 
 }  // namespace gradc

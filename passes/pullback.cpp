@@ -1,14 +1,22 @@
-// The torch target's backward program (pullback_program, passes/autodiff.h): the
-// forward program, its outputs' cotangents as inputs, and grad nodes that the
-// autodiff pass then replaces as it does the program's own.
+// The torch target's two programs (linearize, passes/autodiff.h): the pullback program
+// (the forward program, its outputs' cotangents as inputs, and grad nodes that the
+// autodiff pass replaces as it does the program's own), split after autodiff into the
+// values that do not depend on the cotangents (the forward op's) and those that do
+// (the pullback op's), as JAX's linearize partially evaluates a JVP.
+#include <fmt/format.h>
+
 #include <set>
 
 #include "ir/builder.h"
 #include "passes/autodiff.h"
+#include "passes/pass.h"
 
 namespace gradc {
+namespace {
 
-Graph pullback_program(Graph g) {
+// The program with one more input per float output, its cotangent (names in `cts`), and
+// the outputs y..., then grad_x... of L = sum of <y, ct_y>.
+Graph with_gradients(Graph g, std::set<std::string>& cts) {
   std::set<std::string> names;
   std::vector<ValueId> xs;
   for (ValueId v = 0; v < g.size(); ++v)
@@ -16,21 +24,21 @@ Graph pullback_program(Graph g) {
       names.insert(g[v].attr_sym("name"));
       if (is_float(g.type(v).dtype)) xs.push_back(v);
     }
+  for (const auto& o : g.outputs) names.insert(o.first);
   auto fresh = [&](std::string n) {
     while (names.count(n)) n += "_";
     names.insert(n);
     return n;
   };
-  const std::vector<std::pair<std::string, ValueId>> ys = std::move(g.outputs);
-  g.outputs.clear();
   Builder b(g);
   ValueId loss = -1;
-  for (const auto& [name, y] : ys) {
+  for (const auto& [name, y] : std::vector(g.outputs)) {
     if (!is_float(g.type(y).dtype) || xs.empty()) continue;
     Node ct;
     ct.op = Op::Input;
     ct.type = g.type(y);
     ct.name = fresh("ct_" + name);
+    cts.insert(ct.name.str());
     ct.attrs.set("name", Attr::of_str(ct.name.str()));
     const ValueId c = g.append(std::move(ct));
     std::vector<int64_t> axes(b.shape(y).size());
@@ -48,6 +56,76 @@ Graph pullback_program(Graph g) {
     g.outputs.push_back({name, emit(g, Op::Grad, {loss, x}, a, g[x].loc, name)});
   }
   return g;
+}
+
+// Views and casts the pullback recomputes from a saved operand rather than save.
+bool cheap(Op op) { return op == Op::BroadcastTo || op == Op::Reshape || op == Op::Transpose; }
+
+}  // namespace
+
+Linearized linearize(Graph g) {
+  const size_t outputs = g.outputs.size();
+  std::set<std::string> ct_names;
+  g = run_pipeline(run_pipeline(with_gradients(std::move(g), ct_names), Pipeline::Grad), Pipeline::Optimise);
+  if (g.outputs.size() == outputs) return {std::move(g), Graph{}, outputs};
+
+  // tangent: depends on a cotangent; fixed: depends on no input and is no collective
+  // (the pullback computes it again); the rest is the forward op's.
+  const size_t n = g.nodes.size();
+  std::vector<bool> tangent(n), fixed(n);
+  for (size_t v = 0; v < n; ++v) {
+    const Node& node = g.nodes[v];
+    bool t = node.op == Op::Input && ct_names.count(node.attr_sym("name"));
+    bool f = node.op != Op::Input && !is_collective(node.op);
+    for (ValueId a : node.args) t |= tangent[size_t(a)], f &= fixed[size_t(a)];
+    tangent[v] = t;
+    fixed[v] = f && !t;
+  }
+  // The pullback: every tangent value and input, and what they read, computed again where
+  // it is fixed, an input's default or a cheap view, else saved by the forward op.
+  std::vector<bool> in_pullback(n), saved(n);
+  for (size_t v = n; v-- > 0;) {
+    const Node& node = g.nodes[v];
+    if (tangent[v] || node.op == Op::Input) in_pullback[v] = true;
+    if (!in_pullback[v]) continue;
+    for (ValueId a : node.args) {
+      const Node& arg = g.nodes[size_t(a)];
+      if (tangent[size_t(a)] || fixed[size_t(a)] || node.op == Op::Input || arg.op == Op::Input || cheap(arg.op))
+        in_pullback[size_t(a)] = true;
+      else
+        saved[size_t(a)] = true;
+    }
+  }
+  for (size_t v = 0; v < n; ++v) saved[v] = saved[v] && !in_pullback[v];
+
+  Graph fwd = g, pb = std::move(g);
+  // The forward op: the values that are not tangent; its outputs the program's, then
+  // the saved values ("saved<k>_<name>"), which the pullback takes as inputs.
+  std::vector<bool> keep(n);
+  std::vector<ValueId> same(n);
+  for (size_t v = 0; v < n; ++v) keep[v] = !tangent[v], same[v] = ValueId(v);
+  fwd.outputs.resize(outputs);
+  int k = 0;
+  for (size_t v = 0; v < n; ++v) {
+    if (!saved[v]) continue;
+    std::string hint;
+    for (char c : pb.nodes[v].name.str()) hint += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+    const std::string name = fmt::format("saved{}{}{}", k++, hint.empty() ? "" : "_", hint);
+    fwd.outputs.push_back({name, ValueId(v)});
+    Node in;
+    in.op = Op::Input;
+    in.rep = pb.nodes[v].rep;
+    in.type = pb.nodes[v].type;
+    in.loc = pb.nodes[v].loc;
+    in.name = name;
+    in.attrs.set("name", Attr::of_str(name));
+    pb.nodes[v] = std::move(in);
+  }
+  fwd = rebuild(std::move(fwd), keep, same);
+  for (size_t v = 0; v < n; ++v) keep[v] = in_pullback[v] || saved[v];
+  pb.outputs.erase(pb.outputs.begin(), pb.outputs.begin() + std::ptrdiff_t(outputs));
+  pb = rebuild(std::move(pb), keep, same);
+  return {std::move(fwd), std::move(pb), outputs};
 }
 
 }  // namespace gradc

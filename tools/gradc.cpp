@@ -511,11 +511,10 @@ int cmd_emit(const Options& o, SourceFile& src) {
     return 0;
   }
   while (python_keyword(name)) name += "_";  // a package named pass.dg is pass_
-  Graph g = load_program(o, src);
-  Graph pb = pullback_program(g);
-  const Lowered forward = lowered(run_pipeline(std::move(g), Pipeline::Grad));
-  const Lowered pullback = pb.outputs.empty() ? Lowered{} : lowered(run_pipeline(std::move(pb), Pipeline::Grad));
-  write_sources(*o.out, generate_torch(forward, pullback, name, src.path));
+  Linearized lin = linearize(load_program(o, src));
+  const Lowered forward = lowered(std::move(lin.forward));
+  const Lowered pullback = lin.pullback.outputs.empty() ? Lowered{} : lowered(std::move(lin.pullback));
+  write_sources(*o.out, generate_torch(forward, pullback, lin.outputs, name, src.path));
   return 0;
 }
 

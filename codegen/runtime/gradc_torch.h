@@ -61,13 +61,35 @@ class TorchComm : public Comm {
     place(outs[0], out, b, t, in);
   }
   void reduce_scatter(const void* in, void* out, Blocks b, DType t, ROp op) override {
-    // gloo has no reduce_scatter: all_reduce the whole operand, keep this rank's blocks
-    const int64_t block = b.dim * b.inner * dtype_size(t), count = b.count() * size();
-    at::Tensor all = at::empty({count}, options(t));
-    all_reduce(in, all.data_ptr(), count, t, op);
+    // gloo has no reduce_scatter: each rank's blocks go to it (one all_to_all, as
+    // torch.distributed.nn's all_gather backward does on gloo), and it combines them in
+    // gradc's rank order, as the interpreter does
+    const int n = size();
+    const int64_t block = b.dim * b.inner * dtype_size(t), part = b.outer * block;
+    at::Tensor send = at::empty({part * n}, at::kByte), recv = at::empty({part * n}, at::kByte);
     for (int64_t o = 0; o < b.outer; ++o)
-      memcpy(static_cast<char*>(out) + o * block,
-             static_cast<const char*>(all.data_ptr()) + (o * size() + rank_) * block, size_t(block));
+      for (int k = 0; k < n; ++k)
+        memcpy(static_cast<char*>(send.data_ptr()) + order_[size_t(k)] * part + o * block,
+               static_cast<const char*>(in) + (o * n + k) * block, size_t(block));
+    std::vector<int64_t> sizes;
+    pg_->alltoall_base(recv, send, sizes, sizes)->wait();
+    const int64_t count = b.outer * b.dim * b.inner;
+    auto combine_all = [&](auto z) {
+      using T = decltype(z);
+      T* y = static_cast<T*>(out);
+      const T* from = static_cast<const T*>(recv.data_ptr());
+      memcpy(y, from + order_[0] * count, size_t(count) * sizeof(T));
+      for (int k = 1; k < n; ++k)
+        for (int64_t i = 0; i < count; ++i) y[i] = combine<T>(op, y[i], from[order_[size_t(k)] * count + i]);
+      if (op == ROp::Avg)
+        for (int64_t i = 0; i < count; ++i) y[i] = T(y[i] / T(n));
+    };
+    if (t == DType::F32)
+      combine_all(float());
+    else if (t == DType::F64)
+      combine_all(double());
+    else
+      combine_all(int32_t());
   }
   void broadcast(const void* in, void* out, int64_t count, DType t, int root) override {
     if (rank_ == root) copy(out, in, count, t);
