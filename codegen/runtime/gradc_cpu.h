@@ -229,6 +229,17 @@ inline AllToAllBlocks all_to_all_blocks(const int64_t* shape, int rank, int spli
   return b;
 }
 
+// f(T()) with T the C++ type of t: a communicator's loop over elements of any dtype.
+template <class F>
+inline void typed(DType t, F&& f) {
+  if (t == DType::F32)
+    f(float());
+  else if (t == DType::F64)
+    f(double());
+  else
+    f(int32_t());
+}
+
 // An avg over n ranks where the backend has only the sum: the sum, divided (floats only).
 inline void divide_by_ranks(void* p, int64_t count, DType t, int n) {
   if (t == DType::F32)

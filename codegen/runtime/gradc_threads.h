@@ -251,15 +251,6 @@ class ThreadComm : public Comm {
   }
 
  private:
-  template <class F>
-  static void typed(DType t, F&& f) {
-    if (t == DType::F32)
-      f(float());
-    else if (t == DType::F64)
-      f(double());
-    else
-      f(int32_t());
-  }
   template <class T>
   const T* src(int k) {
     return static_cast<const T*>(g_.in(k));

@@ -74,7 +74,7 @@ class TorchComm : public Comm {
     std::vector<int64_t> sizes;
     pg_->alltoall_base(recv, send, sizes, sizes)->wait();
     const int64_t count = b.outer * b.dim * b.inner;
-    auto combine_all = [&](auto z) {
+    typed(t, [&](auto z) {
       using T = decltype(z);
       T* y = static_cast<T*>(out);
       const T* from = static_cast<const T*>(recv.data_ptr());
@@ -83,13 +83,7 @@ class TorchComm : public Comm {
         for (int64_t i = 0; i < count; ++i) y[i] = combine<T>(op, y[i], from[order_[size_t(k)] * count + i]);
       if (op == ROp::Avg)
         for (int64_t i = 0; i < count; ++i) y[i] = T(y[i] / T(n));
-    };
-    if (t == DType::F32)
-      combine_all(float());
-    else if (t == DType::F64)
-      combine_all(double());
-    else
-      combine_all(int32_t());
+    });
   }
   void broadcast(const void* in, void* out, int64_t count, DType t, int root) override {
     if (rank_ == root) copy(out, in, count, t);
