@@ -10,7 +10,8 @@ tensors) and cotangents for the float outputs, and runs it on N gloo processes: 
 calls the op, then backward on sum(<y, ct_y>). The reference is gradc run on the same
 program with the objective of CLI.md written out in .dg: L = sum of <y, ct_y> with
 mode=sum and each input its own variable (a `shared` input declared per-rank there, its
-values being the same). Outputs and gradients must agree to f32 rounding. Exit 1 with
+values being the same; so a program's own grad of a shared input, whose meaning that
+changes, is no program for this check). Outputs and gradients must agree to f32 rounding. Exit 1 with
 the differences otherwise. Run it with a PyTorch that has torch.library.custom_op.
 """
 import argparse
