@@ -81,9 +81,11 @@ Linearized linearize(Graph g) {
     tangent[v] = t;
     fixed[v] = f && !t;
   }
-  // The pullback: every tangent value and input, and what they read, computed again where
+  // The pullback: every tangent value, input and gradient, and what they read, computed again where
   // it is fixed, an input's default or a cheap view, else saved by the forward op.
   std::vector<bool> in_pullback(n), saved(n);
+  // a gradient that depends on no cotangent (zero: an input no float output reads) too
+  for (size_t k = outputs; k < g.outputs.size(); ++k) in_pullback[size_t(g.outputs[k].second)] = true;
   for (size_t v = n; v-- > 0;) {
     const Node& node = g.nodes[v];
     if (tangent[v] || node.op == Op::Input) in_pullback[v] = true;

@@ -34,6 +34,10 @@ done
 scripts/build.sh
 seed=${DGSMITH_SEED:-$(date +%s)}
 echo "fuzz: dgsmith for ${secs}s, seed $seed"
+# With the PyTorch venv (scripts/torch_venv.sh), every 20th program also as the torch
+# target's op.
+torch_check=()
+[ -x build/torch-venv/bin/python ] && torch_check=(--torch --torch-every 20)
 /usr/bin/python3 tests/difftest/dgsmith.py build/gradc build-fuzz/findings/dgsmith --seed "$seed" --seconds "$secs" \
-  --exe --exe-every 5
+  --exe --exe-every 5 "${torch_check[@]}"
 echo "fuzz: no crashes, no disagreements"

@@ -8,12 +8,17 @@ several orders and modes, 1 to 4 ranks), and for each one checks:
   * the native backend (`gradc run`'s default) against the interpreter;
   * with --exe, the executable of `gradc build --target=cpu` against the interpreter,
     as threads and under mpirun;
+  * with --torch, the op of `gradc emit --target=torch` under multi-process PyTorch
+    against the interpreter (tests/torch/check_ops.py, its inputs and cotangents random;
+    `shared` is dropped from the program for this check, since that check declares
+    every input per rank);
   * that gradc accepts the program at all (the generator writes only valid ones).
 A disagreement is shrunk to a small program (outputs dropped, statements bypassed and
 removed while the same kind of disagreement remains) and written to WORKDIR.
 
-usage: dgsmith.py GRADC WORKDIR [--seed S] [--count N | --seconds T] [--exe] [--keep-going]
-Needs PyTorch (Debian's python3-torch is enough) and NumPy. Deterministic for a seed.
+usage: dgsmith.py GRADC WORKDIR [--seed S] [--count N | --seconds T] [--exe] [--torch] [--keep-going]
+Needs PyTorch (Debian's python3-torch is enough) and NumPy; --torch also the venv of
+scripts/torch_venv.sh (PyPI's PyTorch). Deterministic for a seed.
 Exit 0 when every program agreed; 1 after the first disagreement (or, with
 --keep-going, after all of them), each shrunk program named on stdout.
 """
@@ -22,6 +27,7 @@ import json
 import math
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -29,6 +35,9 @@ import time
 
 import numpy as np
 import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+VENV_PYTHON = os.path.join(HERE, "..", "..", "build", "torch-venv", "bin", "python")
 
 torch.set_default_dtype(torch.float64)
 
@@ -776,7 +785,20 @@ def compare(got, want, dtypes, what, rtol=None):
     return None
 
 
-def check(gradc, prog, folder, exe=False):
+def check_torch(gradc, prog, folder):
+    """The torch target's op against the interpreter (tests/torch/check_ops.py)."""
+    path = os.path.join(folder, "torch.dg")
+    with open(path, "w") as f:
+        f.write(re.sub(r"\s+shared(\([^)]*\))?", "", prog.text()))
+    cmd = [VENV_PYTHON, os.path.join(HERE, "..", "torch", "check_ops.py"), gradc, path, os.path.join(folder, "torch"),
+           f"--ranks={prog.world}", "--port=29471"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        return ("torch", (p.stdout + p.stderr)[-2000:])
+    return None
+
+
+def check(gradc, prog, folder, exe=False, torch_op=False):
     """None if every backend agrees, else (kind, message)."""
     path, ins = prog.write(folder)
     try:
@@ -812,6 +834,8 @@ def check(gradc, prog, folder, exe=False):
             d = compare(as_ranks(json.loads(p.stdout))[0], got, dtypes, f"executable ({how}) against the interpreter", rtol=1e-6)
             if d:
                 return (f"exe-{how}", d)
+    if torch_op:
+        return check_torch(gradc, prog, folder)
     return None
 
 
@@ -830,10 +854,10 @@ def used_by(prog):
     return keep
 
 
-def shrink(gradc, prog, folder, kind, exe):
+def shrink(gradc, prog, folder, kind, exe, torch_op):
     def same(p):
         try:
-            r = check(gradc, p, folder, exe)
+            r = check(gradc, p, folder, exe, torch_op)
         except Exception:  # noqa: BLE001 - a shrunk program the simulation cannot take
             return False
         return r is not None and r[0] == kind
@@ -890,6 +914,8 @@ def main():
     ap.add_argument("--seconds", type=float, default=0)
     ap.add_argument("--exe", action="store_true", help="also build executables and run them (threads and mpirun)")
     ap.add_argument("--exe-every", type=int, default=1, help="with --exe, build every K-th program only")
+    ap.add_argument("--torch", action="store_true", help="also check the torch target's op (check_ops.py)")
+    ap.add_argument("--torch-every", type=int, default=1, help="with --torch, check every K-th program only")
     ap.add_argument("--keep-going", action="store_true")
     ap.add_argument("-v", "--verbose", action="store_true", help="a line per program")
     args = ap.parse_args()
@@ -903,8 +929,9 @@ def main():
         prog = generate(seed)
         folder = os.path.join(args.work, "current")
         exe = args.exe and n % args.exe_every == 0
+        torch_op = args.torch and n % args.torch_every == 0
         t0 = time.time()
-        r = check(args.gradc, prog, folder, exe)
+        r = check(args.gradc, prog, folder, exe, torch_op)
         if args.verbose:
             print(f"seed {seed}: world {prog.world}, {len(prog.stmts)} statements, "
                   f"{'agrees' if r is None else r[0]} ({time.time() - t0:.1f} s)", flush=True)
@@ -913,10 +940,10 @@ def main():
             continue
         failures += 1
         kind, msg = r
-        small = shrink(args.gradc, prog, folder, kind, exe)
+        small = shrink(args.gradc, prog, folder, kind, exe, torch_op)
         keep = os.path.join(args.work, f"failure-{seed}")
         small.write(keep)
-        final = check(args.gradc, small, keep, exe) or r
+        final = check(args.gradc, small, keep, exe, torch_op) or r
         print(f"DISAGREEMENT (seed {seed}, {kind}): {msg}\n  shrunk program: {keep}/p.dg, inputs {keep}/in\n"
               f"  on it: {final[1]}\n{small.text()}", flush=True)
         if not args.keep_going:
