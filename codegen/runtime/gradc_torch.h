@@ -66,8 +66,12 @@ class TorchComm : public Comm {
     // gradc's rank order, as the interpreter does
     const int n = size();
     const int64_t block = b.dim * b.inner * dtype_size(t), part = b.outer * block;
-    at::Tensor send = at::empty({part * n}, at::kByte), recv = at::empty({part * n}, at::kByte);
-    for (int64_t o = 0; o < b.outer; ++o)
+    bool in_order = b.outer == 1;  // the operand is the send buffer: blocks leading, groups in rank order
+    for (int k = 0; k < n; ++k) in_order &= order_[size_t(k)] == k;
+    at::Tensor recv = at::empty({part * n}, at::kByte);
+    at::Tensor send =
+        in_order ? at::from_blob(const_cast<void*>(in), {part * n}, at::kByte) : at::empty({part * n}, at::kByte);
+    for (int64_t o = 0; o < b.outer && !in_order; ++o)
       for (int k = 0; k < n; ++k)
         memcpy(static_cast<char*>(send.data_ptr()) + order_[size_t(k)] * part + o * block,
                static_cast<const char*>(in) + (o * n + k) * block, size_t(block));

@@ -93,11 +93,11 @@ def errors(gather_layer, collectives, rank, g):
     # int64 labels are taken; one that does not fit i32 is an error naming the input
     labels = torch.tensor([0, 1, 1, 0], dtype=torch.int64)
     out = collectives.collectives(x, w, labels, group=g)
-    assert len(out) == 21
+    assert len(out) == 22
     expect_raises(ValueError, ["input 'labels'", "does not fit"],
                   lambda: collectives.collectives(x, w, torch.tensor([0, 1, 2**40, 0]), group=g))
     # an index out of range inside the op, on every rank: gradc run's message
-    expect_raises(RuntimeError, ["collectives.dg:30:", "take: index 7 is out of range 0..3"],
+    expect_raises(RuntimeError, ["collectives.dg:31:", "take: index 7 is out of range 0..3"],
                   lambda: collectives.collectives(x, w, labels, idx=torch.tensor([7, 0]), group=g))
     # double backward
     z = torch.ones(2, 2, requires_grad=True)
