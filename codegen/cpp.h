@@ -51,6 +51,9 @@ std::vector<GeneratedFile> generate_torch(const Lowered& forward, const Lowered&
                                           const std::string& name, const std::string& source_path);
 // Whether a name is a Python keyword (a package or parameter named so takes a trailing _).
 bool python_keyword(const std::string& name);
+// A program's name as the torch target's package: with a trailing _ while it is a Python
+// keyword or the name of a module the package imports (torch.dg is the package torch_).
+std::string package_name(std::string name);
 // The native backend's entry (cpu target): extern "C" gradc_native_run, which
 // gradc run calls in the shared library built from it and generate()'s files.
 GeneratedFile generate_native_entry(const Lowered& l, const std::string& name);

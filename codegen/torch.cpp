@@ -247,6 +247,14 @@ bool python_keyword(const std::string& name) {
   return std::find(std::begin(kPythonKeywords), std::end(kPythonKeywords), name) != std::end(kPythonKeywords);
 }
 
+std::string package_name(std::string name) {
+  // the modules the package imports: a package of the same name would hide them
+  const char* imported[] = {"torch", "os", "hashlib", "typing"};
+  while (python_keyword(name) || std::find(std::begin(imported), std::end(imported), name) != std::end(imported))
+    name += "_";
+  return name;
+}
+
 std::vector<GeneratedFile> generate_torch(const Lowered& fwd, const Lowered& pb, size_t outputs,
                                           const std::string& name, const std::string& source_path) {
   const Graph& g = fwd.graph;

@@ -510,7 +510,7 @@ int cmd_emit(const Options& o, SourceFile& src) {
     write_sources(*o.out, generate(lowered_program(o, src), target, name, src.path));
     return 0;
   }
-  while (python_keyword(name)) name += "_";  // a package named pass.dg is pass_
+  name = package_name(name);  // pass.dg is the package pass_, torch.dg torch_
   Linearized lin = linearize(load_program(o, src));
   const Lowered forward = lowered(std::move(lin.forward));
   const Lowered pullback = lin.pullback.outputs.empty() ? Lowered{} : lowered(std::move(lin.pullback));

@@ -787,9 +787,15 @@ def compare(got, want, dtypes, what, rtol=None):
 
 def check_torch(gradc, prog, folder):
     """The torch target's op against the interpreter (tests/torch/check_ops.py)."""
-    path = os.path.join(folder, "torch.dg")
+    path = os.path.join(folder, "op.dg")
     with open(path, "w") as f:
         f.write(re.sub(r"\s+shared(\([^)]*\))?", "", prog.text()))
+    # without `shared` a grad of mode=global may lose its replicated loss: such a program
+    # is rejected (a diagnostic), and there is nothing to check
+    p = subprocess.run([gradc, "emit", path, "--target=torch", "-o", os.path.join(folder, "probe")],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        return ("torch", p.stderr[-2000:]) if "internal error" in p.stderr or p.returncode != 1 else None
     cmd = [VENV_PYTHON, os.path.join(HERE, "..", "torch", "check_ops.py"), gradc, path, os.path.join(folder, "torch"),
            f"--ranks={prog.world}", "--port=29471"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)

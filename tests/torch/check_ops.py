@@ -19,6 +19,7 @@ import ast
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -143,10 +144,11 @@ def main():
     ap.add_argument("--port", type=int, default=29400)
     a = ap.parse_args()
     size_flag = [f"--ranks={a.ranks}"] if a.ranks else [f"--mesh={a.mesh}"]
-    os.makedirs(a.workdir, exist_ok=True)
-    package = os.path.splitext(os.path.basename(a.program))[0]
-    subprocess.run([a.gradc, "emit", a.program, "--target=torch", "-o", os.path.join(a.workdir, "pkg")] + size_flag,
-                   check=True)
+    shutil.rmtree(a.workdir, ignore_errors=True)  # no inputs left from another program
+    os.makedirs(a.workdir)
+    pkg = os.path.join(a.workdir, "pkg")
+    subprocess.run([a.gradc, "emit", a.program, "--target=torch", "-o", pkg] + size_flag, check=True)
+    package = next(d for d in os.listdir(pkg) if os.path.isdir(os.path.join(pkg, d)))  # torch.dg: torch_
     meta = metadata(os.path.join(a.workdir, "pkg", package, "__init__.py"))
     meta["_TEXT"] = open(a.program).read()
     world = meta["_WORLD"]
