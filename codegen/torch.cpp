@@ -88,21 +88,18 @@ struct Package {
     for (size_t i = 0; i < ins.size(); ++i) fwd_at.push_back(i);
     if (pb.outputs.empty()) return;
     grads = outputs_of(pb, name + "_pullback");
-    auto find = [](const std::vector<Value>& vs, const std::string& want) {
-      for (size_t i = 0; i < vs.size(); ++i)
-        if (vs[i].name == want) return i;
-      return vs.size();
-    };
-    std::vector<Value> pins = inputs_of(pb, name + "_pullback");
+    // the pullback op's arguments: the program's inputs, the cotangents, the saved values
+    std::map<std::string, size_t> place;
+    for (size_t i = 0; i < ins.size(); ++i) place[ins[i].name] = i;
+    const std::vector<Value> pins = inputs_of(pb, name + "_pullback");
     for (const Value& v : pins)
-      if (find(ins, v.name) == ins.size() && find(saved, v.name) == saved.size()) cts.push_back(v);
-    for (const Value& v : pins) {
-      size_t at = find(ins, v.name);
-      if (at == ins.size())
-        at = find(cts, v.name) < cts.size() ? ins.size() + find(cts, v.name)
-                                            : ins.size() + cts.size() + find(saved, v.name);
-      pb_at.push_back(at);
-    }
+      if (!place.count(v.name) &&
+          std::none_of(saved.begin(), saved.end(), [&](const Value& s) { return s.name == v.name; })) {
+        place[v.name] = ins.size() + cts.size();
+        cts.push_back(v);
+      }
+    for (size_t k = 0; k < saved.size(); ++k) place[saved[k].name] = ins.size() + cts.size() + k;
+    for (const Value& v : pins) pb_at.push_back(place.at(v.name));
   }
 };
 
