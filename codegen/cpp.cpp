@@ -580,7 +580,8 @@ class Emitter {
   // A kernel's waits for the other stream, and the record of its end (CUDA's events).
   virtual std::string waits(const LKernel&, const std::string&) { return ""; }
   virtual std::string record(size_t, const std::string&, const std::string&) { return ""; }
-  virtual std::string step_end() { return ""; }  // after the last kernel
+  virtual std::string step_begin() { return ""; }  // before the first kernel
+  virtual std::string step_end() { return ""; }    // after the last kernel
   // An executable's main: input i and output i bound to the class.
   virtual std::string bind_input(size_t i, const std::string& api, const char* ctype) = 0;
   virtual std::string bind_output(size_t i, const std::string& api, const char* ctype) = 0;
@@ -859,6 +860,7 @@ class Emitter {
     s += disjoint_check();
     for (const auto& [n, b] : l_.inputs)  // a default is checked where it is computed
       if (g_[l_.buffers[size_t(b)].value].args.empty()) s += shared_check(b);
+    s += step_begin();
     for (size_t i = 0; i < l_.kernels.size(); ++i) {
       const LKernel& k = l_.kernels[i];
       std::string stream = k.stream == LKernel::Compute ? "stream_" : "comm_stream_";
@@ -1162,9 +1164,10 @@ class CudaEmitter final : public Emitter {
   std::string members() override {
     return fmt::format(
         "  cudaStream_t stream_, comm_stream_;  // compute, and communication\n  gradc::Comm comm_;\n"
-        "  cublasHandle_t blas_;\n  cudaEvent_t events_[{}];  // one per kernel, for the other stream to wait on\n"
+        "  cublasHandle_t blas_;\n"
+        "  cudaEvent_t events_[{}];  // one per kernel, for the other stream to wait on; the step's start\n"
         "  static constexpr int64_t scratch_bytes = {};  // a collective's rearranged blocks\n{}",
-        std::max<size_t>(1, l_.kernels.size()), scratch_bytes(), group_members());
+        l_.kernels.size() + 1, scratch_bytes(), group_members());
   }
   std::string group_members() const {
     if (groups_.empty()) return "";
@@ -1236,8 +1239,25 @@ class CudaEmitter final : public Emitter {
   std::string record(size_t i, const std::string& stream, const std::string& where) override {
     return fmt::format("  GRADC_CUDA(cudaEventRecord(events_[{}], {}), \"{}\");\n", i, stream, where);
   }
-  std::string step_end() override {  // the step ends on the compute stream
-    return l_.kernels.empty() ? "" : fmt::format("  gradc::wait(stream_, events_[{}]);\n", l_.kernels.size() - 1);
+  // The last kernel on the communication stream, if any.
+  std::optional<size_t> last_comm() const {
+    std::optional<size_t> last;
+    for (size_t i = 0; i < l_.kernels.size(); ++i)
+      if (l_.kernels[i].stream != LKernel::Compute) last = i;
+    return last;
+  }
+  // The communication stream starts after what the caller enqueued on the stream before
+  // run(): its inputs, and the step before (whose workspace this one reuses).
+  std::string step_begin() override {
+    if (!last_comm()) return "";
+    return fmt::format(
+        "  // the communication starts after what was enqueued on the stream before run()\n"
+        "  GRADC_CUDA(cudaEventRecord(events_[{0}], stream_), \"run\");\n  gradc::wait(comm_stream_, events_[{0}]);\n",
+        l_.kernels.size());
+  }
+  std::string step_end() override {  // the step ends on the compute stream, after the last collective
+    const std::optional<size_t> last = last_comm();
+    return last ? fmt::format("  gradc::wait(stream_, events_[{}]);\n", *last) : "";
   }
   std::string bind_input(size_t i, const std::string& api, const char* t) override {  // device pointers
     return fmt::format("    if (d.inputs[{0}]) step.set_{1}(static_cast<const {2}*>(d.inputs[{0}]));\n", i, api, t);
