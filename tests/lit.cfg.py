@@ -45,3 +45,7 @@ if "ASAN_OPTIONS" not in os.environ and os.path.exists(venv_python) and subproce
     config.substitutions.append(("%venv_python", venv_python))
     config.available_features.add("pytorch2")
     config.environment["TORCH_EXTENSIONS_DIR"] = os.path.join(os.path.dirname(config.gradc), "tests", "torch-ext")
+    # a GPU that PyTorch sees: the torch target's CUDA ops run (tests/lit/torch_cuda.test)
+    if subprocess.run([venv_python, "-c", "import sys, torch; sys.exit(not torch.cuda.is_available())"],
+                      capture_output=True).returncode == 0:
+        config.available_features.add("gpu")

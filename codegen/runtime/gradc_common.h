@@ -38,9 +38,13 @@ enum class ROp { Sum, Avg, Prod, Max, Min };
 // location of the op, and ends the process at once with status 1: every rank in
 // it stops (under a launcher, the others then fail in their next collective).
 [[noreturn]] inline void fail(const char* call, const std::string& why, const char* where) {
+#if defined(GRADC_FAIL_THROWS)  // the torch target: the op raises RuntimeError
+  throw std::runtime_error(std::string(call) + " failed: " + why + " (" + where + ")");
+#else
   fprintf(stderr, "gradc: error: %s failed: %s (%s)\n", call, why.c_str(), where);
   fflush(stderr);
   _Exit(1);
+#endif
 }
 
 // ---- errors in the program's data, found while a step runs ------------------

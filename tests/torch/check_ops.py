@@ -2,7 +2,7 @@
 """The torch target against gradc's interpreter (CLI.md, "PyTorch"), under real
 multi-process PyTorch:
 
-    check_ops.py GRADC PROGRAM.dg WORKDIR (--ranks=N | --mesh=dp=2,tp=2) [--seed=S]
+    check_ops.py GRADC PROGRAM.dg WORKDIR (--ranks=N | --mesh=dp=2,tp=2) [--seed=S] [--device=cuda]
 
 emits PROGRAM.dg as a package, gives every rank random inputs (float: small integers,
 so that zeros and ties are everywhere and sums are exact; i32: 0 or 1, as int64
@@ -13,6 +13,10 @@ mode=sum and each input its own variable (a `shared` input declared per-rank the
 values being the same; so a program's own grad of a shared input, whose meaning that
 changes, is no program for this check). Outputs and gradients must agree to f32 rounding. Exit 1 with
 the differences otherwise. Run it with a PyTorch that has torch.library.custom_op.
+
+--device=cuda runs the ranks on NCCL, each on its own GPU (rank r on cuda:r), with the
+op's inputs on that GPU and the op and backward on a stream of their own, PyTorch's
+current stream then: the package's CUDA ops (it needs as many GPUs as ranks).
 """
 import argparse
 import ast
@@ -95,13 +99,21 @@ def make_data(meta, world, seed, workdir):
     return data
 
 
-def rank_main(rank, world, workdir, package, mesh_axes, port):
+def rank_main(rank, world, workdir, package, mesh_axes, port, device):
+    import contextlib
+
     import torch
     import torch.distributed as dist
 
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    stream, backend = contextlib.nullcontext(), "gloo"
+    if device == "cuda":
+        backend = "nccl"
+        device = torch.device("cuda", rank)
+        torch.cuda.set_device(device)
+        stream = torch.cuda.stream(torch.cuda.Stream(device))  # not the default stream
+    dist.init_process_group(backend, rank=rank, world_size=world)
     sys.path.insert(0, os.path.join(workdir, "pkg"))
     mod = __import__(package)
     op = getattr(mod, package)
@@ -110,24 +122,28 @@ def rank_main(rank, world, workdir, package, mesh_axes, port):
     if mesh_axes:
         from torch.distributed.device_mesh import init_device_mesh
 
-        kwargs["mesh"] = init_device_mesh("cpu", tuple(s for _, s in mesh_axes),
+        kwargs["mesh"] = init_device_mesh(torch.device(device).type, tuple(s for _, s in mesh_axes),
                                           mesh_dim_names=tuple(a for a, _ in mesh_axes))
     d = os.path.join(workdir, "in", f"rank{rank}")
     args = []
     for name, dtype, _, _ in meta["inputs"]:
-        t = torch.from_numpy(np.load(os.path.join(d, name + ".npy")))
+        t = torch.from_numpy(np.load(os.path.join(d, name + ".npy"))).to(device)
         args.append(t if dtype == "i32" else t.requires_grad_())
-    out = op(*args, **kwargs)
-    out = out if isinstance(out, tuple) else (out,)
-    objective = 0
-    for (name, dtype, _), y in zip(meta["outputs"], out):
-        if dtype != "i32":
-            objective = objective + (y * torch.from_numpy(np.load(os.path.join(d, "ct_" + name + ".npy")))).sum()
-    objective.backward()
-    result = {name: y.detach().numpy().tolist() for (name, _, _), y in zip(meta["outputs"], out)}
-    for (name, dtype, _, _), x in zip(meta["inputs"], args):
-        if dtype != "i32":
-            result["grad_" + name] = x.grad.numpy().tolist()
+    if backend == "nccl":  # the side stream starts after the inputs' copies to the GPU
+        stream.stream.wait_stream(torch.cuda.current_stream(device))
+    with stream:
+        out = op(*args, **kwargs)
+        out = out if isinstance(out, tuple) else (out,)
+        objective = 0
+        for (name, dtype, _), y in zip(meta["outputs"], out):
+            if dtype != "i32":
+                ct = torch.from_numpy(np.load(os.path.join(d, "ct_" + name + ".npy"))).to(device)
+                objective = objective + (y * ct).sum()
+        objective.backward()
+        result = {name: y.detach().cpu().numpy().tolist() for (name, _, _), y in zip(meta["outputs"], out)}
+        for (name, dtype, _, _), x in zip(meta["inputs"], args):
+            if dtype != "i32":
+                result["grad_" + name] = x.grad.cpu().numpy().tolist()
     with open(os.path.join(workdir, f"result{rank}.json"), "w") as f:
         json.dump(result, f)
     dist.destroy_process_group()
@@ -142,6 +158,7 @@ def main():
     ap.add_argument("--mesh")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--port", type=int, default=29400)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     a = ap.parse_args()
     size_flag = [f"--ranks={a.ranks}"] if a.ranks else [f"--mesh={a.mesh}"]
     shutil.rmtree(a.workdir, ignore_errors=True)  # no inputs left from another program
@@ -162,7 +179,7 @@ def main():
 
     import torch.multiprocessing as mp
 
-    mp.spawn(rank_main, args=(world, a.workdir, package, meta["_MESH"], a.port), nprocs=world)
+    mp.spawn(rank_main, args=(world, a.workdir, package, meta["_MESH"], a.port, a.device), nprocs=world)
     bad = []
     checked = 0
     for r in range(world):
@@ -176,7 +193,8 @@ def main():
                 bad.append(f"rank {r}: {name}: torch op {g.tolist()}, interpreter {w.tolist()}")
     for b in bad:
         print(b)
-    print(f"{os.path.basename(a.program)} on {world} gloo ranks: {checked} values (outputs and gradients) "
+    backend = "gloo" if a.device == "cpu" else "nccl (CUDA tensors)"
+    print(f"{os.path.basename(a.program)} on {world} {backend} ranks: {checked} values (outputs and gradients) "
           f"checked against the interpreter, {len(bad)} differ")
     sys.exit(1 if bad else 0)
 

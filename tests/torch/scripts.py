@@ -2,7 +2,7 @@
 """The torch target as PyTorch users call it (CLI.md, "PyTorch"): 4 gloo processes, each pair
 (0, 1) and (2, 3) running the 2-rank programs on its own process group (group=):
 
-    scripts.py GRADC WORKDIR
+    scripts.py GRADC WORKDIR [PORT] [--device=cuda]
 
 - seed 001: y = x + 2, z = y * y in PyTorch, then the GatherLayer program; y.grad is
   LANGUAGE.md section 1's 12 / 18 (each rank calls backward on its own loss);
@@ -16,6 +16,10 @@
 - double backward: RuntimeError saying it is not supported.
 - the default group, of 4 ranks, for a 2-rank program: ValueError.
 Every check raises on failure, which ends every rank and this script with status 1.
+
+--device=cuda: the same on NCCL with CUDA tensors, each rank on its own GPU (rank r on
+cuda:r), on 4 GPUs, or on 2 (one pair; no default group of 4 then). The error inside the
+op is left out there: a CUDA kernel that finds it traps, which ends the GPU's context.
 """
 import os
 import subprocess
@@ -38,21 +42,24 @@ def expect_raises(kind, words, fn):
     raise AssertionError(f"no {kind.__name__} ({words})")
 
 
+DEVICE = torch.device("cpu")  # rank_main: this rank's GPU with --device=cuda
+
+
 def seed_001(gather_layer, rank, g):
-    x = (torch.ones(2, 2) if rank == 0 else torch.zeros(2, 2)).requires_grad_()
+    x = (torch.ones(2, 2) if rank == 0 else torch.zeros(2, 2)).to(DEVICE).requires_grad_()
     y = x + 2
     y.retain_grad()
     z = y * y
     out = gather_layer.gather_layer(z, group=g)
     out.backward()
     want = 12.0 if rank == 0 else 18.0
-    assert torch.equal(y.grad, torch.full((2, 2), want)), f"seed 001: y.grad {y.grad.tolist()}, want {want}"
+    assert torch.equal(y.grad.cpu(), torch.full((2, 2), want)), f"seed 001: y.grad {y.grad.tolist()}, want {want}"
     assert float(out) == 0.25 * 4 * 36.0, f"seed 001: out {float(out)}"  # r = z_0 * z_1 = 9 * 4
 
 
 def seed_003(all_reduce_seed, rank, g):
     for which, want in (("sum", (40.0, 60.0)), ("prod", (144.0, 144.0))):
-        x = torch.ones(1).requires_grad_()
+        x = torch.ones(1, device=DEVICE).requires_grad_()
         xx = (rank + 2) * x
         s, p = all_reduce_seed.all_reduce_seed(xx, group=g)
         v = s if which == "sum" else p
@@ -66,7 +73,7 @@ def compiled(gather_layer, rank, g):
         z = (x + 2) * (x + 2)
         return gather_layer.gather_layer(z, group=g) * 3
 
-    x0 = torch.arange(4.0).reshape(2, 2) + rank
+    x0 = torch.arange(4.0, device=DEVICE).reshape(2, 2) + rank
     xe = x0.clone().requires_grad_()
     eager = step(xe)
     eager.backward()
@@ -78,39 +85,44 @@ def compiled(gather_layer, rank, g):
     assert torch.equal(xc.grad, xe.grad), f"compile: grad {xc.grad} against eager {xe.grad}"
 
 
-def errors(gather_layer, collectives, rank, g):
+def errors(gather_layer, collectives, rank, g, world):
     expect_raises(ValueError, ["input 'z'", "f32[2, 2]", "float64[2, 2]"],
-                  lambda: gather_layer.gather_layer(torch.zeros(2, 2, dtype=torch.float64), group=g))
+                  lambda: gather_layer.gather_layer(torch.zeros(2, 2, dtype=torch.float64, device=DEVICE), group=g))
     expect_raises(ValueError, ["input 'z'", "f32[2, 2]", "float32[3, 2]"],
-                  lambda: gather_layer.gather_layer(torch.zeros(3, 2), group=g))
+                  lambda: gather_layer.gather_layer(torch.zeros(3, 2, device=DEVICE), group=g))
     expect_raises(ValueError, ["input 'z'", "list"], lambda: gather_layer.gather_layer([[1.0, 2.0], [3.0, 4.0]], group=g))
     expect_raises(TypeError, ["missing input 'z'"], lambda: gather_layer.gather_layer(group=g))
     expect_raises(ValueError, ["no mesh"], lambda: gather_layer.gather_layer(torch.zeros(2, 2), mesh=object()))
-    expect_raises(ValueError, ["generated for 2 ranks, but the process group has 4", "--ranks=4"],
-                  lambda: gather_layer.gather_layer(torch.zeros(2, 2)))
-    x = torch.zeros(4, 4)
-    w = torch.ones(4, 4)
+    if world == 4:
+        expect_raises(ValueError, ["generated for 2 ranks, but the process group has 4", "--ranks=4"],
+                      lambda: gather_layer.gather_layer(torch.zeros(2, 2, device=DEVICE)))
+    x = torch.zeros(4, 4, device=DEVICE)
+    w = torch.ones(4, 4, device=DEVICE)
     # int64 labels are taken; one that does not fit i32 is an error naming the input
-    labels = torch.tensor([0, 1, 1, 0], dtype=torch.int64)
+    labels = torch.tensor([0, 1, 1, 0], dtype=torch.int64, device=DEVICE)
     out = collectives.collectives(x, w, labels, group=g)
-    assert len(out) == 22
+    assert len(out) == 22 and all(y.device == DEVICE for y in out)
     expect_raises(ValueError, ["input 'labels'", "does not fit"],
-                  lambda: collectives.collectives(x, w, torch.tensor([0, 1, 2**40, 0]), group=g))
-    # an index out of range inside the op, on every rank: gradc run's message
-    expect_raises(RuntimeError, ["collectives.dg:31:", "take: index 7 is out of range 0..3"],
-                  lambda: collectives.collectives(x, w, labels, idx=torch.tensor([7, 0]), group=g))
+                  lambda: collectives.collectives(x, w, torch.tensor([0, 1, 2**40, 0], device=DEVICE), group=g))
+    if DEVICE.type == "cpu":  # an index out of range inside the op, on every rank: gradc run's message
+        expect_raises(RuntimeError, ["collectives.dg:31:", "take: index 7 is out of range 0..3"],
+                      lambda: collectives.collectives(x, w, labels, idx=torch.tensor([7, 0]), group=g))
     # double backward
-    z = torch.ones(2, 2, requires_grad=True)
+    z = torch.ones(2, 2, device=DEVICE, requires_grad=True)
     out = gather_layer.gather_layer(z * z, group=g)
     (g,) = torch.autograd.grad(out, z, create_graph=True)
     expect_raises(RuntimeError, ["double backward is not supported"], lambda: g.sum().backward())
 
 
-def rank_main(rank, workdir, port):
+def rank_main(rank, workdir, port, device, world):
+    global DEVICE
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=4)
-    pairs = [dist.new_group([0, 1]), dist.new_group([2, 3])]  # every rank makes both
+    if device == "cuda":
+        DEVICE = torch.device("cuda", rank)
+        torch.cuda.set_device(DEVICE)
+    dist.init_process_group("nccl" if device == "cuda" else "gloo", rank=rank, world_size=world)
+    pairs = [dist.new_group([0, 1]), dist.new_group([2, 3])] if world == 4 else [dist.group.WORLD]
     g, rank = pairs[rank // 2], rank % 2
     sys.path.insert(0, os.path.join(workdir, "pkg"))
     import all_reduce_seed
@@ -120,20 +132,27 @@ def rank_main(rank, workdir, port):
     seed_001(gather_layer, rank, g)
     seed_003(all_reduce_seed, rank, g)
     compiled(gather_layer, rank, g)
-    errors(gather_layer, collectives, rank, g)
+    errors(gather_layer, collectives, rank, g, world)
     dist.barrier()
     dist.destroy_process_group()
 
 
 def main():
-    gradc, workdir = sys.argv[1], sys.argv[2]
-    port = int(sys.argv[3]) if len(sys.argv) > 3 else 29450
+    device = "cuda" if "--device=cuda" in sys.argv else "cpu"
+    args = [a for a in sys.argv[1:] if a != "--device=cuda"]
+    gradc, workdir = args[0], args[1]
+    port = int(args[2]) if len(args) > 2 else 29450
+    world = 4 if device == "cpu" or torch.cuda.device_count() >= 4 else 2
     for program in ("gather_layer", "all_reduce_seed", "collectives"):
         subprocess.run([gradc, "emit", os.path.join(HERE, program + ".dg"), "--target=torch", "-o",
                         os.path.join(workdir, "pkg")], check=True)
-    mp.spawn(rank_main, args=(workdir, port), nprocs=4)
-    print("seeds 001 and 003, torch.compile, input errors, an error inside the op and double backward: as expected "
-          "on two process groups of 2 gloo ranks")
+    mp.spawn(rank_main, args=(workdir, port, device, world), nprocs=world)
+    if device == "cpu":
+        print("seeds 001 and 003, torch.compile, input errors, an error inside the op and double backward: as expected "
+              "on two process groups of 2 gloo ranks")
+    else:
+        print(f"seeds 001 and 003, torch.compile, input errors and double backward: as expected on CUDA tensors, "
+              f"{'two process groups' if world == 4 else 'one process group'} of 2 nccl ranks")
 
 
 if __name__ == "__main__":
