@@ -286,12 +286,15 @@ void vjp_mul(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
   if (ad.needs(0)) ct[0] = ad.sum_to(ad(ad[g] * ad[b]), ad.shape(a));
   if (ad.needs(1)) ct[1] = ad.sum_to(ad(ad[g] * ad[a]), ad.shape(b));
 }
-// d/da (a / b) = 1 / b, d/db (a / b) = -a / b^2 = -y / b
-void vjp_div(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) {
+// d/da (a / b) = 1 / b, d/db (a / b) = -a / b^2 = -(a / b) / b. It reads a and b,
+// not y, as PyTorch's does (derivatives.yaml): a gradient differentiated again with
+// respect to y has no path through this rule (docs/semantics.md). CSE merges the
+// a / b here with y afterwards.
+void vjp_div(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
   const ValueId a = ad.arg(0), b = ad.arg(1);
   const Ex gb = ad[g] / ad[b];
   if (ad.needs(0)) ct[0] = ad.sum_to(ad(gb), ad.shape(a));
-  if (ad.needs(1)) ct[1] = ad.sum_to(ad(-(gb * ad[y])), ad.shape(b));
+  if (ad.needs(1)) ct[1] = ad.sum_to(ad(-(gb * (ad[a] / ad[b]))), ad.shape(b));
 }
 // d/da a^b = b a^(b-1), taken as 0 where b = 0 (0^0 is 1: no 0 * inf);
 // d/db a^b = a^b log(a), taken as 0 where a = 0 (as PyTorch does both)

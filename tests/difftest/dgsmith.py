@@ -23,8 +23,10 @@ Exit 0 when every program agreed; 1 after the first disagreement (or, with
 --keep-going, after all of them), each shrunk program named on stdout.
 """
 import argparse
+import functools
 import json
 import math
+import operator
 import os
 import random
 import re
@@ -167,6 +169,27 @@ def clones(t, world):
     return [t.clone() for _ in range(world)]  # one variable per rank, as gradc's ranks hold
 
 
+# The composites whose PyTorch kernels save their result for the backward are
+# simulated by LANGUAGE.md's expansions, as gradc computes them: a gradient that is
+# differentiated again with respect to their output then has the paths gradc's rules
+# give it (docs/semantics.md, "A gradient's gradient with respect to an intermediate").
+# torch.prod, torch.softmax, torch.log_softmax and torch.logsumexp would add a path
+# through their saved output.
+def logsumexp_ref(t, dims, keep):
+    m = t.amax(dim=dims, keepdim=True).detach()
+    r = torch.log(torch.exp(t - m).sum(dim=dims, keepdim=True)) + m
+    return r if keep else r.reshape([n for i, n in enumerate(t.shape) if i not in [d % t.dim() for d in dims]])
+
+
+def softmax_ref(t, ax):
+    e = torch.exp(t - t.amax(dim=ax, keepdim=True))
+    return e / e.sum(dim=ax, keepdim=True)
+
+
+def log_softmax_ref(t, ax):
+    return t - logsumexp_ref(t, [ax], True)
+
+
 def reduce_stack(ts, op):
     s = torch.stack(ts)
     if op == "sum":
@@ -174,7 +197,7 @@ def reduce_stack(ts, op):
     if op == "avg":
         return s.sum(0) / len(ts)
     if op == "prod":
-        return s.prod(0)
+        return functools.reduce(operator.mul, ts)
     if op == "max":
         return s.amax(0)  # ties share the derivative evenly, as gradc's spec says
     return s.amin(0)
@@ -389,7 +412,7 @@ class Gen:
                 return t.amax(dim=axes, keepdim=keep)
             if op == "min":
                 return t.amin(dim=axes, keepdim=keep)
-            return torch.logsumexp(t, dim=axes, keepdim=keep)
+            return logsumexp_ref(t, axes, keep)
         return self.add(f"{op}({x}{atext}{ktext})", [x], lambda env, w: local(f, env[x].dtype, env[x]))
 
     def matmul(self):
@@ -519,7 +542,7 @@ class Gen:
         kind = self.rng.choice(["softmax", "log_softmax", "normalize", "layer_norm", "rms_norm", "cross_entropy", "one_hot"])
         if kind in ("softmax", "log_softmax"):
             ax = self.rng.randrange(-len(s), len(s))
-            f = (lambda t: torch.softmax(t, ax)) if kind == "softmax" else (lambda t: torch.log_softmax(t, ax))
+            f = (lambda t: softmax_ref(t, ax)) if kind == "softmax" else (lambda t: log_softmax_ref(t, ax))
             return self.add(f"{kind}({x}, axis={ax})", [x], lambda env, w: local(f, dt, env[x]))
         if kind == "normalize":
             return self.add(f"normalize({x})", [x], lambda env, w: local(lambda t: F.normalize(t, dim=-1), dt, env[x]))

@@ -226,6 +226,22 @@ TEST_CASE("exact values: prod with zeros, max and min with ties") {
   check_values(out(min_ties, 2, "d"), {0.5, 0.5, 0.5});
 }
 
+// docs/semantics.md: a gradient differentiated again with respect to an op's output
+// has a path through that op's rule only where PyTorch's formula reads its result.
+// The values are PyTorch's (torch.autograd.grad with create_graph, f64).
+TEST_CASE("a gradient's gradient with respect to an intermediate: the paths PyTorch's rules give") {
+  const char* src =
+      "input x : f64 = 2.0\ninput b : f64 = 4.0\n"
+      "y = x / b\ndx, db = grad(y, x, b)\nthrough_y, through_b = grad(db, y, b)\n"
+      "z = exp(x)\ndz = grad(z, x)\nthrough_z = grad(dz, z)\n"
+      "output through_y, through_b, through_z\n";
+  Graph g = run_pipeline(lower_program(parse_program(src), 1), Pipeline::Grad);
+  auto res = interpret(g, RankInputs(1));
+  check_values(out(res, 0, "through_y"), {0});             // div's rule reads x and b, not y
+  check_values(out(res, 0, "through_b"), {2 * 2.0 / 64});  // d/db (-x / b^2) = 2x / b^3
+  check_values(out(res, 0, "through_z"), {1});             // exp's rule is g * z
+}
+
 TEST_CASE("shared inputs: mode=mean is data-parallel training's averaged gradient") {
   for (int n = 1; n <= 4; ++n) {
     CAPTURE(n);
