@@ -820,7 +820,7 @@ def check_torch(gradc, prog, folder):
     if p.returncode != 0:
         return ("torch", p.stderr[-2000:]) if "internal error" in p.stderr or p.returncode != 1 else None
     cmd = [VENV_PYTHON, os.path.join(HERE, "..", "torch", "check_ops.py"), gradc, path, os.path.join(folder, "torch"),
-           f"--ranks={prog.world}", "--port=29471"]
+           f"--ranks={prog.world}"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         return ("torch", (p.stdout + p.stderr)[-2000:])

@@ -99,21 +99,21 @@ def make_data(meta, world, seed, workdir):
     return data
 
 
-def rank_main(rank, world, workdir, package, mesh_axes, port, device):
+def rank_main(rank, world, workdir, package, mesh_axes, device):
     import contextlib
 
     import torch
     import torch.distributed as dist
 
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
     stream, backend = contextlib.nullcontext(), "gloo"
     if device == "cuda":
         backend = "nccl"
         device = torch.device("cuda", rank)
         torch.cuda.set_device(device)
         stream = torch.cuda.stream(torch.cuda.Stream(device))  # not the default stream
-    dist.init_process_group(backend, rank=rank, world_size=world)
+    # a file in the fresh work folder, not a TCP port: runs side by side never collide
+    store = os.path.abspath(os.path.join(workdir, "rendezvous"))
+    dist.init_process_group(backend, init_method="file://" + store, rank=rank, world_size=world)
     sys.path.insert(0, os.path.join(workdir, "pkg"))
     mod = __import__(package)
     op = getattr(mod, package)
@@ -157,7 +157,6 @@ def main():
     ap.add_argument("--ranks", type=int)
     ap.add_argument("--mesh")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--port", type=int, default=29400)
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     a = ap.parse_args()
     size_flag = [f"--ranks={a.ranks}"] if a.ranks else [f"--mesh={a.mesh}"]
@@ -179,7 +178,7 @@ def main():
 
     import torch.multiprocessing as mp
 
-    mp.spawn(rank_main, args=(world, a.workdir, package, meta["_MESH"], a.port, a.device), nprocs=world)
+    mp.spawn(rank_main, args=(world, a.workdir, package, meta["_MESH"], a.device), nprocs=world)
     bad = []
     checked = 0
     for r in range(world):

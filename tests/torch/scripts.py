@@ -2,7 +2,7 @@
 """The torch target as PyTorch users call it (CLI.md, "PyTorch"): 4 gloo processes, each pair
 (0, 1) and (2, 3) running the 2-rank programs on its own process group (group=):
 
-    scripts.py GRADC WORKDIR [PORT] [--device=cuda]
+    scripts.py GRADC WORKDIR [--device=cuda]
 
 - seed 001: y = x + 2, z = y * y in PyTorch, then the GatherLayer program; y.grad is
   LANGUAGE.md section 1's 12 / 18 (each rank calls backward on its own loss);
@@ -114,14 +114,18 @@ def errors(gather_layer, collectives, rank, g, world):
     expect_raises(RuntimeError, ["double backward is not supported"], lambda: g.sum().backward())
 
 
-def rank_main(rank, workdir, port, device, world):
+def rendezvous(workdir):
+    return os.path.join(os.path.abspath(workdir), "rendezvous")
+
+
+def rank_main(rank, workdir, device, world):
     global DEVICE
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
     if device == "cuda":
         DEVICE = torch.device("cuda", rank)
         torch.cuda.set_device(DEVICE)
-    dist.init_process_group("nccl" if device == "cuda" else "gloo", rank=rank, world_size=world)
+    # a file in the work folder, not a TCP port: runs side by side never collide
+    dist.init_process_group("nccl" if device == "cuda" else "gloo", init_method="file://" + rendezvous(workdir),
+                            rank=rank, world_size=world)
     pairs = [dist.new_group([0, 1]), dist.new_group([2, 3])] if world == 4 else [dist.group.WORLD]
     g, rank = pairs[rank // 2], rank % 2
     sys.path.insert(0, os.path.join(workdir, "pkg"))
@@ -141,12 +145,13 @@ def main():
     device = "cuda" if "--device=cuda" in sys.argv else "cpu"
     args = [a for a in sys.argv[1:] if a != "--device=cuda"]
     gradc, workdir = args[0], args[1]
-    port = int(args[2]) if len(args) > 2 else 29450
     world = 4 if device == "cpu" or torch.cuda.device_count() >= 4 else 2
     for program in ("gather_layer", "all_reduce_seed", "collectives"):
         subprocess.run([gradc, "emit", os.path.join(HERE, program + ".dg"), "--target=torch", "-o",
                         os.path.join(workdir, "pkg")], check=True)
-    mp.spawn(rank_main, args=(workdir, port, device, world), nprocs=world)
+    if os.path.exists(rendezvous(workdir)):
+        os.remove(rendezvous(workdir))  # a store left by an earlier run would be joined
+    mp.spawn(rank_main, args=(workdir, device, world), nprocs=world)
     if device == "cpu":
         print("seeds 001 and 003, torch.compile, input errors, an error inside the op and double backward: as expected "
               "on two process groups of 2 gloo ranks")
