@@ -101,6 +101,14 @@ class Lowerer {
     n.type = infer_type(g_, n);
     return g_.append(std::move(n));
   }
+  // An op that leaves its argument as it is (x[:], a cast to its own dtype) still makes
+  // a value of its own: a grad with respect to it holds x fixed, as PyTorch's view
+  // does. A reshape to its own shape, which costs nothing once lowered.
+  ValueId copy_of(ValueId x, Loc loc) {
+    Attrs a;
+    a.set("shape", Attr::of_ints(g_.type(x).shape));
+    return op(Op::Reshape, {x}, loc, a).id;
+  }
   V op(Op o, std::vector<ValueId> args, Loc loc, Attrs attrs = {}) {
     return V{emit(g_, o, std::move(args), std::move(attrs), here(loc))};
   }
@@ -517,6 +525,7 @@ class Lowerer {
       a.set("ends", Attr::of_ints(ends));
       v = op(Op::Slice, {v}, e.loc, a).id;
     }
+    if (v == base.id && out == t.shape) return V{copy_of(v, e.loc)};  // x[:]: a value of its own
     v = at(e.loc).reshape(v, out);
     return V{v};
   }
@@ -965,6 +974,7 @@ V Lowerer::cast_builtin(const Expr& e) {
     user_error(c.loc_of("dtype"), "cast: unknown dtype '{}' (expected f32, f64 or i32)", name);
   V x = arg(c, "x");
   if (x.is_lit() && !x.is_int_lit() && dt == DType::I32) return V::integer(saturate_i32(x.num), e.loc);
+  if (!x.is_lit() && g_.type(x.id).dtype == declared(dt)) return V{copy_of(x.id, e.loc)};  // a value of its own
   return V{tensor(x, declared(dt), e.loc)};
 }
 

@@ -190,6 +190,13 @@ def log_softmax_ref(t, ax):
     return t - logsumexp_ref(t, [ax], True)
 
 
+def layer_norm_ref(t):
+    # LANGUAGE.md's formula, rounded as gradc rounds it: a one-element row is exactly 0
+    # (F.layer_norm's kernel gives 1e-15 there, which decides a tie in a later minimum)
+    d = t - t.sum(dim=-1, keepdim=True) / t.shape[-1]
+    return d * torch.rsqrt((d * d).sum(dim=-1, keepdim=True) / t.shape[-1] + 1e-5)
+
+
 def reduce_stack(ts, op):
     s = torch.stack(ts)
     if op == "sum":
@@ -547,7 +554,7 @@ class Gen:
         if kind == "normalize":
             return self.add(f"normalize({x})", [x], lambda env, w: local(lambda t: F.normalize(t, dim=-1), dt, env[x]))
         if kind == "layer_norm":
-            return self.add(f"layer_norm({x})", [x], lambda env, w: local(lambda t: F.layer_norm(t, t.shape[-1:]), dt, env[x]))
+            return self.add(f"layer_norm({x})", [x], lambda env, w: local(layer_norm_ref, dt, env[x]))
         if kind == "rms_norm":
             return self.add(f"rms_norm({x})", [x],
                             lambda env, w: local(lambda t: t * torch.rsqrt((t * t).mean(-1, keepdim=True) + 1e-6), dt, env[x]))

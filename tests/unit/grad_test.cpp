@@ -242,6 +242,21 @@ TEST_CASE("a gradient's gradient with respect to an intermediate: the paths PyTo
   check_values(out(res, 0, "through_z"), {1});             // exp's rule is g * z
 }
 
+// x[:] and a cast to x's own dtype are values of their own, as a PyTorch view is: a
+// loss that reads x and not them has gradient 0 with respect to them.
+TEST_CASE("a whole-range index and a same-dtype cast are values of their own") {
+  const char* src =
+      "input x : f64[3] = [1.0, 2.0, 3.0]\na = x[0:3]\nb = x[:]\nc = cast(x, f64)\n"
+      "da, db, dc = grad(x, a, b, c)\nea, eb, ec = grad(a + 2.0 * b + 3.0 * c, a, b, c)\n"
+      "output da, db, dc, ea, eb, ec\n";
+  Graph g = run_pipeline(lower_program(parse_program(src), 1), Pipeline::Grad);
+  auto res = interpret(g, RankInputs(1));
+  for (const char* d : {"da", "db", "dc"}) check_values(out(res, 0, d), {0, 0, 0});
+  check_values(out(res, 0, "ea"), {1, 1, 1});
+  check_values(out(res, 0, "eb"), {2, 2, 2});
+  check_values(out(res, 0, "ec"), {3, 3, 3});
+}
+
 TEST_CASE("shared inputs: mode=mean is data-parallel training's averaged gradient") {
   for (int n = 1; n <= 4; ++n) {
     CAPTURE(n);
