@@ -214,7 +214,8 @@ std::string cuda_ops_source(const Package& p, const std::string& source) {
       "  entry(reinterpret_cast<void*>(comm), stream, int(device), ins.data(), outs.data());\n"
       "  return out;\n}}\n",
       source, name, kCudaSignature, grad ? fmt::format("void pullback({});\n", kCudaSignature) : "");
-  auto op = [&](const char* fn, const std::vector<Value>& outs) {
+  // outputs allocated in the order the entry point sets them (cuda_entry: outputs_of)
+  auto op = [&](const char* fn, const Lowered& l, const std::string& cls) {
     s += fmt::format(
         "\nstd::vector<at::Tensor> {0}(const std::vector<std::optional<at::Tensor>>& in, int64_t comm, int64_t "
         "stream,\n"
@@ -222,12 +223,10 @@ std::string cuda_ops_source(const Package& p, const std::string& source) {
         "  const at::TensorOptions on = at::TensorOptions().device(at::kCUDA, device);\n"
         "  std::vector<at::Tensor> out = {{\n{2}  }};\n"
         "  return run({1}_cuda::{0}, in, std::move(out), comm, stream, device);\n}}\n",
-        fn, name, allocations(outs, "on."));
+        fn, name, allocations(outputs_of(l, cls), "on."));
   };
-  std::vector<Value> results = p.outs;
-  results.insert(results.end(), p.saved.begin(), p.saved.end());
-  op("forward", results);
-  if (grad) op("pullback", p.grads);
+  op("forward", p.fwd, name);
+  if (grad) op("pullback", p.pb, name + "_pullback");
   s += fmt::format(
       "\npybind11::bytes nccl_id() {{\n  char id[128];  // NCCL_UNIQUE_ID_BYTES\n"
       "  {0}_cuda::nccl_id(id);\n  return pybind11::bytes(id, sizeof id);\n}}\n\n"
