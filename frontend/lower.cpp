@@ -9,6 +9,7 @@
 #include <set>
 
 #include "ir/collectives.h"
+#include "ir/elementwise.h"
 #include "ir/mesh.h"
 #include "ir/rules.h"
 #include "support/name_map.h"
@@ -382,6 +383,9 @@ class Lowerer {
     V a = expr(*e.args[0]);
     V b = expr(*e.args[1]);
     if (e.text == "@") return matmul(a, b, e.loc);
+    // `**` of two static integers with a non-negative exponent is a static integer, as
+    // Python's int ** int (`zeros([10**9, 0])`); pow() and ** on i32 values are float ops.
+    if (e.text == "**" && a.is_int_lit() && b.is_int_lit() && b.ival >= 0) return int_arith(Op::Pow, a, b, e.loc);
     return binary_op(ops.at(e.text), a, b, e.loc);
   }
   V matmul(V a, V b, Loc loc) {
@@ -408,29 +412,31 @@ class Lowerer {
       return V::integer(o == Op::Mod ? r : q, loc);
     }
     if (o == Op::Div || o == Op::Pow) dt = flt(dt);
-    bool cmp = o == Op::Eq || o == Op::Ne || o == Op::Lt || o == Op::Le || o == Op::Gt || o == Op::Ge;
-    const bool arith = o == Op::Add || o == Op::Sub || o == Op::Mul || o == Op::Pow;
-    if (a.is_int_lit() && b.is_int_lit() && arith && !(o == Op::Pow && b.ival < 0)) return int_arith(o, a, b, loc);
-    if (a.is_lit() && b.is_lit() && !(o == Op::Pow && b.num < 0 && !is_float(dt))) {
-      double x = a.num, y = b.num, r = 0;
-      switch (o) {
-        case Op::Add: r = x + y; break;
-        case Op::Sub: r = x - y; break;
-        case Op::Mul: r = x * y; break;
-        case Op::Div: r = x / y; break;
-        case Op::Pow: r = std::pow(x, y); break;
-        case Op::Eq: r = x == y; break;
-        case Op::Ne: r = x != y; break;
-        case Op::Lt: r = x < y; break;
-        case Op::Le: r = x <= y; break;
-        case Op::Gt: r = x > y; break;
-        default: r = x >= y; break;
-      }
-      V out = V::real(r, cmp ? float_of(dt) : dt);  // as the comparison ops' shape rule says
-      out.from_div = o == Op::Div;
-      return out;
-    }
+    const bool arith = o == Op::Add || o == Op::Sub || o == Op::Mul;
+    if (a.is_int_lit() && b.is_int_lit() && arith) return int_arith(o, a, b, loc);
+    if (a.is_lit() && b.is_lit()) return fold(o, a, b, dt, loc);
     return op(o, {tensor(a, dt, loc), tensor(b, dt, loc)}, loc);
+  }
+  // An op on two literals, computed as it runs: by the op's own scalar function
+  // (ir/elementwise.h) on the literals as elements of dtype `dt`, their promoted dtype.
+  // The result is a literal of the op's result dtype, so folding never changes a value.
+  V fold(Op o, const V& a, const V& b, DType dt, Loc loc) {
+    double r = 0;
+    auto eval = [&](auto x, auto y) {
+      using T = decltype(x);
+      with_binary<T>(o, [&](auto f) { r = double(f(x, y)); });
+    };
+    if (dt == DType::I32)
+      eval(int32_t(literal(a, dt, loc)), int32_t(literal(b, dt, loc)));
+    else if (dt == DType::F32)
+      eval(float(a.num), float(b.num));
+    else
+      eval(a.num, b.num);
+    const DType rt = is_comparison(o) ? float_of(dt) : dt;  // as the comparisons' shape rule
+    if (rt == DType::I32) return V::integer(int64_t(r), loc);
+    V out = V::real(r, rt);
+    out.from_div = o == Op::Div;
+    return out;
   }
   // + - * ** of two integer literals, exact in int64.
   static V int_arith(Op o, const V& a, const V& b, Loc loc) {

@@ -1,7 +1,7 @@
 // Elementwise ops: NumPy broadcasting of operands of one dtype.
 #include <cmath>
 
-#include "ir/scalar.h"
+#include "ir/elementwise.h"
 #include "ops/ops.h"
 #include "passes/ad.h"
 
@@ -9,10 +9,6 @@ namespace gradc {
 namespace {
 
 using namespace build;  // the derivative rules are written as expressions (ir/builder.h)
-
-bool is_comparison(Op op) {
-  return op == Op::Eq || op == Op::Ne || op == Op::Lt || op == Op::Le || op == Op::Gt || op == Op::Ge;
-}
 
 // ---- shape rules ---------------------------------------------------------
 
@@ -67,54 +63,6 @@ Type infer_where(const Graph& g, const Node& n) {
 }
 
 // ---- interpreter kernels -------------------------------------------------
-
-// Calls body(f) with the scalar function of a unary op, so that each op runs its
-// own tight loop (the switch is outside the loop, never per element).
-template <class T, class Body>
-void with_unary(Op op, Body&& body) {
-  switch (op) {  // every UNARY row of ir/ops.def
-#define OP(E, name, arity, flags)
-#define UNARY(E, f, flags) \
-  case Op::E: return body([](T x) { return op::f(x); });
-#include "ir/ops.def"
-#undef UNARY
-#undef OP
-    default: break;
-  }
-  GRADC_ASSERT(false, "{} is not unary", op_name(op));
-}
-
-// Comparisons give T here (1 or 0); the caller's result type is T's float type.
-template <class T, class Body>
-void with_binary(Op op, Body&& body) {
-  switch (op) {
-    // clang-format off
-#define BINARY(E, f) \
-  case Op::E: return body([](T a, T b) { return op::f(a, b); });
-#define COMPARE(E, f) \
-  case Op::E: return body([](T a, T b) { return op::f<T>(a, b); });
-    BINARY(Add, add)
-    BINARY(Sub, sub)
-    BINARY(Mul, mul)
-    BINARY(Div, div)
-    BINARY(Pow, pow)
-    BINARY(Maximum, maximum)
-    BINARY(Minimum, minimum)
-    BINARY(FloorDiv, floordiv)
-    BINARY(Mod, mod)
-    COMPARE(Eq, eq)
-    COMPARE(Ne, ne)
-    COMPARE(Lt, lt)
-    COMPARE(Le, le)
-    COMPARE(Gt, gt)
-    COMPARE(Ge, ge)
-#undef BINARY
-#undef COMPARE
-    // clang-format on
-    default: break;
-  }
-  GRADC_ASSERT(false, "{} is not binary", op_name(op));
-}
 
 Tensor eval_unary(const Node& n, const Args& a, const EvalCtx&) {
   Tensor y = Tensor::empty(n.type);

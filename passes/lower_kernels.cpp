@@ -1,5 +1,7 @@
 #include "passes/lower_kernels.h"
 
+#include "support/name_map.h"
+
 #include <algorithm>
 #include <cctype>
 #include <map>
@@ -191,7 +193,11 @@ class Lowerer {
   int add_buffer(ValueId v, LBuffer::Kind kind) {
     LBuffer b;
     b.kind = kind;
-    b.name = ident(names_[v]);
+    // A C++ name of its own: the IR's names are unique, but the identifiers made of them
+    // need not be (the unnamed value 12 is t12, which a program may name too).
+    const std::string base = ident(names_[v]);
+    b.name = base;
+    for (int k = 2; !buffer_names_.try_emplace(b.name, 0).second; ++k) b.name = fmt::format("{}_{}", base, k);
     b.type = l_.graph.type(v);
     b.value = v;
     l_.buffers.push_back(std::move(b));
@@ -667,6 +673,7 @@ class Lowerer {
 
   Lowered l_;
   ValueNames names_{l_.graph};  // after l_: of its graph
+  NameMap<int> buffer_names_;   // the buffers' names so far
   std::vector<bool> buffered_;
   std::vector<uint32_t> seen_;  // per value: the fuse() walk that last reached it
   uint32_t epoch_ = 0;

@@ -391,6 +391,56 @@ class Gen:
         f = {"<": torch.lt, "<=": torch.le, ">": torch.gt, ">=": torch.ge, "==": torch.eq, "!=": torch.ne}[cmp]
         return self.add(f"({a} {cmp} {bexpr}) * {a}", args, run(lambda x, y: f(x, y).to(x.dtype).detach() * x))
 
+    def literal_op(self):
+        """A named literal bound to an op on literals and static integers (every unary and
+        binary op), then used with a value: gradc computes it when it compiles, by the op's
+        own scalar function in the operands' promoted dtype (docs/language.md), exactly as
+        the op runs on tensors; ** + - * // % between integers is static (exact) arithmetic."""
+        rng = self.rng
+        x = self.pick()
+        w = self.p.world
+        ints = [("world", w), ("(world - 1)", w - 1), ("2", 2), ("(-3)", -3), ("7 // 2", 3), ("(-7) % 3", 2)]
+        floats = [("0.5", 0.5), ("(-1.5)", -1.5), ("2.25", 2.25), ("0.0", 0.0), ("3.0", 3.0), ("(-0.25)", -0.25)]
+        f32 = lambda v: torch.tensor(v, dtype=torch.float32)
+
+        def operand():
+            return rng.choice(ints if rng.random() < 0.4 else floats)
+        op = rng.choice([u for u in UNARY if u != "gelu_tanh"] + ["+", "-", "*", "/", "pow", "maximum", "minimum", "**", "//", "%",
+                                     "<", "<=", ">", ">=", "==", "!="])
+        if op in UNARY:  # a float op on an f32 constant: an f32 value
+            (ta, a) = rng.choice(floats)
+            text, value = f"{op}({ta})", torch_unary(op)(f32(a)).double()
+        else:
+            (ta, a), (tb, b) = operand(), operand()
+            both_int = all(isinstance(v, int) for v in (a, b))
+            if op in ("//", "%", "**") and not both_int:
+                (ta, a), (tb, b) = rng.choice(ints), rng.choice(ints)
+                both_int = True
+            if op in ("/", "//", "%") and b == 0:
+                raise Skip("division by zero")
+            if op in ("**", "pow") and (b < 0 or (a == 0 and b == 0)):
+                raise Skip("a negative or 0 ** 0 exponent")
+            if op == "pow" and a < 0 and not float(b).is_integer():
+                raise Skip("pow of a negative base")
+            text = f"{op}({ta}, {tb})" if op in ("pow", "maximum", "minimum") else f"{ta} {op} {tb}"
+            cmp = {"<": torch.lt, "<=": torch.le, ">": torch.gt, ">=": torch.ge, "==": torch.eq, "!=": torch.ne}
+            if both_int and op in ("+", "-", "*", "//", "%", "**"):  # static integers, exact
+                value = torch.tensor(float({"+": a + b, "-": a - b, "*": a * b, "//": a // b, "%": a % b,
+                                            "**": a ** b}[op]))
+            elif both_int and op in ("maximum", "minimum"):  # i32
+                value = torch.tensor(float(max(a, b) if op == "maximum" else min(a, b)))
+            else:  # in f32, as the op runs on f32 values (comparisons: 1 or 0)
+                fa, fb = f32(a), f32(b)
+                f = cmp.get(op) or {"+": torch.add, "-": torch.sub, "*": torch.mul, "/": torch.div, "pow": torch.pow,
+                                    "maximum": torch.maximum, "minimum": torch.minimum}[op]
+                value = f(fa, fb).to(torch.float32).double()
+        if not math.isfinite(float(value)):
+            raise Skip("not finite")
+        c = self.fresh("c")
+        dt = self.env[x].dtype
+        return self.add(f"{c} = {text}\n@@ = {x} * {c}", [x],
+                        lambda env, w: local(lambda t: t * value, dt, env[x]), kind="raw")
+
     def reduction(self):
         x = self.pick(lambda v: len(v.shape) >= 1)
         if x is None:
@@ -739,7 +789,7 @@ def generate(seed):
                                            for _ in range(rng.randrange(1, 3)))
         g.input(shape)
     kinds = [g.unary] * 4 + [g.binary] * 4 + [g.reduction] * 2 + [g.matmul] * 3 + [g.view] * 3 + [g.take] * 2 + \
-            [g.composite] * 2 + [g.collective] * 4 + [g.loop, g.call, g.batched_matmul]
+            [g.composite] * 2 + [g.collective] * 4 + [g.loop, g.call, g.batched_matmul, g.literal_op]
     if dense:
         kinds += [g.matmul] * 8 + [g.take] * 2
     target = rng.randrange(3, 13)
