@@ -329,11 +329,21 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 
 TEST_CASE("an op on literals folds to what it computes on tensors: every UNARY, BINARY and COMPARE row") {
   // How the language writes each binary op of ir/ops.def; a row added without one fails here.
-  const std::map<Op, std::string> spelling = {
-      {Op::Add, "{} + {}"},           {Op::Sub, "{} - {}"},          {Op::Mul, "{} * {}"},   {Op::Div, "{} / {}"},
-      {Op::Pow, "pow({}, {})"},       {Op::Maximum, "maximum({}, {})"}, {Op::Minimum, "minimum({}, {})"},
-      {Op::FloorDiv, "{} // {}"},     {Op::Mod, "{} % {}"},          {Op::Eq, "{} == {}"},   {Op::Ne, "{} != {}"},
-      {Op::Lt, "{} < {}"},            {Op::Le, "{} <= {}"},          {Op::Gt, "{} > {}"},    {Op::Ge, "{} >= {}"}};
+  const std::map<Op, std::string> spelling = {{Op::Add, "{} + {}"},
+                                              {Op::Sub, "{} - {}"},
+                                              {Op::Mul, "{} * {}"},
+                                              {Op::Div, "{} / {}"},
+                                              {Op::Pow, "pow({}, {})"},
+                                              {Op::Maximum, "maximum({}, {})"},
+                                              {Op::Minimum, "minimum({}, {})"},
+                                              {Op::FloorDiv, "{} // {}"},
+                                              {Op::Mod, "{} % {}"},
+                                              {Op::Eq, "{} == {}"},
+                                              {Op::Ne, "{} != {}"},
+                                              {Op::Lt, "{} < {}"},
+                                              {Op::Le, "{} <= {}"},
+                                              {Op::Gt, "{} > {}"},
+                                              {Op::Ge, "{} >= {}"}};
   std::vector<Op> binary, unary;
 #define OP(E, name, arity, flags)
 #define UNARY(E, f, flags) unary.push_back(Op::E);
@@ -346,8 +356,8 @@ TEST_CASE("an op on literals folds to what it computes on tensors: every UNARY, 
 #undef OP
   // Literal operands, and their dtype as an input: ints, floats, negative, zero, -0, inf, nan.
   const std::vector<std::string> ints = {"-7", "-2", "0", "1", "3"};
-  const std::vector<std::string> floats = {"-2.5", "-0.0", "0.0", "0.5", "3.0", "1e30",
-                                           "(1.0 / 0.0)", "(-1.0 / 0.0)", "(0.0 / 0.0)"};
+  const std::vector<std::string> floats = {"-2.5", "-0.0",        "0.0",          "0.5",        "3.0",
+                                           "1e30", "(1.0 / 0.0)", "(-1.0 / 0.0)", "(0.0 / 0.0)"};
   int checked = 0;
   auto check = [&](const std::string& expr, const std::string& inputs, const std::string& on_inputs) {
     CAPTURE(expr);
