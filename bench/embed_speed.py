@@ -4,7 +4,7 @@ built with CMake's defaults (bench/embed_harness), side by side: medians of each
 median step over ROUNDS rounds, the four run in turns within a round.
 
 usage: embed_speed.py GRADC [ITERS] [ROUNDS]
-Target (issue 24): the executable and the embedded class within 10% of gradc run.
+Target: the executable and the embedded class within 10% of gradc run.
 """
 import os
 import re

@@ -20,7 +20,7 @@ namespace {
 
 bool close(double a, double b, const GradCheckOptions& o) { return std::fabs(a - b) <= o.atol + o.rtol * std::fabs(b); }
 
-// The objective a grad differentiates, from every rank's loss (LANGUAGE.md sections 6
+// The objective a grad differentiates, from every rank's loss (docs/language.md sections 6
 // and 8): the loss of each group of ranks that share their coordinates on `over`
 // counts once; summed, or averaged over the groups.
 double objective(const Graph& g, const std::vector<Tensor>& loss, const GradInfo& gi) {
@@ -124,7 +124,7 @@ std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inpu
     const std::vector<Tensor>& got = vals[size_t(gi.result)];
 
     // A value replicated along axes R is one variable for each group of ranks that
-    // differ only along R (LANGUAGE.md sections 6 and 8): its gradient is the total of
+    // differ only along R (docs/language.md sections 6 and 8): its gradient is the total of
     // the reference's distinct copies' in the group (a shared input is one copy there
     // already; an all_reduce's result may be one copy for all ranks, or one per rank).
     const uint8_t R = uint8_t(full_mask(spmd) & ~spmd[gi.w].rep.axes());

@@ -43,7 +43,7 @@ std::vector<GeneratedFile> generate(const Lowered& l, Target target, const std::
                                     const std::string& source_path);
 // The standalone executable's main (gradc build), beside generate()'s files.
 GeneratedFile generate_main(const Lowered& l, Target target, const std::string& name);
-// The torch target (codegen/torch.cpp): the Python package NAME/ (CLI.md, "PyTorch"),
+// The torch target (codegen/torch.cpp): the Python package NAME/ (docs/torch.md),
 // from the program's two halves (passes/autodiff.h: linearize): forward, whose first
 // `outputs` outputs are the program's, and pullback, which has no outputs when nothing
 // is differentiable.

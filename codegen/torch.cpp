@@ -1,4 +1,4 @@
-// The torch target (CLI.md, "PyTorch: gradc emit --target=torch"): a Python package
+// The torch target (docs/torch.md): a Python package
 // NAME/ whose op runs the program's cpu class, and whose derivative runs the class of
 // its pullback (passes/autodiff.h), both on the caller's process groups
 // (codegen/runtime/gradc_torch.h). The Python text that is the same for every program

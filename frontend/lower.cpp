@@ -235,7 +235,7 @@ class Lowerer {
   }
 
   // for i in range(K) { ... }: unrolled, each iteration in a scope of its own whose
-  // assignments to names bound before the loop carry over (LANGUAGE.md section 3).
+  // assignments to names bound before the loop carry over (docs/language.md section 3).
   void for_loop(const ast::Stmt& s) {
     const Expr& r = *s.value;
     if (in_default_) user_error(s.loc, "loops cannot appear in an input's default value");

@@ -1,4 +1,4 @@
-// A recursive-descent parser for .dg programs (LANGUAGE.md sections 2 and 3).
+// A recursive-descent parser for .dg programs (docs/language.md sections 2 and 3).
 #include "frontend/ast.h"
 #include "frontend/lexer.h"
 #include "support/stack.h"

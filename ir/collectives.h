@@ -1,7 +1,7 @@
 // Collectives as linear maps: the one description of each collective that the
 // autodiff pass derives its adjoints from and that `gradc prove` checks.
 //
-// With op=sum, every collective of LANGUAGE.md section 5 adds whole blocks of
+// With op=sum, every collective of docs/language.md section 5 adds whole blocks of
 // some ranks' inputs into blocks of some ranks' outputs, element for element.
 // Its routing is one Term: "for every source rank k and destination rank r in
 // the domain, the `src` selection of rank k's input is added into the `dst`

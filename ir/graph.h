@@ -131,7 +131,7 @@ const char* reduction_name(Reduction r);  // "sum"
 std::optional<Reduction> reduction_by_name(std::string_view s);
 Reduction reduction_of(const Node& n);  // its `op` attribute; sum where it has none
 
-// What a grad differentiates (LANGUAGE.md section 6): its `mode` attribute.
+// What a grad differentiates (docs/language.md section 6): its `mode` attribute.
 enum class GradMode : uint8_t { Sum, Mean, Global };
 const char* grad_mode_name(GradMode m);  // "sum"
 std::optional<GradMode> grad_mode_by_name(std::string_view s);
@@ -140,7 +140,7 @@ GradMode grad_mode_of(const Node& n);  // an unknown mode is a UserError at the 
 // The op as a run-time error names it: "log", or "in the gradient of log: mul".
 std::string checked_op_name(const Node& n);
 
-// A program's mesh (LANGUAGE.md section 8): named axes whose sizes multiply to the
+// A program's mesh (docs/language.md section 8): named axes whose sizes multiply to the
 // world; ranks numbered row-major over them. Empty: no mesh, one axis "world".
 struct Mesh {
   std::vector<std::string> axes;

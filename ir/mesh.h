@@ -1,4 +1,4 @@
-// The mesh's arithmetic (LANGUAGE.md section 8): axes, coordinates, and the groups a
+// The mesh's arithmetic (docs/language.md section 8): axes, coordinates, and the groups a
 // collective over some axes runs in. A graph without a mesh has one axis, "world".
 #pragma once
 #include <cstdint>
@@ -50,7 +50,7 @@ int group_rank(const Graph& g, int rank, const std::vector<int>& axes);
 // their first rank.
 std::vector<std::vector<int>> mesh_groups(const Graph& g, const std::vector<int>& axes);
 
-// A grad over the axes `over` (LANGUAGE.md section 8): one rank of each group of
+// A grad over the axes `over` (docs/language.md section 8): one rank of each group of
 // ranks that share their coordinates on `over` (the one at 0 on the other axes),
 // whose loss stands for the group's.
 std::vector<int> loss_representatives(const Graph& g, uint8_t over);

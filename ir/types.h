@@ -58,7 +58,7 @@ class TypeRef : public Interned<Type, TypeTraits> {
   bool operator==(const Type& t) const { return **this == t; }
 };
 
-// Replication (LANGUAGE.md section 8): the set of mesh axes along which a value may
+// Replication (docs/language.md section 8): the set of mesh axes along which a value may
 // differ between ranks, bit k for axis k (a program without a mesh has one axis).
 // Empty: identical on every rank. The analysis keeps only the mesh's axes
 // (infer_rep), so Varying (every bit) is "along every axis" in any mesh.

@@ -1,4 +1,4 @@
-// Collectives (LANGUAGE.md section 5): shape rules and kernels. The exchange
+// Collectives (docs/language.md section 5): shape rules and kernels. The exchange
 // itself is runtime/comm.cpp, the in-process communicator.
 #include "ir/collectives.h"
 #include "ops/ops.h"

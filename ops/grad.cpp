@@ -16,7 +16,7 @@ Type infer_grad(const Graph& g, const Node& n) {
 }
 
 // The gradient with respect to a replicated value is the total over ranks, the same
-// on every rank (LANGUAGE.md section 6); with respect to a varying one, each rank's own.
+// on every rank (docs/language.md section 6); with respect to a varying one, each rank's own.
 // With own=1 (the torch target's pullback) w is each rank's own variable either way.
 Rep rep_grad(const Graph& g, const Node& n) {
   if (n.attrs.has("own")) return Rep::Varying;

@@ -33,7 +33,7 @@ class Ad : public Builder {
   // rules whose cheapest form is exact only to first order then use an exact one.
   bool higher_order() const { return higher_order_; }
   void set_higher_order(bool h) { higher_order_ = h; }
-  // The ranks of the forward collective's groups (LANGUAGE.md section 8): the world
+  // The ranks of the forward collective's groups (docs/language.md section 8): the world
   // without over=. The collectives and ranks a collective's rule makes run over its
   // groups too (make() gives them its `over`).
   int group_size() const;

@@ -1,5 +1,5 @@
 // The autodiff pass: replaces every grad(loss, w, mode) by a backward graph
-// made of ordinary ops (LANGUAGE.md section 6), built by reverse accumulation
+// made of ordinary ops (docs/language.md section 6), built by reverse accumulation
 // with each op's derivative rule (the derivatives() table, passes/ad.h). Collectives are linear maps on
 // the values of all ranks together; their rules emit the transposed collective,
 // so the backward graph is itself an SPMD program that every rank runs.
@@ -72,7 +72,7 @@ std::string describe_origin(const Node& n) {
   return std::string(op_name(n.op));
 }
 
-// The axes along which a grad's ranks' losses are different samples (LANGUAGE.md
+// The axes along which a grad's ranks' losses are different samples (docs/language.md
 // section 8): its over=, every axis by default, none for mode=global.
 uint8_t grad_over(const Graph& g, const Node& grad) {
   if (grad_mode_of(grad) == GradMode::Global) return 0;

@@ -25,7 +25,7 @@ Graph autodiff(Graph g);
 // Marks every value replicated (identical on all ranks) or varying.
 Graph replication(Graph g);
 
-// The torch target's two programs (CLI.md): g as the frontend made it (grads not yet
+// The torch target's two programs (docs/torch.md): g as the frontend made it (grads not yet
 // replaced) is differentiated as the *pullback program*, g with one more input per
 // float output, its cotangent ("ct_y" for y), and as outputs the gradient of every
 // float input ("grad_x" for x) of L = sum over ranks and float outputs of <y, ct_y>,

@@ -1,7 +1,7 @@
 // The single-process reference (`gradc verify`): an N-rank graph rewritten as
 // one process that holds every rank's values. Each value v becomes N values
 // v#0 .. v#N-1; each collective becomes its local meaning on those copies
-// (LANGUAGE.md section 5: sums, concatenations, slices); each grad becomes the
+// (docs/language.md section 5: sums, concatenations, slices); each grad becomes the
 // gradient of the one objective (sum, mean or global over the ranks' losses)
 // with respect to each rank's copy. No collective is left, so the autodiff
 // pass differentiates it with local rules only, independently of the
@@ -185,7 +185,7 @@ class Unroller {
   // of the copies' for a replicated intermediate).
   void grad(const Node& n, std::vector<ValueId>& out) {
     const GradMode mode = grad_mode_of(n);
-    // The ranks' losses over `over` (LANGUAGE.md section 8): each group that shares its
+    // The ranks' losses over `over` (docs/language.md section 8): each group that shares its
     // coordinates on `over` counts once, by its representative's loss.
     const uint8_t over = mode == GradMode::Global ? 0 : axes_mask(over_axes(src_, n));
     const std::vector<ValueId>& loss = copies(n.args[0]);
@@ -217,7 +217,7 @@ class Unroller {
     }
     out_.grads.push_back(index);
     // A w replicated along R is one variable for each group of ranks that differ only
-    // along R (LANGUAGE.md section 8): every rank's gradient is the total over the
+    // along R (docs/language.md section 8): every rank's gradient is the total over the
     // group's distinct copies, as the program computes it (grads lists the parts).
     const uint8_t R = uint8_t(full_mask(src_) & ~src_[n.args[1]].rep.axes());
     if (R)

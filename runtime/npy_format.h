@@ -1,6 +1,6 @@
 // Reading NumPy's .npy format, with no dependencies, so that gradc (runtime/npy.cpp)
 // and the executables it builds (written out beside generated code as gradc_npy.h)
-// read files by one set of rules (LANGUAGE.md section 7): versions 1.0 to 3.0, either
+// read files by one set of rules (docs/language.md section 7): versions 1.0 to 3.0, either
 // byte order, C or Fortran order; float data as f32 or f64; integer and bool data of
 // any width as i32 when every value fits. A bad file throws std::runtime_error
 // ("PATH: what is wrong").

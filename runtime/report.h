@@ -1,4 +1,4 @@
-// How `gradc run` shows outputs: readable text, or the JSON layout of CLI.md.
+// How `gradc run` shows outputs: readable text, or the JSON layout of docs/cli.md.
 #pragma once
 #include <string>
 
@@ -11,7 +11,7 @@ std::string number_str(const Tensor& t, int64_t i);  // shortest text that reads
 // '[' at column `pad`), elided to the first and last 3 per axis past 1000 elements.
 std::string tensor_text(const Tensor& t, size_t pad = 0);
 std::string outputs_text(const RankOutputs& outs);
-// A mesh program's adds "mesh" beside "world" and each rank's "coords" (CLI.md, Meshes).
+// A mesh program's adds "mesh" beside "world" and each rank's "coords" (docs/cli.md, "gradc run").
 std::string outputs_json(const RankOutputs& outs, const Graph& g);
 
 }  // namespace gradc

@@ -1,4 +1,4 @@
-// The gradc command line (../shared/spec/CLI.md): check, ir, opt, run.
+// The gradc command line (docs/cli.md): check, ir, opt, run.
 // Exit status: 0 success; 1 the program, its data or a check failed; 2 the
 // command line was wrong.
 #include <algorithm>
@@ -187,7 +187,7 @@ int cmd_check(const Options& o, SourceFile& src) {
                        op_name(n.op), fmt::join(attrs, ", "), type_str(g.type(n.args[0])), type_str(n.type), rep(n),
                        at(n), n.backward ? " (backward)" : "");
     }
-  for (const GradInfo& gi : grads)  // a non-scalar loss means the sum of its elements (LANGUAGE.md section 6)
+  for (const GradInfo& gi : grads)  // a non-scalar loss means the sum of its elements (docs/language.md section 6)
     if (g.type(gi.loss).rank() > 0)
       s += fmt::format("grad       {}: of a {} loss, which is summed first, at {}\n",
                        gi.name.empty() ? "(unnamed)" : gi.name, type_str(g.type(gi.loss)), loc_str(src.path, gi.loc));
@@ -607,7 +607,7 @@ struct Command {
 const Flag kRanks{"ranks", "N: the number of ranks (default: the program's world, else 1)",
                   [](Options& o, const std::string& v) { o.ranks = int_value("ranks", v, 1, kMaxWorld); }};
 // --mesh=dp=4,tp=2: each declared axis's size, in the declared order
-const Flag kMesh{"mesh", "A=n,B=m: the sizes of the program's mesh axes (LANGUAGE.md section 8)",
+const Flag kMesh{"mesh", "A=n,B=m: the sizes of the program's mesh axes (docs/language.md section 8)",
                  [](Options& o, const std::string& v) {
                    o.mesh.clear();
                    size_t at = 0;

@@ -225,7 +225,7 @@ inline void check_disjoint(const char* name, const Span (&spans)[N]) {
   }
 }
 
-// A shared input (LANGUAGE.md section 3) must hold the same bytes on every rank: each
+// A shared input (docs/language.md section 3) must hold the same bytes on every rank: each
 // rank compares its data with rank 0's, the ranks exchange the verdicts, and every rank
 // stops with the first rank that differs, in the interpreter's words (check_shared, in
 // the target's file). It synchronises and allocates: a class checks in debug builds

@@ -3,7 +3,7 @@
 over all_gather'ed embeddings being the gradc op of simclr.dg; then the same training on
 one process with the whole batch, in plain PyTorch. The parameters after the steps must
 be equal (to f32 rounding): DDP averages each rank's gradients, and the op's gradient
-with respect to a rank's embeddings holds every rank's loss's part (CLI.md, "PyTorch").
+with respect to a rank's embeddings holds every rank's loss's part (docs/torch.md).
 
     python examples/torch/train.py [GRADC]      (a PyTorch with torch.library.custom_op)
 """

@@ -50,7 +50,7 @@ torch.set_default_dtype(torch.float64)
 
 class Val:
     """A value in the simulation: per-rank tensors, its dtype, and whether gradc's
-    replication analysis (LANGUAGE.md sections 5 and 6) proves it identical on every rank.
+    replication analysis (docs/language.md sections 5 and 6) proves it identical on every rank.
     Every float value is a variable autograd can differentiate with respect to: one that
     depends on nothing differentiable (a constant, sign(x)) becomes a leaf of its own."""
 
@@ -170,7 +170,7 @@ def clones(t, world):
 
 
 # The composites whose PyTorch kernels save their result for the backward are
-# simulated by LANGUAGE.md's expansions, as gradc computes them: a gradient that is
+# simulated by docs/language.md's expansions, as gradc computes them: a gradient that is
 # differentiated again with respect to their output then has the paths gradc's rules
 # give it (docs/semantics.md, "A gradient's gradient with respect to an intermediate").
 # torch.prod, torch.softmax, torch.log_softmax and torch.logsumexp would add a path
@@ -191,7 +191,7 @@ def log_softmax_ref(t, ax):
 
 
 def layer_norm_ref(t):
-    # LANGUAGE.md's formula, rounded as gradc rounds it: a one-element row is exactly 0
+    # docs/language.md's formula, rounded as gradc rounds it: a one-element row is exactly 0
     # (F.layer_norm's kernel gives 1e-15 there, which decides a tie in a later minimum)
     d = t - t.sum(dim=-1, keepdim=True) / t.shape[-1]
     return d * torch.rsqrt((d * d).sum(dim=-1, keepdim=True) / t.shape[-1] + 1e-5)
@@ -211,7 +211,7 @@ def reduce_stack(ts, op):
 
 
 def grad_sim(loss, ws, mode, world, create_graph=True):
-    """grad(loss, w..., mode): LANGUAGE.md section 6. L = sum over ranks (sum), divided
+    """grad(loss, w..., mode): docs/language.md section 6. L = sum over ranks (sum), divided
     by N (mean; and global, where the loss is replicated, so L is any rank's loss). A
     replicated w is one variable: its gradient is the total over the ranks' copies."""
     L = sum(t.sum() for t in loss.ranks)
@@ -305,7 +305,7 @@ class Gen:
         rng = self.rng
         use_default = rng.random() < 0.25
         if use_default:
-            # a default is computed as written: its literals are f32 (LANGUAGE.md section 2),
+            # a default is computed as written: its literals are f32 (docs/language.md section 2),
             # and the result is converted to the declared dtype
             c = round(rng.uniform(-1.5, 1.5), 3)
             f32 = lambda v: torch.tensor(v, dtype=torch.float32)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The torch target against gradc's interpreter (CLI.md, "PyTorch"), under real
+"""The torch target against gradc's interpreter (docs/torch.md), under real
 multi-process PyTorch:
 
     check_ops.py GRADC PROGRAM.dg WORKDIR (--ranks=N | --mesh=dp=2,tp=2) [--seed=S] [--device=cuda]
@@ -8,7 +8,7 @@ emits PROGRAM.dg as a package, gives every rank random inputs (float: small inte
 so that zeros and ties are everywhere and sums are exact; i32: 0 or 1, as int64
 tensors) and cotangents for the float outputs, and runs it on N gloo processes: each
 calls the op, then backward on sum(<y, ct_y>). The reference is gradc run on the same
-program with the objective of CLI.md written out in .dg: L = sum of <y, ct_y> with
+program with the objective of docs/torch.md written out in .dg: L = sum of <y, ct_y> with
 mode=sum and each input its own variable (a `shared` input declared per-rank there, its
 values being the same; so a program's own grad of a shared input, whose meaning that
 changes, is no program for this check). Outputs and gradients must agree to f32 rounding. Exit 1 with
@@ -41,7 +41,7 @@ def metadata(init_py):
 
 
 def reference_program(text, inputs, outputs):
-    """The program with CLI.md's objective written out: per-rank inputs, cotangent
+    """The program with docs/torch.md's objective written out: per-rank inputs, cotangent
     inputs, and each float input's gradient as an output named grad_<x>."""
     text = re.sub(r"^(input\s+\w+\s*:\s*\w+\[[^\]]*\])\s+shared(\([^)]*\)|\b)", r"\1", text, flags=re.M)
     lines = [text.rstrip("\n"), "# the torch op's objective (tests/torch/check_ops.py)"]

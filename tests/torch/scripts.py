@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""The torch target as PyTorch users call it (CLI.md, "PyTorch"): 4 gloo processes, each pair
+"""The torch target as PyTorch users call it (docs/torch.md): 4 gloo processes, each pair
 (0, 1) and (2, 3) running the 2-rank programs on its own process group (group=):
 
     scripts.py GRADC WORKDIR [--device=cuda]
 
 - seed 001: y = x + 2, z = y * y in PyTorch, then the GatherLayer program; y.grad is
-  LANGUAGE.md section 1's 12 / 18 (each rank calls backward on its own loss);
+  docs/language.md section 1's 12 / 18 (each rank calls backward on its own loss);
 - seed 003: xx = (rank + 2) * x, the all_reduce sum and prod program, yy = s * s (or
   p * p) after it: x.grad is section 6's 40 / 60 for sum and 144 / 144 for prod;
 - torch.compile(fullgraph=True) of a function that calls the op: no graph break, the

@@ -1,5 +1,5 @@
 // Every collective's forward values, with 1, 2, 3 and 4 ranks, against values
-// this test computes independently from LANGUAGE.md section 5.
+// this test computes independently from docs/language.md section 5.
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Local ops (LANGUAGE.md section 4) against values computed by hand or by
+// Local ops (docs/language.md section 4) against values computed by hand or by
 // independent loops here; dtype promotion and broadcasting; the language's rules.
 #include <fmt/format.h>
 
