@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (clang-19, ASan + UBSan) into build-fuzz/ and runs
-# each for SECONDS (default 60) on a copy of its seed corpus, with its dictionary;
+# Builds the libFuzzer targets (clang-19, ASan + UBSan) into build-san/ (the build
+# scripts/sanitize.sh tests) and runs each for SECONDS (default 60) on a copy of its
+# seed corpus, with its dictionary;
 # then the differential tester (random programs on every backend, against PyTorch)
 # for SECONDS with a new seed, on build/gradc (scripts/build.sh).
 #   scripts/fuzz.sh [SECONDS]
 # Seeds: tests/fuzz/corpus/<target>/, plus the examples and the programs of
-# tests/error for the .dg targets. A crash leaves its input in build-fuzz/findings/
+# tests/error for the .dg targets. A crash leaves its input in build-san/findings/
 # and fails the script; each one found becomes a test in tests/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
 scripts/deps.sh
-CC=clang-19 CXX=clang++-19 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRADC_FUZZ=ON >/dev/null
-cmake --build build-fuzz --target frontend_fuzz ir_fuzz npy_fuzz run_fuzz
-work=build-fuzz/work
-rm -rf "$work" && mkdir -p build-fuzz/findings
+source scripts/san_build.sh
+work=build-san/work
+rm -rf "$work" && mkdir -p build-san/findings
 for target in frontend ir npy run; do
   mkdir -p "$work/$target"
   cp tests/fuzz/corpus/"${target/run/frontend}"/* "$work/$target/"
@@ -25,9 +25,9 @@ for target in frontend ir npy run; do
   esac
   echo "fuzz: $target for ${secs}s"
   ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    build-fuzz/tests/fuzz/${target}_fuzz "$work/$target" -dict=tests/fuzz/$dict.dict -max_total_time="$secs" \
+    build-san/tests/fuzz/${target}_fuzz "$work/$target" -dict=tests/fuzz/$dict.dict -max_total_time="$secs" \
     -max_len=4096 -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
-    -artifact_prefix=build-fuzz/findings/${target}- 2>&1 | tail -n 12
+    -artifact_prefix=build-san/findings/${target}- 2>&1 | tail -n 12
 done
 # The differential tester on random programs (tests/difftest/dgsmith.py): a new seed
 # each run (DGSMITH_SEED to repeat one), the executables too, for SECONDS.
@@ -38,6 +38,6 @@ echo "fuzz: dgsmith for ${secs}s, seed $seed"
 # target's op.
 torch_check=()
 [ -x build/torch-venv/bin/python ] && torch_check=(--torch --torch-every 20)
-/usr/bin/python3 tests/difftest/dgsmith.py build/gradc build-fuzz/findings/dgsmith --seed "$seed" --seconds "$secs" \
+/usr/bin/python3 tests/difftest/dgsmith.py build/gradc build-san/findings/dgsmith --seed "$seed" --seconds "$secs" \
   --exe --exe-every 5 "${torch_check[@]}"
 echo "fuzz: no crashes, no disagreements"

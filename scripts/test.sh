@@ -2,7 +2,11 @@
 # The README's second command: build, check the C++ files' format, make the PyTorch
 # virtual environment the torch target's tests run in (scripts/torch_venv.sh: PyPI's
 # wheel, about 3 GB the first time), then run every test (unit and lit).
+#   scripts/test.sh          the suite CI runs
+#   scripts/test.sh --long   and the long runs: every example built for every world
+#                            size and for CUDA (GRADC_LONG_TESTS=1, lit's `long` feature)
 set -euo pipefail
+[ "${1:-}" = --long ] && export GRADC_LONG_TESTS=1
 cd "$(dirname "$0")/.."
 scripts/build.sh
 scripts/format.sh --check

@@ -5,8 +5,8 @@ the examples' self-checks, such as `err`, are rounding noise whose size depends 
 the order of a reduction, which MPI chooses).
 
 usage: compare_backends.py [--mpi] GRADC FILE.dg WORKDIR SIZE...
-A SIZE is a number of ranks, or for a program with a mesh its axes' sizes
-(dp=2,tp=4; the native backend then runs too). With --mpi the executable also
+A SIZE is a number of ranks, `own` (the program's own world or mesh), or for a
+program with a mesh its axes' sizes (dp=2,tp=4; the native backend then runs too). With --mpi the executable also
 runs under `mpirun -np N` (a process per rank), and both runs are compared with
 the interpreter.
 
@@ -67,7 +67,7 @@ def main():
     with open(prog) as f:  # a program with a mesh runs on its own mesh where a size is a number of ranks
         has_mesh = any(re.match(r"mesh\s+\w+\s*=", line) for line in f)
     if has_mesh:
-        sizes = ["own"] + [s for s in sizes if "=" in s]
+        sizes = ["own"] + [s for s in sizes if "=" in s and s != "own"]
     for size in sizes:
         # A size is a number of ranks, or a mesh's axes (dp=2,tp=4) for a program with a mesh.
         if size == "own":
@@ -79,7 +79,7 @@ def main():
         # A program may not fit every world size (g[0:2] of a gather on one rank): skip those.
         if run([gradc, "check", prog] + flags, may_fail=True) is None:
             continue
-        checked.append(size)
+        checked.append(size if size != "own" else ("its mesh" if has_mesh else n))
         exe = os.path.join(work, f"{os.path.basename(prog)}.{size}")
         run([gradc, "build", prog, "--target=cpu", "-o", exe] + flags)
         want = json.loads(run([gradc, "run", prog] + flags + ["--format=json", "--backend=interp"]))
@@ -92,7 +92,7 @@ def main():
             compare(prog, n, got, want)
     assert checked, "no world size fits the program"
     print(f"{os.path.basename(prog)}: the executable equals the interpreter on "
-          f"{', '.join('its mesh' if c == 'own' else c for c in checked)}{'' if has_mesh else ' ranks'}"
+          f"{', '.join(checked)}{'' if has_mesh else ' ranks'}"
           + (" (threads and mpirun)" if mpi else "")
           + (", and so does the native backend" if any("=" in c for c in checked) else ""))
 

@@ -18,6 +18,10 @@ config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("%examples", os.path.join(config.source_root, "examples")))
 config.environment["PATH"] = os.pathsep.join([config.llvm_tools_dir, config.environment.get("PATH", "")])
 
+# The long runs (every example built for every world size and for CUDA): with
+# GRADC_LONG_TESTS=1 (scripts/test.sh --long); the default suite builds each program once.
+if os.environ.get("GRADC_LONG_TESTS") == "1":
+    config.available_features.add("long")
 # CUDA code is compiled (never run) where the toolkit is: `gradc --version` says so.
 import subprocess
 if "cuda: yes" in subprocess.run([config.gradc, "--version"], capture_output=True, text=True).stdout:

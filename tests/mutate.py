@@ -50,7 +50,12 @@ pieces = list("()[]{},:;=+-*/<>.#0123456789 \nxyz_") + [
 for n in range(count):
     path = os.path.join(work, "m.dg")
     open(path, "w").write(mutate_text(rng, rng.choice(programs), pieces))
-    run(rng.choice([["check"], ["run"], ["ir", "--stage=grad"], ["cost"]])[:1] + [path], path)
+    # a damaged program that still compiles runs on the interpreter, and one in four
+    # compiled natively (a clang compile each: the generator's code on odd programs)
+    how = rng.choice([["check"], ["run"], ["ir", "--stage=grad"], ["cost"]])[:1]
+    if how == ["run"] and rng.random() < 0.75:
+        how.append("--backend=interp")
+    run(how + [path], path)
 
 irs = []
 for f in sorted(glob.glob(os.path.join(root, "examples", "*.dg"))):
