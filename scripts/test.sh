@@ -12,3 +12,6 @@ scripts/build.sh
 scripts/format.sh --check
 scripts/torch_venv.sh
 ctest --test-dir build --output-on-failure
+# lit's slowest tests, for the log (ctest shows a passing test's output only on failure)
+echo "lit: the slowest tests, in seconds"
+sort -g -r build/tests/lit-out/.lit_test_times.txt | head -n 12 | awk '{printf "  %7.1f  %s\n", $1, $2}'

@@ -400,6 +400,8 @@ TEST_CASE("an op on literals folds to what it computes on tensors: every UNARY, 
   CHECK(run1("y = zeros([2 ** 3 ** 1])\noutput y\n").shape() == Shape{8});
   CHECK(run1("y = pow(2, 3)\noutput y\n").dtype() == DType::F32);
   CHECK(run1("y = 2 ** -1\noutput y\n").dtype() == DType::F32);
+  // an op on static integers that gives an integer is a static integer, with its value
+  CHECK(out(run("y = zeros([maximum(world, 2) + minimum(world, 2)])\noutput y\n", 3), 0, "y").shape() == Shape{5});
 }
 
 TEST_CASE("static integers: // and % fold with Python's signs; shapes from world; loops") {
