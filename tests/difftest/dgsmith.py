@@ -240,6 +240,7 @@ def grad_sim(loss, ws, mode, world, create_graph=True):
 # ---------------------------------------------------------------------------------
 # The generator.
 
+COMPARE = {"<": torch.lt, "<=": torch.le, ">": torch.gt, ">=": torch.ge, "==": torch.eq, "!=": torch.ne}
 UNARY = ["neg", "exp", "log", "sqrt", "rsqrt", "abs", "relu", "sigmoid", "tanh", "sin", "cos", "square",
          "reciprocal", "erf", "silu", "softplus", "gelu", "gelu_tanh", "sign"]
 
@@ -388,7 +389,7 @@ class Gen:
             return self.add(f"where({a} > {b}, {a}, {b} * 0.5)", args,
                             run(lambda x, y: torch.where(x > y, x, y * 0.5)))
         cmp = self.rng.choice(["<", "<=", ">", ">=", "==", "!="])
-        f = {"<": torch.lt, "<=": torch.le, ">": torch.gt, ">=": torch.ge, "==": torch.eq, "!=": torch.ne}[cmp]
+        f = COMPARE[cmp]
         return self.add(f"({a} {cmp} {bexpr}) * {a}", args, run(lambda x, y: f(x, y).to(x.dtype).detach() * x))
 
     def literal_op(self):
@@ -423,7 +424,6 @@ class Gen:
             if op == "pow" and a < 0 and not float(b).is_integer():
                 raise Skip("pow of a negative base")
             text = f"{op}({ta}, {tb})" if op in ("pow", "maximum", "minimum") else f"{ta} {op} {tb}"
-            cmp = {"<": torch.lt, "<=": torch.le, ">": torch.gt, ">=": torch.ge, "==": torch.eq, "!=": torch.ne}
             if both_int and op in ("+", "-", "*", "//", "%", "**"):  # static integers, exact
                 value = torch.tensor(float({"+": a + b, "-": a - b, "*": a * b, "//": a // b, "%": a % b,
                                             "**": a ** b}[op]))
@@ -431,7 +431,7 @@ class Gen:
                 value = torch.tensor(float(max(a, b) if op == "maximum" else min(a, b)))
             else:  # in f32, as the op runs on f32 values (comparisons: 1 or 0)
                 fa, fb = f32(a), f32(b)
-                f = cmp.get(op) or {"+": torch.add, "-": torch.sub, "*": torch.mul, "/": torch.div, "pow": torch.pow,
+                f = COMPARE.get(op) or {"+": torch.add, "-": torch.sub, "*": torch.mul, "/": torch.div, "pow": torch.pow,
                                     "maximum": torch.maximum, "minimum": torch.minimum}[op]
                 value = f(fa, fb).to(torch.float32).double()
         if not math.isfinite(float(value)):
