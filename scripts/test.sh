@@ -14,4 +14,4 @@ scripts/torch_venv.sh
 ctest --test-dir build --output-on-failure
 # lit's slowest tests, for the log (ctest shows a passing test's output only on failure)
 echo "lit: the slowest tests, in seconds"
-sort -g -r build/tests/lit-out/.lit_test_times.txt | head -n 12 | awk '{printf "  %7.1f  %s\n", $1, $2}'
+sort -g -r build/tests/lit-out/.lit_test_times.txt | awk 'NR <= 12 {printf "  %7.1f  %s\n", $1, $2}'
