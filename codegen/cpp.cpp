@@ -268,15 +268,15 @@ class Body {
                                   flat_index(idx, t.shape)));
       }
       case Op::Cast: return def(v, fmt::format("gradc::op::cast<{}>({})", ctype(t.dtype), arg(0)));
-      case Op::Eq:
-      case Op::Ne:
-      case Op::Lt:
-      case Op::Le:
-      case Op::Gt:
-      case Op::Ge: {
-        const std::string x = arg(0), y = arg(1);  // in order: each may write lines (a call's arguments have none)
-        return def(v, fmt::format("gradc::op::{}<{}>({}, {})", op_name(n.op), ctype(t.dtype), x, y));
-      }
+#define OP(E, name, arity, flags)
+#define COMPARE(E, f, flags) case Op::E:  // every COMPARE row of ir/ops.def
+#include "ir/ops.def"
+#undef COMPARE
+#undef OP
+        {
+          const std::string x = arg(0), y = arg(1);  // in order: each may write lines (a call's arguments have none)
+          return def(v, fmt::format("gradc::op::{}<{}>({}, {})", op_name(n.op), ctype(t.dtype), x, y));
+        }
       case Op::Where: {
         // the condition may have another dtype; the branches have the result's
         std::string c = arg(0), a = arg(1), bb = arg(2);

@@ -305,7 +305,12 @@ void register_elementwise_ops() {
   binary(Op::Pow, vjp_pow);
   binary(Op::Maximum, vjp_extremum);
   binary(Op::Minimum, vjp_extremum);
-  for (Op op : {Op::Eq, Op::Ne, Op::Lt, Op::Le, Op::Gt, Op::Ge}) binary(op, nullptr);  // comparisons
+  // the comparisons: every COMPARE row of ir/ops.def, with zero derivative
+#define OP(E, name, arity, flags)
+#define COMPARE(E, f, flags) binary(Op::E, nullptr);
+#include "ir/ops.def"
+#undef COMPARE
+#undef OP
   for (Op op : {Op::FloorDiv, Op::Mod}) def(op).infer(infer_binary).eval(eval_int_division).form(KernelForm::Scalar);
   def(Op::Where).infer(infer_where).eval(eval_where).vjp(vjp_where).form(KernelForm::Scalar);
   def(Op::CheckLabels).infer(infer_check_labels).eval(eval_check_labels).form(KernelForm::Scalar);
