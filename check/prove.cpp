@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 
+#include "ir/collectives.h"
 #include "ir/mesh.h"
 #include "ir/print.h"
 #include "passes/ad.h"
@@ -50,67 +51,67 @@ Instance instance(Op op, std::optional<Reduction> reduction, const Attrs& attrs,
   return in;
 }
 
-Attrs ints(std::initializer_list<std::pair<const char*, int64_t>> kv) {
-  Attrs a;
-  for (const auto& [k, v] : kv) a.set(k, Attr::of_int(v));
-  return a;
+bool is_axis_param(const std::string& p) { return p == "axis" || p == "split_axis" || p == "concat_axis"; }
+
+std::vector<std::vector<std::vector<int64_t>>> pair_sets(int N) {
+  std::vector<std::vector<std::vector<int64_t>>> sets;
+  for (int64_t shift : {1, -1, 2}) {
+    std::vector<std::vector<int64_t>> p;
+    for (int64_t k = 0; k < N; ++k) p.push_back({k, ((k + shift) % N + N) % N});
+    sets.push_back(p);
+  }
+  sets.push_back({{0, N - 1}});           // one message; every other rank receives zeros
+  std::vector<std::vector<int64_t>> fan;  // rank 0 sends to every rank
+  for (int64_t r = 0; r < N; ++r) fan.push_back({0, r});
+  sets.push_back(fan);
+  return sets;
 }
 
-// Every variant of a case for N ranks: each axis, each root (all of them up to 4
-// ranks, the first and last beyond), shifts and explicit pairs.
+Attr pairs_attr(const std::vector<std::vector<int64_t>>& ps) {
+  Attr pa;
+  pa.kind = Attr::List;
+  for (const auto& p : ps) pa.list.push_back(Attr::of_ints(p));
+  return pa;
+}
+
+// Every variant of a case for N ranks, from the collective's parameters (ir/collectives.h):
+// each tensor axis 0 or 1 (the operand's first such axis N long), each root (all of them
+// up to 4 ranks, the first and last beyond), and for pairs= shifts and explicit pairs.
 std::vector<Instance> instances(const ProofCase& c, int N) {
   std::vector<Instance> out;
   const std::optional<Reduction> red = c.reduction;
+  if (has_param(c.op, "pairs")) {
+    for (const auto& p : pair_sets(N)) {
+      Attrs a;
+      a.set("pairs", pairs_attr(p));
+      out.push_back(instance(c.op, red, a, {N, 2}, N, "pairs=" + attr_str(pairs_attr(p))));
+    }
+    return out;
+  }
   std::vector<int64_t> roots;
   for (int r = 0; r < N; ++r)
     if (N <= 4 || r == 0 || r == N - 1) roots.push_back(r);
-  switch (c.op) {
-    case Op::AllReduce: out.push_back(instance(c.op, red, {}, {N, 2}, N, "")); break;
-    case Op::AllGather:
-    case Op::ReduceScatter:
-      for (int64_t a : {0, 1})
-        out.push_back(instance(c.op, red, ints({{"axis", a}}), shape_with(a, N), N, fmt::format("axis={}", a)));
-      break;
-    case Op::Broadcast:
-    case Op::Reduce:
-      for (int64_t r : roots)
-        out.push_back(instance(c.op, red, ints({{"root", r}}), {N, 2}, N, fmt::format("root={}", r)));
-      break;
-    case Op::Gather:
-    case Op::Scatter:
-      for (int64_t r : roots)
-        for (int64_t a : {0, 1})
-          out.push_back(instance(c.op, red, ints({{"root", r}, {"axis", a}}), shape_with(a, N), N,
-                                 fmt::format("root={}, axis={}", r, a)));
-      break;
-    case Op::AllToAll:
-      for (int64_t s : {0, 1})
-        for (int64_t t : {0, 1})
-          out.push_back(instance(c.op, red, ints({{"split_axis", s}, {"concat_axis", t}}), shape_with(s, N), N,
-                                 fmt::format("split_axis={}, concat_axis={}", s, t)));
-      break;
-    case Op::Permute: {
-      std::vector<std::vector<std::vector<int64_t>>> sets;
-      for (int64_t shift : {1, -1, 2}) {
-        std::vector<std::vector<int64_t>> p;
-        for (int64_t k = 0; k < N; ++k) p.push_back({k, ((k + shift) % N + N) % N});
-        sets.push_back(p);
-      }
-      sets.push_back({{0, N - 1}});           // one message; every other rank receives zeros
-      std::vector<std::vector<int64_t>> fan;  // rank 0 sends to every rank
-      for (int64_t r = 0; r < N; ++r) fan.push_back({0, r});
-      sets.push_back(fan);
-      for (const auto& p : sets) {
-        Attrs a;
-        Attr pa;
-        pa.kind = Attr::List;
-        for (const auto& q : p) pa.list.push_back(Attr::of_ints(q));
-        a.set("pairs", pa);
-        out.push_back(instance(c.op, red, a, {N, 2}, N, "pairs=" + attr_str(pa)));
-      }
-      break;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> dims;  // each parameter's values
+  for (const std::string& p : collective_rules()[c.op].params) {
+    if (is_axis_param(p)) dims.push_back({p, {0, 1}});
+    if (p == "root") dims.push_back({p, roots});
+  }
+  std::vector<size_t> at(dims.size(), 0);  // every combination, the first parameter slowest
+  for (;;) {
+    Attrs a;
+    std::vector<std::string> label;
+    int64_t first_axis = -1;
+    for (size_t k = 0; k < dims.size(); ++k) {
+      const int64_t v = dims[k].second[at[k]];
+      a.set(dims[k].first, Attr::of_int(v));
+      label.push_back(fmt::format("{}={}", dims[k].first, v));
+      if (is_axis_param(dims[k].first) && first_axis < 0) first_axis = v;
     }
-    default: GRADC_ASSERT(false, "{} is not a collective", op_name(c.op));
+    out.push_back(instance(c.op, red, a, first_axis < 0 ? Shape{N, 2} : shape_with(first_axis, N), N,
+                           fmt::format("{}", fmt::join(label, ", "))));
+    size_t k = dims.size();
+    while (k > 0 && ++at[k - 1] == dims[k - 1].second.size()) at[--k] = 0;
+    if (k == 0) break;
   }
   return out;
 }
@@ -364,30 +365,28 @@ std::vector<Node> symbolic_nodes(const ProofCase& c) {
     n.attrs = a;
     return n;
   };
-  auto pairs = [](std::vector<std::vector<int64_t>> ps) {
-    Attrs a;
-    Attr pa;
-    pa.kind = Attr::List;
-    for (const auto& p : ps) pa.list.push_back(Attr::of_ints(p));
-    a.set("pairs", pa);
-    return a;
-  };
-  const int64_t p = kSymRank, q = kSymRank + 1, s = kSymRank + 2, t = kSymRank + 3, u = kSymRank + 4;
-  switch (c.op) {
-    case Op::AllReduce: return {node({})};
-    case Op::AllGather:
-    case Op::ReduceScatter: return {node(ints({{"axis", kSymAxis}}))};
-    case Op::Broadcast:
-    case Op::Reduce: return {node(ints({{"root", kSymRoot}}))};
-    case Op::Gather:
-    case Op::Scatter: return {node(ints({{"root", kSymRoot}, {"axis", kSymAxis}}))};
-    case Op::AllToAll:
-      return {node(ints({{"split_axis", kSymAxis}, {"concat_axis", kSymAxis2}})),
-              node(ints({{"split_axis", kSymAxis}, {"concat_axis", kSymAxis}}))};
-    case Op::Permute: return {node(pairs({{p, q}, {q, p}, {s, t}, {u, u}})), node(pairs({{p, q}, {p, s}}))};
-    default: break;
+  if (has_param(c.op, "pairs")) {
+    const int64_t p = kSymRank, q = kSymRank + 1, s = kSymRank + 2, t = kSymRank + 3, u = kSymRank + 4;
+    Attrs a, b;
+    a.set("pairs", pairs_attr({{p, q}, {q, p}, {s, t}, {u, u}}));
+    b.set("pairs", pairs_attr({{p, q}, {p, s}}));
+    return {node(a), node(b)};
   }
-  GRADC_ASSERT(false, "{} is not a collective", op_name(c.op));
+  Attrs a;
+  std::vector<std::string> axes;
+  for (const std::string& p : collective_rules()[c.op].params) {
+    if (is_axis_param(p)) {
+      a.set(p, Attr::of_int(axes.empty() ? kSymAxis : kSymAxis2));
+      axes.push_back(p);
+    }
+    if (p == "root") a.set(p, Attr::of_int(kSymRoot));
+  }
+  std::vector<Node> out = {node(a)};
+  if (axes.size() == 2) {  // two axes the same
+    a.set(axes[1], Attr::of_int(kSymAxis));
+    out.push_back(node(a));
+  }
+  return out;
 }
 
 // The routing of a sum of collectives: one term, or permutes whose pairs add up.
@@ -688,7 +687,7 @@ std::vector<ProofCase> all_proof_cases() {
   std::vector<ProofCase> cases;
   for (int i = 0; i < kNumOps; ++i) {  // in the op table's order
     const Op op = Op(i);
-    if (op == Op::AllReduce || op == Op::ReduceScatter || op == Op::Reduce)
+    if (is_collective(op) && has_param(op, "op"))
       for (Reduction r : {Reduction::Sum, Reduction::Avg, Reduction::Prod, Reduction::Max, Reduction::Min})
         cases.push_back({op, r});
     else if (is_collective(op))

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "codegen/runtime_files.h"
+#include "ir/collectives.h"
 #include "ir/mesh.h"
 #include "ir/print.h"
 #include "ir/view.h"
@@ -403,6 +404,11 @@ bool has_shared_input(const Lowered& l) {
 }
 
 }  // namespace
+
+OpTable<RuntimeCall>& runtime_calls() {
+  static OpTable<RuntimeCall> t;
+  return t;
+}
 
 std::map<std::string, std::string> api_names(const Lowered& l, const std::string& cls) {
   std::set<std::string> taken = {
@@ -973,61 +979,47 @@ class Emitter {
     return out;
   }
 
+  // A collective: its runtime call (runtime_calls(), from its block in ops/collective.cpp)
+  // on the communicator of its group.
   std::string collective(const LKernel& k, const std::string& stream, const std::string& where) {
     const Node& n = g_[k.root];
+    const RuntimeCall& rc = runtime_calls()[n.op];
+    GRADC_ASSERT(rc.fn, "{} has no runtime call", op_name(n.op));
     const int in_b = k.reads.empty() ? k.out : k.reads[0];
     const Shape& xs = g_.type(n.args[0]).shape;
-    const DType t = n.type->dtype;
-    std::string in = ptr(in_b, true), out = ptr(k.out, false), dt = dtype_enum(t);
-    const int64_t count = g_.type(n.args[0]).size();
     const int N = group_size(g_, n);
-    auto axis = [&](const char* a) { return n.attrs.has(a) ? n.attr_int(a) : 0; };
     (void)stream;
-    std::string c = comm_for(over_axes(g_, n));
-    switch (n.op) {
-      case Op::AllReduce:
-        return fmt::format("  gradc::all_reduce({}, {}, {}, {}, {}, {}, \"{}\");\n", c, in, out, count, dt, rop(n),
-                           where);
-      case Op::AllGather:
-        return fmt::format("  gradc::all_gather({}, {}, {}, {}, {}, \"{}\");\n", c, in, out, blocks(xs, axis("axis")),
-                           dt, where);
-      case Op::ReduceScatter:
-        return fmt::format("  gradc::reduce_scatter({}, {}, {}, {}, {}, {}, \"{}\");\n", c, in, out,
-                           blocks(xs, axis("axis"), N), dt, rop(n), where);
-      case Op::Broadcast:
-        return fmt::format("  gradc::broadcast({}, {}, {}, {}, {}, {}, \"{}\");\n", c, in, out, count, dt, axis("root"),
-                           where);
-      case Op::Reduce:
-        return fmt::format("  gradc::reduce_to({}, {}, {}, {}, {}, {}, {}, \"{}\");\n", c, in, out, count, dt, rop(n),
-                           axis("root"), where);
-      case Op::Gather:
-        return fmt::format("  gradc::gather({}, {}, {}, {}, {}, {}, \"{}\");\n", c, in, out, blocks(xs, axis("axis")),
-                           dt, axis("root"), where);
-      case Op::Scatter:
-        return fmt::format("  gradc::scatter({}, {}, {}, {}, {}, {}, \"{}\");\n", c, in, out,
-                           blocks(xs, axis("axis"), N), dt, axis("root"), where);
-      case Op::AllToAll: {
-        std::string shape = fmt::format("{}", fmt::join(xs, ", "));
-        int64_t split = axis("split_axis"), concat = axis("concat_axis");
-        if (split < 0) split += int64_t(xs.size());
-        if (concat < 0) concat += int64_t(xs.size());
-        return fmt::format(
-            "  {{\n    static const int64_t shape[] = {{{}}};\n    gradc::all_to_all({}, {}, {}, shape, {}, {}, {}, "
-            "{}, \"{}\");\n  }}\n",
-            shape, c, in, out, xs.size(), split, concat, dt, where);
+    std::vector<std::string> args = {comm_for(over_axes(g_, n)), ptr(in_b, true), ptr(k.out, false)}, decls;
+    for (const CallArg& a : rc.args) {
+      switch (a.kind) {
+        case CallArg::Count: args.push_back(std::to_string(g_.type(n.args[0]).size())); break;
+        case CallArg::Blocks: args.push_back(blocks(xs, n.attr_int(a.key))); break;
+        case CallArg::GroupBlocks: args.push_back(blocks(xs, n.attr_int(a.key), N)); break;
+        case CallArg::DType: args.push_back(dtype_enum(n.type->dtype)); break;
+        case CallArg::Reduction: args.push_back(rop(n)); break;
+        case CallArg::Int: args.push_back(std::to_string(n.attr_int(a.key))); break;
+        case CallArg::Axis: args.push_back(std::to_string(axis_attr(n, a.key))); break;
+        case CallArg::Shape:
+          decls.push_back(fmt::format("static const int64_t shape[] = {{{}}};", fmt::join(xs, ", ")));
+          args.push_back("shape");
+          args.push_back(std::to_string(xs.size()));
+          break;
+        case CallArg::Pairs: {
+          std::vector<std::string> flat;
+          for (const auto& p : n.attr_int_lists("pairs")) flat.push_back(fmt::format("{}, {}", p[0], p[1]));
+          decls.push_back(fmt::format("static const int pairs[] = {{{}}};",
+                                      flat.empty() ? "0" : fmt::format("{}", fmt::join(flat, ", "))));
+          args.push_back("pairs");
+          args.push_back(std::to_string(flat.size()));
+          break;
+        }
       }
-      case Op::Permute: {
-        std::vector<std::string> flat;
-        for (const auto& p : n.attr_int_lists("pairs")) flat.push_back(fmt::format("{}, {}", p[0], p[1]));
-        return fmt::format(
-            "  {{\n    static const int pairs[] = {{{}}};\n    gradc::permute({}, {}, {}, {}, {}, pairs, {}, "
-            "\"{}\");\n  }}\n",
-            flat.empty() ? "0" : fmt::format("{}", fmt::join(flat, ", ")), c, in, out, count, dt, flat.size(), where);
-      }
-      default: break;
     }
-    GRADC_ASSERT(false, "{} is not a collective", op_name(n.op));
-    return "";
+    const std::string call = fmt::format("gradc::{}({}, \"{}\");", rc.fn, fmt::join(args, ", "), where);
+    if (decls.empty()) return "  " + call + "\n";
+    std::string out = "  {\n";
+    for (const std::string& d : decls) out += "    " + d + "\n";
+    return out + "    " + call + "\n  }\n";
   }
 
   const Lowered& l_;

@@ -29,6 +29,29 @@ std::map<std::string, std::string> api_names(const Lowered& l, const std::string
 // order in which the class splits the world (Comm::split) and its Groups' members.
 std::vector<std::vector<int>> mesh_group_axes(const Lowered& l);
 
+// How generated code calls a collective: gradc::FN(comm, in, out, ARGS..., "where"), a
+// function every target's runtime headers define (codegen/runtime/). Each collective's
+// block in ops/collective.cpp gives its call.
+struct CallArg {
+  enum Kind {
+    Count,        // the operand's elements
+    Blocks,       // gradc::Blocks of the operand along the attribute `key`
+    GroupBlocks,  // the same, each block 1/N of that axis (N: the group's size)
+    DType,        // the element type
+    Reduction,    // gradc::ROp of the node's op=
+    Int,          // the attribute `key` (root=)
+    Axis,         // the tensor axis `key`, counted from the front
+    Shape,        // a static array of the operand's shape, then its rank
+    Pairs,        // a static array of pairs= flattened, then their number
+  } kind;
+  const char* key = "";
+};
+struct RuntimeCall {
+  const char* fn = nullptr;
+  std::vector<CallArg> args;
+};
+OpTable<RuntimeCall>& runtime_calls();
+
 // Fills in a template (codegen/templates/): each @KEY@ by its value.
 std::string fill(std::string text, const std::map<std::string, std::string>& values);
 

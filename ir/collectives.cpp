@@ -1,45 +1,33 @@
 #include "ir/collectives.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "ir/print.h"
 
 namespace gradc {
 
-namespace {
-Side whole() { return Side{-1, -1}; }
-Side block(int64_t axis) { return Side{-1, axis}; }
-Side at_root(int64_t root, int64_t axis = -1) { return Side{root, axis}; }
-Term term(Side src, Side dst) {
-  Term t;
-  t.src = src;
-  t.dst = dst;
+OpTable<CollectiveRule>& collective_rules() {
+  static OpTable<CollectiveRule> t;
   return t;
 }
+
+bool has_param(Op op, std::string_view param) {
+  const auto& ps = collective_rules()[op].params;
+  return std::find(ps.begin(), ps.end(), param) != ps.end();
+}
+
 int64_t axis_attr(const Node& n, const char* key) {
-  int64_t a = n.attr_int(key);
+  const int64_t a = n.attr_int(key);
   return a < 0 ? a + n.type->rank() : a;
 }
-}  // namespace
 
 Term routing(const Node& n, int world) {
-  switch (n.op) {
-    case Op::AllReduce: return term(whole(), whole());
-    case Op::AllGather: return term(whole(), block(axis_attr(n, "axis")));
-    case Op::ReduceScatter: return term(block(axis_attr(n, "axis")), whole());
-    case Op::Broadcast: return term(at_root(n.attr_int("root")), whole());
-    case Op::Reduce: return term(whole(), at_root(n.attr_int("root")));
-    case Op::Gather: return term(whole(), at_root(n.attr_int("root"), axis_attr(n, "axis")));
-    case Op::Scatter: return term(at_root(n.attr_int("root"), axis_attr(n, "axis")), whole());
-    case Op::AllToAll: return term(block(axis_attr(n, "split_axis")), block(axis_attr(n, "concat_axis")));
-    case Op::Permute: {
-      Term t{whole(), whole(), true, n.attr_int_lists("pairs")};
-      std::sort(t.pairs.begin(), t.pairs.end());
-      return t;
-    }
-    default: break;
-  }
-  GRADC_ASSERT(false, "{} is not a collective (world {})", op_name(n.op), world);
+  const auto f = collective_rules()[n.op].routing;
+  GRADC_ASSERT(f, "{} is not a collective (world {})", op_name(n.op), world);
+  Term t = f(n);
+  std::sort(t.pairs.begin(), t.pairs.end());
+  return t;
 }
 
 Term transpose(const Term& t) {
@@ -49,55 +37,84 @@ Term transpose(const Term& t) {
   return r;
 }
 
+namespace {
+bool is_axis_param(const std::string& p) { return p == "axis" || p == "split_axis" || p == "concat_axis"; }
+
+// Every way to give op's parameters values from t's: axes from its sides' axes, the
+// root from its sides' roots, pairs from its pairs; reductions are sum.
+void candidates(Op op, const Term& t, const std::vector<int64_t>& axes, const std::vector<int64_t>& roots, size_t i,
+                Attrs& a, std::vector<Attrs>& out) {
+  const auto& ps = collective_rules()[op].params;
+  if (i == ps.size()) return out.push_back(a);
+  const std::string& p = ps[i];
+  const std::vector<int64_t>* values = is_axis_param(p) ? &axes : p == "root" ? &roots : nullptr;
+  if (!values) {
+    Attrs b = a;
+    if (p == "op") b.set("op", Attr::of_sym("sum"));
+    if (p == "pairs") {
+      Attr pa;
+      pa.kind = Attr::List;
+      for (const auto& q : t.pairs) pa.list.push_back(Attr::of_ints(q));
+      b.set("pairs", pa);
+    }
+    return candidates(op, t, axes, roots, i + 1, b, out);  // "shift" is given as pairs
+  }
+  for (int64_t v : *values) {
+    Attrs b = a;
+    b.set(p, Attr::of_int(v));
+    candidates(op, t, axes, roots, i + 1, b, out);
+  }
+}
+
+// The first registered collective (ops.def's order) with routing t, and its attributes.
+std::optional<CollectiveCall> collective_with(const Term& t, int world) {
+  std::vector<int64_t> axes, roots;
+  for (const Side& s : {t.src, t.dst}) {
+    if (s.axis >= 0) axes.push_back(s.axis);
+    if (s.root >= 0) roots.push_back(s.root);
+  }
+  for (int i = 0; i < kNumOps; ++i) {
+    const Op op = Op(i);
+    if (!collective_rules()[op].routing || has_param(op, "pairs") != t.has_pairs) continue;
+    std::vector<Attrs> cands;
+    Attrs none;
+    candidates(op, t, axes, roots, 0, none, cands);
+    for (const Attrs& a : cands) {
+      Node n;
+      n.op = op;
+      n.attrs = a;
+      if (routing(n, world) == t) return CollectiveCall{op, a};
+    }
+  }
+  return std::nullopt;
+}
+}  // namespace
+
 std::vector<CollectiveCall> collectives_for(const Term& t, int world) {
-  auto call = [](Op op, std::initializer_list<std::pair<const char*, int64_t>> attrs) {
-    CollectiveCall c{op, {}};
-    for (const auto& [k, v] : attrs) c.attrs.set(k, Attr::of_int(v));
-    if (op == Op::AllReduce || op == Op::ReduceScatter || op == Op::Reduce) c.attrs.set("op", Attr::of_sym("sum"));
-    return std::vector<CollectiveCall>{c};
-  };
-  const Side& s = t.src;
-  const Side& d = t.dst;
-  if (t.has_pairs) {
-    if (s != whole() || d != whole()) return {};
-    // A permute receives at most once per rank: split the pairs into rounds.
-    std::vector<CollectiveCall> rounds;
-    std::vector<std::vector<std::vector<int64_t>>> by_round;
-    for (const auto& p : t.pairs) {
-      size_t i = 0;
-      while (i < by_round.size() &&
-             std::any_of(by_round[i].begin(), by_round[i].end(), [&](const auto& q) { return q[1] == p[1]; }))
-        ++i;
-      if (i == by_round.size()) by_round.emplace_back();
-      by_round[i].push_back(p);
-    }
-    for (const auto& pairs : by_round) {
-      CollectiveCall c{Op::Permute, {}};
-      Attr a;
-      a.kind = Attr::List;
-      for (const auto& p : pairs) a.list.push_back(Attr::of_ints(p));
-      c.attrs.set("pairs", a);
-      rounds.push_back(c);
-    }
-    return rounds;
+  if (!t.has_pairs) {
+    std::optional<CollectiveCall> c = collective_with(t, world);
+    return c ? std::vector<CollectiveCall>{*c} : std::vector<CollectiveCall>{};
   }
-  (void)world;
-  const bool all_src = s.root < 0, all_dst = d.root < 0;
-  if (all_src && all_dst) {
-    if (s.axis < 0 && d.axis < 0) return call(Op::AllReduce, {});
-    if (s.axis < 0) return call(Op::AllGather, {{"axis", d.axis}});
-    if (d.axis < 0) return call(Op::ReduceScatter, {{"axis", s.axis}});
-    return call(Op::AllToAll, {{"split_axis", s.axis}, {"concat_axis", d.axis}});
+  // A permute receives at most once per rank: split the pairs into rounds, each a
+  // collective with those pairs.
+  std::vector<CollectiveCall> rounds;
+  std::vector<std::vector<std::vector<int64_t>>> by_round;
+  for (const auto& p : t.pairs) {
+    size_t i = 0;
+    while (i < by_round.size() &&
+           std::any_of(by_round[i].begin(), by_round[i].end(), [&](const auto& q) { return q[1] == p[1]; }))
+      ++i;
+    if (i == by_round.size()) by_round.emplace_back();
+    by_round[i].push_back(p);
   }
-  if (!all_src && all_dst && d.axis < 0) {
-    if (s.axis < 0) return call(Op::Broadcast, {{"root", s.root}});
-    return call(Op::Scatter, {{"root", s.root}, {"axis", s.axis}});
+  for (const auto& pairs : by_round) {
+    Term round = t;
+    round.pairs = pairs;
+    std::optional<CollectiveCall> c = collective_with(round, world);
+    if (!c) return {};
+    rounds.push_back(*c);
   }
-  if (all_src && !all_dst && s.axis < 0) {
-    if (d.axis < 0) return call(Op::Reduce, {{"root", d.root}});
-    return call(Op::Gather, {{"root", d.root}, {"axis", d.axis}});
-  }
-  return {};
+  return rounds;
 }
 
 std::vector<CollectiveCall> transpose_of(const Node& n, int world) {

@@ -12,6 +12,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ir/graph.h"
@@ -31,6 +32,32 @@ struct Term {
   bool operator==(const Term&) const = default;
 };
 
+// A collective's facts that more than one layer reads, in its block in
+// ops/collective.cpp (with its shape rule, replication, kernel, bytes and call):
+struct CollectiveRule {
+  // Its keyword parameters after the operand, in order (`over` follows them all): the
+  // frontend binds them, `gradc prove` makes its instances from them. Each is one of
+  // "op" (a reduction), "axis", "split_axis", "concat_axis" (tensor axes), "root",
+  // "shift" and "pairs" (ranks in the group).
+  std::vector<std::string> params;
+  // Its op=sum map (as above), from its attributes; the autodiff pass transposes it,
+  // `gradc verify`'s reference (passes/unroll.cpp) evaluates it with the node's reduction,
+  // and `gradc prove` checks it against the interpreter's kernel.
+  Term (*routing)(const Node& n) = nullptr;
+};
+OpTable<CollectiveRule>& collective_rules();
+bool has_param(Op op, std::string_view param);
+// A tensor axis attribute of n, a negative one counted from the end of n's type.
+int64_t axis_attr(const Node& n, const char* key);
+
+// Routings as the collectives' blocks write them: route::term(route::block(axis), route::whole()).
+namespace route {
+inline Side whole() { return Side{-1, -1}; }
+inline Side block(int64_t axis) { return Side{-1, axis}; }
+inline Side root(int64_t root, int64_t axis = -1) { return Side{root, axis}; }
+inline Term term(Side src, Side dst) { return Term{src, dst, false, {}}; }
+}  // namespace route
+
 // The routing of collective node n (its op=sum version) in a world of N ranks.
 Term routing(const Node& n, int world);
 // The routing of the transposed map: data flows the other way.
@@ -45,7 +72,9 @@ struct CollectiveCall {
   Attrs attrs;
 };
 // The collective(s) whose routing is exactly `t` (their sum, for a permute whose
-// transposed pairs send two values to one rank); empty if none has it.
+// transposed pairs send two values to one rank); empty if none has it. Found among
+// the registered collectives, the first in ops.def's order whose routing, for some
+// choice of its attributes from t's axes, roots or pairs (op=sum), is t.
 std::vector<CollectiveCall> collectives_for(const Term& t, int world);
 // The adjoint of n's op=sum map: collectives_for(transpose(routing(n))).
 std::vector<CollectiveCall> transpose_of(const Node& n, int world);

@@ -1,7 +1,14 @@
-// Collectives (docs/language.md section 5): shape rules and kernels. The exchange
-// itself is runtime/comm.cpp, the in-process communicator.
+// Collectives (docs/language.md sections 5 and 8): each one's rules of every layer in one
+// block at the end (register_collective_ops): parameters, shape rule, replication, the
+// interpreter's kernel, routing (its derivative is the routing's transpose), bytes on
+// the wire and the generated code's call. The exchanges themselves are
+// runtime/comm.cpp (the in-process communicator) and codegen/runtime/ (the targets'),
+// deliberately a second statement of each collective's meaning: `gradc prove` checks
+// every routing against the interpreter's kernel.
+#include "codegen/cpp.h"
 #include "ir/collectives.h"
 #include "ops/ops.h"
+#include "passes/cost.h"
 #include "runtime/comm.h"
 
 namespace gradc {
@@ -241,23 +248,126 @@ void vjp_collective(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) {
   }
 }
 
+// One collective's rules of every layer, registered together (a new collective is a row
+// in ir/ops.def and one of these blocks; docs/internals.md).
+struct Collective {
+  Op op;
+  std::vector<std::string> params;  // keyword parameters after x (ir/collectives.h)
+  InferFn infer;                    // its shape rule
+  RepFn rep;                        // its replication
+  CollectiveFn run;                 // the interpreter's kernel: every rank's result at once
+  Term (*routing)(const Node& n);   // its op=sum map, whose transpose is its derivative
+  SentFn sent;                      // bytes one rank sends (gradc cost)
+  RuntimeCall call;                 // the generated code's call (codegen/runtime/)
+};
+
+void collective(const Collective& c) {
+  def(c.op).infer(c.infer).rep(c.rep).collective(c.run).vjp(vjp_collective).form(KernelForm::Comm);
+  collective_rules()[c.op] = CollectiveRule{c.params, c.routing};
+  bytes_sent()[c.op] = c.sent;
+  runtime_calls()[c.op] = c.call;
+}
+
+// The share of a buffer a rank sends in a ring over N ranks.
+double ring(int N) { return double(N - 1) / N; }
+
 }  // namespace
 
 void register_collective_ops() {
-  // Every collective: one kernel for all ranks, the derivative its routing's adjoint
-  // (ir/collectives.h), lowered to a collective on buffers.
-  auto collective = [](Op op, InferFn infer, CollectiveFn run, RepFn rep) {
-    def(op).infer(infer).rep(rep).collective(run).vjp(vjp_collective).form(KernelForm::Comm);
-  };
-  collective(Op::AllReduce, infer_all_reduce, run_all_reduce, rep_same_in_group);
-  collective(Op::AllGather, infer_all_gather, run_all_gather, rep_same_in_group);
-  collective(Op::ReduceScatter, infer_reduce_scatter, run_reduce_scatter, rep_differs);
-  collective(Op::Broadcast, infer_broadcast, run_broadcast, rep_same_in_group);
-  collective(Op::Reduce, infer_reduce, run_reduce, rep_differs);
-  collective(Op::Gather, infer_gather, run_gather, rep_differs);
-  collective(Op::Scatter, infer_scatter, run_scatter, rep_differs);
-  collective(Op::AllToAll, infer_all_to_all, run_all_to_all, rep_differs);
-  collective(Op::Permute, infer_permute, run_permute, rep_permute);
+  using route::block, route::root, route::term, route::whole;
+  using A = CallArg;
+  // all_reduce(x, op=sum): op over the group's x, on every rank. 2(N-1)/N of the buffer
+  // (a ring reduce_scatter, then a ring all_gather).
+  collective({.op = Op::AllReduce,
+              .params = {"op"},
+              .infer = infer_all_reduce,
+              .rep = rep_same_in_group,
+              .run = run_all_reduce,
+              .routing = [](const Node&) { return term(whole(), whole()); },
+              .sent = [](const Node&, double in, double, int N) { return 2 * ring(N) * in; },
+              .call = {"all_reduce", {{A::Count}, {A::DType}, {A::Reduction}}}});
+  // all_gather(x, axis): the group's x concatenated along axis, on every rank.
+  collective({.op = Op::AllGather,
+              .params = {"axis"},
+              .infer = infer_all_gather,
+              .rep = rep_same_in_group,
+              .run = run_all_gather,
+              .routing = [](const Node& n) { return term(whole(), block(axis_attr(n, "axis"))); },
+              .sent = [](const Node&, double, double out, int N) { return ring(N) * out; },
+              .call = {"all_gather", {{A::Blocks, "axis"}, {A::DType}}}});
+  // reduce_scatter(x, axis, op=sum): block r (along axis) of op over the group's x, on rank r.
+  collective({.op = Op::ReduceScatter,
+              .params = {"axis", "op"},
+              .infer = infer_reduce_scatter,
+              .rep = rep_differs,
+              .run = run_reduce_scatter,
+              .routing = [](const Node& n) { return term(block(axis_attr(n, "axis")), whole()); },
+              .sent = [](const Node&, double in, double, int N) { return ring(N) * in; },
+              .call = {"reduce_scatter", {{A::GroupBlocks, "axis"}, {A::DType}, {A::Reduction}}}});
+  // broadcast(x, root=0): the root's x on every rank; a chain in which every rank but one forwards it.
+  collective({.op = Op::Broadcast,
+              .params = {"root"},
+              .infer = infer_broadcast,
+              .rep = rep_same_in_group,
+              .run = run_broadcast,
+              .routing = [](const Node& n) { return term(root(n.attr_int("root")), whole()); },
+              .sent = [](const Node&, double in, double, int N) { return ring(N) * in; },
+              .call = {"broadcast", {{A::Count}, {A::DType}, {A::Int, "root"}}}});
+  // reduce(x, root=0, op=sum): op over the group's x on the root, zeros elsewhere.
+  collective({.op = Op::Reduce,
+              .params = {"root", "op"},
+              .infer = infer_reduce,
+              .rep = rep_differs,
+              .run = run_reduce,
+              .routing = [](const Node& n) { return term(whole(), root(n.attr_int("root"))); },
+              .sent = [](const Node&, double in, double, int N) { return ring(N) * in; },
+              .call = {"reduce_to", {{A::Count}, {A::DType}, {A::Reduction}, {A::Int, "root"}}}});
+  // gather(x, root=0, axis=0): the group's x concatenated on the root, zeros elsewhere;
+  // N-1 blocks go to the root.
+  collective({.op = Op::Gather,
+              .params = {"root", "axis"},
+              .infer = infer_gather,
+              .rep = rep_differs,
+              .run = run_gather,
+              .routing = [](const Node& n) { return term(whole(), root(n.attr_int("root"), axis_attr(n, "axis"))); },
+              .sent = [](const Node&, double, double out, int N) { return ring(N) * out; },
+              .call = {"gather", {{A::Blocks, "axis"}, {A::DType}, {A::Int, "root"}}}});
+  // scatter(x, root=0, axis=0): block r of the root's x, on rank r.
+  collective({.op = Op::Scatter,
+              .params = {"root", "axis"},
+              .infer = infer_scatter,
+              .rep = rep_differs,
+              .run = run_scatter,
+              .routing = [](const Node& n) { return term(root(n.attr_int("root"), axis_attr(n, "axis")), whole()); },
+              .sent = [](const Node&, double in, double, int N) { return ring(N) * in; },
+              .call = {"scatter", {{A::GroupBlocks, "axis"}, {A::DType}, {A::Int, "root"}}}});
+  // all_to_all(x, split_axis, concat_axis): block r of every rank's x (along split_axis),
+  // concatenated along concat_axis, on rank r.
+  collective(
+      {.op = Op::AllToAll,
+       .params = {"split_axis", "concat_axis"},
+       .infer = infer_all_to_all,
+       .rep = rep_differs,
+       .run = run_all_to_all,
+       .routing =
+           [](const Node& n) { return term(block(axis_attr(n, "split_axis")), block(axis_attr(n, "concat_axis"))); },
+       .sent = [](const Node&, double in, double, int N) { return ring(N) * in; },
+       .call = {"all_to_all", {{A::Shape}, {A::Axis, "split_axis"}, {A::Axis, "concat_axis"}, {A::DType}}}});
+  // permute(x, shift=1 | pairs=[[src, dst], ...]): x of src on dst, zeros where none
+  // arrives; a buffer for each pair whose ends differ, over N.
+  collective({.op = Op::Permute,
+              .params = {"shift", "pairs"},
+              .infer = infer_permute,
+              .rep = rep_permute,
+              .run = run_permute,
+              .routing = [](const Node& n) { return Term{whole(), whole(), true, n.attr_int_lists("pairs")}; },
+              .sent =
+                  [](const Node& n, double in, double, int N) {
+                    int moving = 0;
+                    for (const auto& p : n.attr_int_lists("pairs")) moving += p[0] != p[1];
+                    return moving * in / N;
+                  },
+              .call = {"permute", {{A::Count}, {A::DType}, {A::Pairs}}}});
 }
 
 }  // namespace gradc

@@ -4,7 +4,10 @@
 
 #include <mutex>
 
+#include "codegen/cpp.h"
+#include "ir/collectives.h"
 #include "ops/ops.h"
+#include "passes/cost.h"
 
 namespace gradc {
 
@@ -30,6 +33,8 @@ std::vector<std::string> missing_rules() {
     if (op == Op::Grad) continue;  // replaced by the autodiff pass before any backend runs
     if (is_collective(op) && !kernels()[op].collective)
       out.push_back(fmt::format("{}: no collective kernel", op_name(op)));
+    if (is_collective(op) && (!collective_rules()[op].routing || !bytes_sent()[op] || !runtime_calls()[op].fn))
+      out.push_back(fmt::format("{}: no routing, byte count or runtime call (ops/collective.cpp)", op_name(op)));
     if (!is_collective(op) && !kernels()[op].local)
       out.push_back(fmt::format("{}: no interpreter kernel", op_name(op)));
     if (is_differentiable(op) && !derivatives()[op]) out.push_back(fmt::format("{}: no derivative rule", op_name(op)));

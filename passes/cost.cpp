@@ -6,6 +6,7 @@
 
 #include <map>
 
+#include "ir/collectives.h"
 #include "ir/mesh.h"
 #include "ir/print.h"
 
@@ -24,14 +25,13 @@ double node_flops(const Graph& g, const Node& n) {
       const Shape& a = g.type(n.args[0]).shape;
       return 2.0 * double(n.type->size()) * double(a.back());
     }
-    case Op::AllReduce:
-    case Op::ReduceScatter:
-    case Op::Reduce: {
-      const double N = group_size(g, n);
-      return double(g.type(n.args[0]).size()) * (N - 1) / N * 2;
-    }
-    default: return 0;
+    default: break;
   }
+  if (is_collective(n.op) && has_param(n.op, "op")) {  // a reduction over the group
+    const double N = group_size(g, n);
+    return double(g.type(n.args[0]).size()) * (N - 1) / N * 2;
+  }
+  return 0;
 }
 
 std::string bytes_str(double b) {
@@ -40,28 +40,17 @@ std::string bytes_str(double b) {
 }
 }  // namespace
 
+OpTable<SentFn>& bytes_sent() {
+  static OpTable<SentFn> t;
+  return t;
+}
+
 CollectiveCost collective_cost(const Graph& g, ValueId v) {
   const Node& n = g[v];
-  const double N = group_size(g, n), share = (N - 1) / N;  // a ring over the collective's group
+  const SentFn sent = bytes_sent()[n.op];
+  GRADC_ASSERT(sent, "{} has no byte count", op_name(n.op));
   CollectiveCost c{v, n.backward};
-  double in = bytes(g.type(n.args[0])), out = bytes(n.type);
-  switch (n.op) {
-    case Op::AllReduce: c.sent = 2 * share * in; break;
-    case Op::AllGather: c.sent = share * out; break;
-    case Op::ReduceScatter: c.sent = share * in; break;
-    case Op::AllToAll: c.sent = share * in; break;
-    case Op::Broadcast:
-    case Op::Reduce: c.sent = share * in; break;
-    case Op::Gather: c.sent = share * out; break;
-    case Op::Scatter: c.sent = share * in; break;
-    case Op::Permute: {
-      int moving = 0;
-      for (const auto& p : n.attr_int_lists("pairs")) moving += p[0] != p[1];
-      c.sent = moving * in / N;
-      break;
-    }
-    default: GRADC_ASSERT(false, "{} is not a collective", op_name(n.op));
-  }
+  c.sent = sent(n, bytes(g.type(n.args[0])), bytes(n.type), group_size(g, n));
   c.received = c.sent;  // every byte one rank sends, another receives
   return c;
 }

@@ -20,12 +20,15 @@ struct GraphCost {
   double peak_bytes = 0;  // per rank: values live at once in program order (gradc cost: the buffer plan's)
 };
 
-// Bytes per rank for N ranks, with B the bytes of the value named in each formula:
-//   all_reduce 2(N-1)/N B (its buffer); all_gather (N-1)/N B (the gathered result);
-//   reduce_scatter (N-1)/N B (the operand); all_to_all (N-1)/N B (the operand);
-//   broadcast, reduce (N-1)/N B: a chain in which every rank but one forwards B;
-//   gather, scatter (N-1)/N B (the whole gathered or scattered value): N-1 blocks
-//   go to or from the root; permute: B for each pair whose ends differ, over N.
+// The bytes a collective node sends per rank, for the bytes of its operand (`in`) and
+// result (`out`) and its group of N ranks, under ring algorithms: each collective's block
+// in ops/collective.cpp gives its formula (all_reduce 2(N-1)/N of its buffer, all_gather
+// (N-1)/N of the gathered result, permute a buffer for each pair whose ends differ, over N, ...).
+using SentFn = double (*)(const Node& n, double in, double out, int N);
+OpTable<SentFn>& bytes_sent();
+
+// Bytes per rank: bytes_sent(), and as many received (every byte one rank sends, another
+// receives; averaged over ranks for the rooted ones).
 CollectiveCost collective_cost(const Graph& g, ValueId v);
 GraphCost graph_cost(const Graph& g);
 // The report, each collective named by its source value (or, in the backward, the

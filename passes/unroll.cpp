@@ -13,6 +13,7 @@
 #include <map>
 #include <set>
 
+#include "ir/collectives.h"
 #include "ir/mesh.h"
 #include "ir/rules.h"
 
@@ -77,7 +78,6 @@ class Unroller {
     return acc;
   }
   std::vector<ValueId>& copies(ValueId v) { return copy_[size_t(v)]; }
-  std::vector<ValueId> same(ValueId v) { return std::vector<ValueId>(size_t(N_), v); }
 
   void node(ValueId i) {
     const Node& n = src_[i];
@@ -133,50 +133,41 @@ class Unroller {
     }
   }
 
-  // A collective's local meaning on the copies xs of its group's ranks.
+  // A collective's local meaning on the copies xs of its group's ranks, read from its
+  // routing (ir/collectives.h): rank r's result is the reduction (op=, sum by default)
+  // of what the routing sends it, or their concatenation where it fills blocks of its
+  // result, or zeros where it receives nothing. `gradc prove` checks each routing
+  // against the interpreter's kernel (runtime/comm.cpp), written independently.
   std::vector<ValueId> collective(const Node& n, const std::vector<ValueId>& xs) {
     const int N = int(xs.size());
-    auto axis = [&](const char* k) {
-      int64_t a = n.attr_int(k);
-      return a < 0 ? a + src_.type(n.args[0]).rank() : a;
-    };
-    auto same = [&](ValueId v) { return std::vector<ValueId>(size_t(N), v); };
+    const Term t = routing(n, N);
     const Reduction op = reduction_of(n);
+    // the same value for every destination: computed once
+    const bool same = !t.has_pairs && t.src.axis < 0 && t.dst.root < 0;
     std::vector<ValueId> out;
-    switch (n.op) {
-      case Op::AllReduce: return same(reduce_ranks(xs, op));
-      case Op::AllGather: return same(concat(xs, axis("axis")));
-      case Op::ReduceScatter: {
-        ValueId total = reduce_ranks(xs, op);
-        for (int r = 0; r < N; ++r) out.push_back(block(total, axis("axis"), r, N));
-        return out;
+    for (int r = 0; r < N; ++r) {
+      if (same && r > 0) {
+        out.push_back(out[0]);
+        continue;
       }
-      case Op::Broadcast: return same(xs[size_t(n.attr_int("root"))]);
-      case Op::Reduce:
-      case Op::Gather: {
-        ValueId root_value = n.op == Op::Reduce ? reduce_ranks(xs, op) : concat(xs, axis("axis"));
-        out = same(constant(g().type(root_value), 0));
-        out[size_t(n.attr_int("root"))] = root_value;
-        return out;
+      std::vector<int64_t> from;
+      if (t.dst.root >= 0 && r != t.dst.root) {
+        // only the root receives
+      } else if (t.has_pairs) {
+        for (const auto& p : t.pairs)
+          if (p[1] == r) from.push_back(p[0]);
+      } else if (t.src.root >= 0) {
+        from.push_back(t.src.root);
+      } else {
+        for (int k = 0; k < N; ++k) from.push_back(k);
       }
-      case Op::Scatter:
-        for (int r = 0; r < N; ++r) out.push_back(block(xs[size_t(n.attr_int("root"))], axis("axis"), r, N));
-        return out;
-      case Op::AllToAll:
-        for (int r = 0; r < N; ++r) {
-          std::vector<ValueId> parts;
-          for (int k = 0; k < N; ++k) parts.push_back(block(xs[size_t(k)], axis("split_axis"), r, N));
-          out.push_back(concat(parts, axis("concat_axis")));
-        }
-        return out;
-      case Op::Permute: {
-        out = same(constant(src_.type(n.args[0]), 0));
-        for (const auto& p : n.attr_int_lists("pairs")) out[size_t(p[1])] = xs[size_t(p[0])];
-        return out;
-      }
-      default: break;
+      std::vector<ValueId> parts;
+      for (int64_t k : from) parts.push_back(t.src.axis < 0 ? xs[size_t(k)] : block(xs[size_t(k)], t.src.axis, r, N));
+      if (parts.empty())
+        out.push_back(constant(*n.type, 0));
+      else
+        out.push_back(t.dst.axis >= 0 ? concat(parts, t.dst.axis) : reduce_ranks(parts, op));
     }
-    GRADC_ASSERT(false, "unroll: no local meaning for {}", op_name(n.op));
     return out;
   }
 

@@ -1,7 +1,9 @@
 // The in-process communicator: N ranks in one process. Each collective takes
 // every rank's operand (x[k] is rank k's) and returns every rank's result.
 // Reductions combine in rank order (x_0, then x_1, ...), so results are
-// deterministic and identical on every rank.
+// deterministic and identical on every rank. These are the interpreter's kernels, and
+// on purpose a statement of each collective's meaning independent of its routing
+// (ir/collectives.h), against which `gradc prove` checks the routing.
 #pragma once
 #include <string>
 #include <vector>

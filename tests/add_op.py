@@ -1,12 +1,16 @@
-"""Adds an op the way docs/internals.md's checklist says, in a copy of the source tree,
-and shows that every backend picks it up: one row in ir/ops.def, one scalar function
-in ir/scalar.h, one block in ops/elementwise.cpp, and nothing else.
+"""Adds an op and a collective the way docs/internals.md's checklists say, in a copy of
+the source tree, and shows that every backend picks them up: for the op, one row in
+ir/ops.def, one scalar function in ir/scalar.h, one block in ops/elementwise.cpp; for
+the collective, one row in ir/ops.def and one block in ops/collective.cpp; nothing else.
 
 usage: add_op.py SOURCE_DIR WORK_DIR  (prints what it checked; exit 1 on a failure)
-The new op is cube(x) = x^3, with d/dx = 3 x^2.
+The new op is cube(x) = x^3, with d/dx = 3 x^2. The new collective is psum_scatter(x,
+axis), JAX's name for reduce_scatter(x, axis, op=sum): its derivative, derived from its
+routing, is an all_gather.
 """
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -54,6 +58,20 @@ edit("ops/elementwise.cpp", "void vjp_square(",
      "  const Ex X = ad[ad.arg(0)];\n  ct[0] = ad(ad[g] * (X * X) * 3.0);\n}")
 edit("ops/elementwise.cpp", "unary(Op::Square, vjp_square);", "  unary(Op::Cube, vjp_cube);")
 
+# The collective: its row, and its block (parameters, shape rule, replication, kernel,
+# routing, bytes on the wire, runtime call)
+edit("ir/ops.def", 'OP(Permute,', 'OP(PsumScatter, "psum_scatter", 1, COLL | DIFF)')
+edit("ops/collective.cpp", '.call = {"permute", {{A::Count}, {A::DType}, {A::Pairs}}}});',
+     "  // psum_scatter(x, axis): JAX's name for reduce_scatter(x, axis, op=sum).\n"
+     "  collective({.op = Op::PsumScatter,\n"
+     "              .params = {\"axis\"},\n"
+     "              .infer = infer_reduce_scatter,\n"
+     "              .rep = rep_differs,\n"
+     "              .run = run_reduce_scatter,\n"
+     "              .routing = [](const Node& n) { return term(block(axis_attr(n, \"axis\")), whole()); },\n"
+     "              .sent = [](const Node&, double in, double, int N) { return ring(N) * in; },\n"
+     "              .call = {\"reduce_scatter\", {{A::GroupBlocks, \"axis\"}, {A::DType}, {A::Reduction}}}});")
+
 run(["cmake", "-S", tree, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release"])
 run(["cmake", "--build", build, "--target", "gradc"])
 gradc = os.path.join(build, "gradc")
@@ -99,3 +117,60 @@ r = subprocess.run([gradc, "check", prog], capture_output=True, text=True)
 if r.returncode != 1 or "did you mean 'cube'?" not in r.stderr:
     sys.exit(f"no suggestion of cube:\n{r.stderr}")
 print("a misspelling suggests cube")
+
+# The collective, on a 2 x 2 mesh over tp: y = block t (rows) of the sum over tp of x,
+# and for L = sum over ranks of sum(y * y), dx on (d, t) is 2 y of each tp rank of d,
+# gathered: the all_gather that the routing's transpose gives.
+coll = os.path.join(work, "psum.dg")
+open(coll, "w").write(
+    "mesh dp=2, tp=2\n"
+    "input x : f32[4, 3] = reshape(iota(12), [4, 3]) + 100.0 * rank\n"
+    "y = psum_scatter(x, axis=0, over=tp)\n"
+    "dx = grad(sum(y * y), x)\n"
+    "output y, dx\n")
+xs = [[[float(3 * i + j + 100 * r) for j in range(3)] for i in range(4)] for r in range(4)]
+cwant = {}
+for d in (0, 1):
+    total = [[xs[2 * d][i][j] + xs[2 * d + 1][i][j] for j in range(3)] for i in range(4)]
+    dx = [2 * v for row in total for v in row]
+    for t in (0, 1):
+        cwant[2 * d + t] = {"y": [v for row in total[2 * t:2 * t + 2] for v in row], "dx": dx}
+
+
+def check_coll(what, outs):
+    for r in range(4):
+        got = {k: v["data"] for k, v in outs[r]["outputs"].items()}
+        if got != cwant[r]:
+            sys.exit(f"{what}: rank {r} gave {got}, expected {cwant[r]}")
+    print(f"{what}: exact")
+
+
+for backend in ("interp", "native"):
+    check_coll(f"psum_scatter: gradc run --backend={backend}",
+               json.loads(run([gradc, "run", coll, f"--backend={backend}", "--format=json"]))["ranks"])
+exe = os.path.join(work, "psum_exe")
+run([gradc, "build", coll, "--target=cpu", "-o", exe])
+check_coll("psum_scatter: the cpu executable", json.loads(run([exe, "--ranks=4", "--format=json"]))["ranks"])
+ir = run([gradc, "ir", coll, "--stage=grad"])
+if not re.search(r"all_gather\(.*axis=0", ir):
+    sys.exit(f"psum_scatter: the derived backward has no all_gather:\n{ir}")
+print("psum_scatter: its derivative is an all_gather")
+run([gradc, "emit", coll, "--target=cuda", "-o", os.path.join(work, "cuda_psum")])
+cu = open(os.path.join(work, "cuda_psum", "psum.cu")).read()
+if "gradc::reduce_scatter(" not in cu:
+    sys.exit("the cuda code does not call gradc::reduce_scatter for psum_scatter")
+print("psum_scatter: the cuda code calls gradc::reduce_scatter")
+v = subprocess.run([gradc, "verify", coll], capture_output=True, text=True)
+if v.returncode != 0:
+    sys.exit(f"gradc verify failed:\n{v.stdout}{v.stderr}")
+print("psum_scatter: gradc verify: ok")
+# f32[4, 3] is 48 bytes; a ring over tp's 2 ranks sends half of them
+cost = run([gradc, "cost", coll])
+if not re.search(r"psum_scatter\(axis=0, over=\[tp\]\)\s+f32\[4, 3\]\s+24 B\s+24 B", cost):
+    sys.exit(f"psum_scatter: gradc cost does not count 24 B:\n{cost}")
+print("psum_scatter: gradc cost: 24 B")
+p = run([gradc, "prove", "--max-ranks=4"])
+row = [line for line in p.splitlines() if line.startswith("psum_scatter")]
+if len(row) != 1 or "all_gather(axis=a)" not in row[0] or not re.search(r"proved\s+checked", row[0]):
+    sys.exit(f"psum_scatter: gradc prove has no proved row:\n{p}")
+print("psum_scatter: gradc prove: proved and checked")
