@@ -2,21 +2,27 @@
 
 It generates random well-typed .dg programs (elementwise ops, reductions, views, take,
 matmuls with transposes, composites, every collective, defaults, loops, defs, grads of
-several orders and modes, 1 to 4 ranks), and for each one checks:
+several orders and modes, 1 to 4 ranks; with --mesh-every, programs over 2-D and 3-D
+meshes, axes of size 1 included: collectives over one axis, several in any order and
+all, shared(A) inputs, grad over= in every mode, rank(A) and size(A) in values, shapes
+and defaults), and for each one checks:
   * the interpreter against PyTorch's autograd on a float64 simulation of every rank
-    (the program's inputs are f64, so both compute in double precision);
+    (the program's inputs are f64, so both compute in double precision), each
+    collective run in each of its groups, and the replication of every value tracked
+    per mesh axis by docs/language.md's rules (it decides what a gradient is);
   * the native backend (`gradc run`'s default) against the interpreter;
   * with --exe, the executable of `gradc build --target=cpu` against the interpreter,
     as threads and under mpirun;
   * with --torch, the op of `gradc emit --target=torch` under multi-process PyTorch
-    against the interpreter (tests/torch/check_ops.py, its inputs and cotangents random;
+    (on a DeviceMesh for a mesh program) against the interpreter (tests/torch/check_ops.py, its inputs and cotangents random;
     `shared` is dropped from the program for this check, since that check declares
     every input per rank);
   * that gradc accepts the program at all (the generator writes only valid ones).
 A disagreement is shrunk to a small program (outputs dropped, statements bypassed and
 removed while the same kind of disagreement remains) and written to WORKDIR.
 
-usage: dgsmith.py GRADC WORKDIR [--seed S] [--count N | --seconds T] [--exe] [--torch] [--keep-going]
+usage: dgsmith.py GRADC WORKDIR [--seed S] [--count N | --seconds T] [--mesh-every K] [--exe] [--torch]
+                  [--keep-going]
 Needs PyTorch (Debian's python3-torch is enough) and NumPy; --torch also the venv of
 scripts/torch_venv.sh (PyPI's PyTorch). Deterministic for a seed.
 Exit 0 when every program agreed; 1 after the first disagreement (or, with
@@ -48,22 +54,81 @@ torch.set_default_dtype(torch.float64)
 # every statement knows its .dg text and how to compute itself on every rank in torch.
 
 
-class Val:
-    """A value in the simulation: per-rank tensors, its dtype, and whether gradc's
-    replication analysis (docs/language.md sections 5 and 6) proves it identical on every rank.
-    Every float value is a variable autograd can differentiate with respect to: one that
-    depends on nothing differentiable (a constant, sign(x)) becomes a leaf of its own."""
+# The mesh of the program being generated or simulated: (axis, size) in declared order. A
+# program without a mesh has one axis, "world" (docs/meshes.md).
+AXES = [("world", 1)]
 
-    def __init__(self, ranks, dtype, rep):
+
+def set_mesh(axes):
+    global AXES
+    AXES = list(axes)
+
+
+def live():
+    """The axes ranks can differ along: those of size above 1 (gradc never varies along another)."""
+    return frozenset(a for a, n in AXES if n > 1)
+
+
+def world_size():
+    return math.prod(n for _, n in AXES)
+
+
+def coord(r, axis):
+    """Rank r's index along `axis`: row-major over the axes, the last fastest."""
+    names = [a for a, _ in AXES]
+    k = names.index(axis)
+    return r // math.prod(n for _, n in AXES[k + 1:]) % AXES[k][1]
+
+
+def groups_over(over):
+    """The groups of a collective over the axes `over` (in the order written): the ranks that
+    agree on every other axis, each in in-group order (row-major over `over` as written)."""
+    groups = {}
+    sizes = dict(AXES)
+    for r in range(world_size()):
+        key = tuple(coord(r, a) for a, _ in AXES if a not in over)
+        pos = 0
+        for a in over:
+            pos = pos * sizes[a] + coord(r, a)
+        groups.setdefault(key, {})[pos] = r
+    return [[g[i] for i in range(len(g))] for g in groups.values()]
+
+
+def in_groups(ranks, over, fn):
+    """A collective over `over` on per-rank tensors: fn maps the members' tensors (in
+    in-group order) to their results, in each group on its own."""
+    out = [None] * len(ranks)
+    for grp in groups_over(over):
+        for r, t in zip(grp, fn([ranks[r] for r in grp])):
+            out[r] = t
+    return out
+
+
+class Val:
+    """A value in the simulation: per-rank tensors, its dtype, and the mesh axes along which
+    gradc's replication analysis (docs/language.md sections 5, 6 and 8) says it varies
+    (an empty set: identical on every rank). Every float value is a variable autograd can
+    differentiate with respect to: one that depends on nothing differentiable (a constant,
+    sign(x)) becomes a leaf of its own."""
+
+    def __init__(self, ranks, dtype, vary):
         if dtype != "i32":
             ranks = [t if t.requires_grad else t.detach().to(torch.float64).requires_grad_(True) for t in ranks]
         self.ranks = ranks  # list of torch tensors, one per rank
         self.dtype = dtype  # "f64", "f32" or "i32"
-        self.rep = rep
+        self.vary = frozenset(vary) & live()
+
+    @property
+    def rep(self):
+        return not self.vary
 
     @property
     def shape(self):
         return tuple(self.ranks[0].shape)
+
+
+def union(*vals):
+    return frozenset().union(*[v.vary for v in vals])
 
 
 class Stmt:
@@ -78,24 +143,47 @@ class Stmt:
 
 
 class Input:
-    def __init__(self, name, shape, dtype, shared, data, default=None, default_sim=None):
+    """`shared`: False (one value per rank), True (shared: one everywhere) or a list of axes
+    (shared(dp): one along them)."""
+
+    def __init__(self, name, shape, dtype, shared, data, default=None, default_sim=None, shape_text=None):
         self.name, self.shape, self.dtype, self.shared = name, tuple(shape), dtype, shared
         self.data = data  # per-rank numpy arrays written as files, or None (the default is used)
         self.default, self.default_sim = default, default_sim
+        self.shape_text = shape_text or [str(d) for d in shape]  # a dimension may be written `2 * size(tp)`
+
+    def vary(self):
+        if self.shared is True:
+            return frozenset()
+        return live() - frozenset(self.shared or [])
+
+    def shared_text(self):
+        if self.shared is True:
+            return " shared"
+        if not self.shared:
+            return ""
+        return f" shared({self.shared[0]})" if len(self.shared) == 1 else f" shared([{', '.join(self.shared)}])"
 
 
 class Program:
-    def __init__(self, world):
+    def __init__(self, world, mesh=None):
         self.world = world
+        self.mesh = mesh  # [(axis, size)] for a program with a mesh, else None
         self.inputs = []
         self.stmts = []
         self.outputs = []
 
+    def axes(self):
+        return self.mesh or [("world", self.world)]
+
+    def mesh_flag(self):
+        return ",".join(f"{a}={n}" for a, n in self.mesh)
+
     def text(self):
-        lines = [f"world {self.world}"]
+        lines = [f"mesh {', '.join(f'{a}={n}' for a, n in self.mesh)}" if self.mesh else f"world {self.world}"]
         for i in self.inputs:
-            t = f"{i.dtype}[{', '.join(map(str, i.shape))}]"
-            lines.append(f"input {i.name} : {t}{' shared' if i.shared else ''}" + (f" = {i.default}" if i.data is None else ""))
+            t = f"{i.dtype}[{', '.join(i.shape_text)}]"
+            lines.append(f"input {i.name} : {t}{i.shared_text()}" + (f" = {i.default}" if i.data is None else ""))
         for s in self.stmts:
             if s.prologue:
                 lines.append(s.prologue)
@@ -113,9 +201,9 @@ class Program:
         for i in self.inputs:
             if i.data is None:
                 continue
-            if i.shared:
+            if i.shared is True:
                 np.save(os.path.join(ins, i.name + ".npy"), i.data[0])
-            else:
+            else:  # per rank (shared(A): the same along A, as the data check requires)
                 for r in range(self.world):
                     os.makedirs(os.path.join(ins, f"rank{r}"), exist_ok=True)
                     np.save(os.path.join(ins, f"rank{r}", i.name + ".npy"), i.data[r])
@@ -137,6 +225,7 @@ def float_of(d):
 
 def simulate(prog):
     """Every output on every rank, as the .dg semantics define them, computed by PyTorch."""
+    set_mesh(prog.axes())
     env = {}
     for i in prog.inputs:
         if i.data is not None:
@@ -146,7 +235,7 @@ def simulate(prog):
             ranks = i.default_sim(prog.world)
         if i.dtype != "i32":
             ranks = [t.clone().requires_grad_(True) for t in ranks]
-        env[i.name] = Val(ranks, i.dtype, i.shared)
+        env[i.name] = Val(ranks, i.dtype, i.vary())
     for s in prog.stmts:
         if hasattr(s, "names"):  # a grad binds several names
             for n, v in zip(s.names, s.multi(env, prog.world)):
@@ -162,7 +251,7 @@ def simulate(prog):
 def local(fn, dtype, *vals):
     """An op applied on each rank; varying if any operand varies."""
     world = len(vals[0].ranks)
-    return Val([fn(*[v.ranks[r] for v in vals]) for r in range(world)], dtype, all(v.rep for v in vals))
+    return Val([fn(*[v.ranks[r] for v in vals]) for r in range(world)], dtype, union(*vals))
 
 
 def clones(t, world):
@@ -210,13 +299,20 @@ def reduce_stack(ts, op):
     return s.amin(0)
 
 
-def grad_sim(loss, ws, mode, world, create_graph=True):
-    """grad(loss, w..., mode): docs/language.md section 6. L = sum over ranks (sum), divided
-    by N (mean; and global, where the loss is replicated, so L is any rank's loss). A
-    replicated w is one variable: its gradient is the total over the ranks' copies."""
-    L = sum(t.sum() for t in loss.ranks)
-    if mode != "sum":
-        L = L / world
+def grad_sim(loss, ws, mode, over, create_graph=True):
+    """grad(loss, w..., mode, over=): docs/language.md sections 6 and 8. The ranks that share
+    their coordinates on `over` (None: every axis) form a group whose loss is one value,
+    replicated along the other axes: L = c * (sum over groups of sum(loss_g)), c = 1 for sum
+    and 1/|groups| for mean (global: over=[]). Each rank's copy of its group's loss counts
+    1/M, M the copies. A value replicated along axes R is one variable for the ranks that
+    differ only along R: its gradient is the total over them, the same on each."""
+    names = [a for a, _ in AXES]
+    over = set(names if over is None else over)
+    world = world_size()
+    copies = math.prod(n for a, n in AXES if a not in over)
+    L = sum(t.sum() for t in loss.ranks) / copies
+    if mode == "mean":
+        L = L / math.prod(n for a, n in AXES if a in over)
     flat = [t for w in ws for t in w.ranks]
     need = [t.requires_grad for t in flat]
     inputs = [t for t, n in zip(flat, need) if n]
@@ -227,13 +323,10 @@ def grad_sim(loss, ws, mode, world, create_graph=True):
     out = []
     for k, w in enumerate(ws):
         mine = per[k * world:(k + 1) * world]
-        if w.rep:
-            total = sum(mine)
-            out.append(Val(clones(total, world), w.dtype, True))
-        else:
-            # the replication analysis of the backward graph: a gradient is replicated when
-            # every cotangent reaching it is; the simulation keeps per-rank values either way
-            out.append(Val(mine, w.dtype, False))
+        # the replication analysis of the backward graph: a gradient is replicated where every
+        # cotangent reaching it is; the simulation keeps the variable's own axes
+        out.append(Val(in_groups(mine, [a for a in names if a not in w.vary], lambda gs: clones(sum(gs), len(gs))),
+                       w.dtype, w.vary))
     return out
 
 
@@ -257,9 +350,10 @@ def torch_unary(name):
 
 
 class Gen:
-    def __init__(self, rng, world):
+    def __init__(self, rng, world, mesh=None):
         self.rng = rng
-        self.p = Program(world)
+        self.p = Program(world, mesh)
+        set_mesh(self.p.axes())
         self.n = 0
         self.env = {}
         self.grads = []  # names of gradient results
@@ -299,36 +393,71 @@ class Gen:
         self.deps[name] = set().union(*[self.deps[a] for a in args]) | {name}
         return name
 
-    def input(self, shape, shared=None, dtype="f64"):
+    def axis_names(self):
+        return [a for a, _ in self.p.axes()]
+
+    def mult(self):
+        """A factor for a dimension: 1, the world, or (with a mesh) the size of one axis or of
+        two, so that collectives over them divide it; with its text (`size(tp)`)."""
+        if not self.p.mesh:
+            return (self.p.world, "world") if self.rng.random() < 0.4 else (1, "")
+        axes = self.axis_names()
+        k = self.rng.random()
+        if k < 0.3:
+            return 1, ""
+        if k < 0.45:
+            return self.p.world, "world"
+        pick = self.rng.sample(axes, self.rng.choice([1, 1, 2]))
+        sizes = dict(self.p.mesh)
+        return math.prod(sizes[a] for a in pick), " * ".join(f"size({a})" for a in pick)
+
+    def input(self, shape, shared=None, dtype="f64", shape_text=None):
         name = self.fresh("in")
         world = self.p.world
-        shared = self.rng.random() < 0.3 if shared is None else shared
         rng = self.rng
+        if shared is None:
+            shared = rng.random() < 0.3
+            if self.p.mesh and rng.random() < 0.5:  # shared along some axes (shared(dp)), in any order
+                shared = rng.sample(self.axis_names(), rng.randrange(1, len(self.p.mesh)))
         use_default = rng.random() < 0.25
+        vary = live() - frozenset(self.axis_names() if shared is True else shared or [])
         if use_default:
             # a default is computed as written: its literals are f32 (docs/language.md section 2),
             # and the result is converted to the declared dtype
             c = round(rng.uniform(-1.5, 1.5), 3)
             f32 = lambda v: torch.tensor(v, dtype=torch.float32)
-            if shared:
+            # an index the default may vary with: rank, or rank(A) along an axis it is not shared along
+            if self.p.mesh:
+                free = [a for a in self.axis_names() if not (shared is True or a in (shared or []))]
+                along = rng.choice(free) if free else None
+            else:
+                along = None if shared else "rank"
+            if along is None:
                 # a lone literal takes the declared dtype, as any literal does from its context
                 default, fn = f"{c}", (lambda w, c=c, s=shape: [torch.full(s, c) for _ in range(w)])
             else:
                 k = round(rng.uniform(-1, 1), 3)
-                default = f"{c} + {k} * rank"
-                fn = lambda w, c=c, k=k, s=shape: [(f32(c) + f32(k) * r).double().expand(s).clone() for r in range(w)]
-            inp = Input(name, shape, dtype, shared, None, default, fn)
+                idx = "rank" if along == "rank" else f"rank({along})"
+                at = (lambda r: r) if along == "rank" else (lambda r, a=along: coord(r, a))
+                default = f"{c} + {k} * {idx}"
+                fn = lambda w, c=c, k=k, s=shape, at=at: [(f32(c) + f32(k) * at(r)).double().expand(s).clone() for r in range(w)]
+            inp = Input(name, shape, dtype, shared, None, default, fn, shape_text)
         else:
-            base = np.array([rng.uniform(-2, 2) for _ in range(int(np.prod(shape)))]).reshape(shape)
-            data = [base] * world if shared else [
-                np.array([rng.uniform(-2, 2) for _ in range(int(np.prod(shape)))]).reshape(shape) for _ in range(world)]
-            inp = Input(name, shape, dtype, shared, [d.astype(NP[dtype]) for d in data])
+            # one array per distinct value: per rank, or per coordinate on the axes it varies along
+            keyed = {}
+            data = []
+            for r in range(world):
+                key = tuple(coord(r, a) for a in sorted(vary)) if shared is not False else r
+                if key not in keyed:
+                    keyed[key] = np.array([rng.uniform(-2, 2) for _ in range(int(np.prod(shape)))]).reshape(shape)
+                data.append(keyed[key])
+            inp = Input(name, shape, dtype, shared, [d.astype(NP[dtype]) for d in data], shape_text=shape_text)
         self.p.inputs.append(inp)
         if inp.data is not None:
             ranks = [torch.tensor(d.astype(np.float64)) for d in inp.data]
         else:
             ranks = inp.default_sim(world)
-        self.env[name] = Val([t.clone().requires_grad_(True) for t in ranks], dtype, shared)
+        self.env[name] = Val([t.clone().requires_grad_(True) for t in ranks], dtype, vary)
         self.deps[name] = {name}
         return name
 
@@ -369,7 +498,7 @@ class Gen:
         def run(fn, dtype=dt):
             def sim(env, w):
                 ranks = [fn(env[a].ranks[r], bsim(env, r)) for r in range(w)]
-                return Val(ranks, dtype, all(env[x].rep for x in args))
+                return Val(ranks, dtype, union(*[env[x] for x in args]))
             return sim
         if op in "+-*":
             f = {"+": torch.add, "-": torch.sub, "*": torch.mul}[op]
@@ -400,7 +529,7 @@ class Gen:
         rng = self.rng
         x = self.pick()
         w = self.p.world
-        ints = [("world", w), ("(world - 1)", w - 1), ("2", 2), ("(-3)", -3), ("7 // 2", 3), ("(-7) % 3", 2)]
+        ints = [("world", w), ("(world - 1)", w - 1), ("2", 2), ("(-3)", -3), ("(7 // 2)", 3), ("((-7) % 3)", 2)]
         floats = [("0.5", 0.5), ("(-1.5)", -1.5), ("2.25", 2.25), ("0.0", 0.0), ("3.0", 3.0), ("(-0.25)", -0.25)]
         f32 = lambda v: torch.tensor(v, dtype=torch.float32)
 
@@ -574,19 +703,23 @@ class Gen:
         n = s[ax]
         m = self.rng.choice([1, 2, 3, 4])
         a, b = self.rng.randrange(1, 4), self.rng.randrange(0, 3)
+        idx_vary = frozenset()
         if self.rng.random() < 0.5:
-            idx = f"(iota({m}) * {a} + {b} + rank) % {n}"
-            ix = lambda r: (torch.arange(m) * a + b + r) % n
+            # indices that differ by rank, or with a mesh by the rank along one axis (rank(tp))
+            along = self.rng.choice(self.axis_names()) if self.p.mesh and self.rng.random() < 0.6 else None
+            at = (lambda r: r) if along is None else (lambda r: coord(r, along))
+            idx = f"(iota({m}) * {a} + {b} + {'rank' if along is None else f'rank({along})'}) % {n}"
+            ix = lambda r: (torch.arange(m) * a + b + at(r)) % n
+            idx_vary = live() if along is None else frozenset([along])
         else:
             vals = [self.rng.randrange(n) for _ in range(m)]
             idx = f"[{', '.join(map(str, vals))}]" if m > 1 else f"iota(1) + {vals[0]}"
             ix = lambda r: torch.tensor(vals)
         dt = self.env[x].dtype
-        rep_idx = "rank" not in idx
 
         def sim(env, w):
             v = env[x]
-            return Val([v.ranks[r].index_select(ax, ix(r)) for r in range(w)], dt, v.rep and rep_idx)
+            return Val([v.ranks[r].index_select(ax, ix(r)) for r in range(w)], dt, v.vary | idx_vary)
         return self.add(f"take({x}, {idx}, axis={ax})", [x], sim)
 
     def composite(self):
@@ -612,7 +745,7 @@ class Gen:
             n = self.rng.choice([2, 3, 4])
             m = self.rng.choice([1, 2, 3])
             return self.add(f"one_hot((iota({m}) + rank) % {n}, {n})", [],
-                            lambda env, w: Val([F.one_hot((torch.arange(m) + r) % n, n).to(torch.float32) for r in range(w)], "f32", w == 1))
+                            lambda env, w: Val([F.one_hot((torch.arange(m) + r) % n, n).to(torch.float32) for r in range(w)], "f32", live()))
         if len(s) != 2:
             raise Skip("cross_entropy of a matrix")
         rows, c = s
@@ -620,80 +753,110 @@ class Gen:
         lab = lambda r: (torch.arange(rows) * a + r) % c
         return self.add(f"cross_entropy({x}, (iota({rows}) * {a} + rank) % {c})", [x],
                         lambda env, w: Val([F.cross_entropy(env[x].ranks[r], lab(r)) for r in range(w)], dt,
-                                           env[x].rep and w == 1))
+                                           live()))
+
+    def over(self):
+        """The axes a collective runs over, and its `over=` text: without a mesh every rank;
+        with one, one axis, several in any order, or (without over=) every axis."""
+        axes = self.axis_names()
+        if not self.p.mesh:
+            return axes, ""
+        k = self.rng.random()
+        if k < 0.2:
+            return axes, ""
+        pick = self.rng.sample(axes, 1 if k < 0.65 else self.rng.randrange(2, len(axes) + 1))
+        return pick, f", over={pick[0]}" if len(pick) == 1 else f", over=[{', '.join(pick)}]"
 
     def collective(self):
-        w = self.p.world
         kind = self.rng.choice(["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "gather",
                                 "scatter", "all_to_all", "permute", "permute_pairs"])
         x = self.pick(lambda v: len(v.shape) >= 1 or kind in ("all_reduce", "broadcast", "reduce", "permute", "permute_pairs"))
         if x is None:
             raise Skip("no operand")
+        S, over = self.over()
+        n = math.prod(dict(self.p.axes())[a] for a in S)  # the group's size
         v = self.env[x]
         s = v.shape
         dt = v.dtype
         rng = self.rng
+        # a collective gives every rank of a group the same value (replicated along its axes), or not
+        same = lambda env: env[x].vary - frozenset(S)
+        differs = lambda env: env[x].vary | frozenset(S)
+
+        def add(text, fn, vary):
+            return self.add(text + over + ")", [x], lambda env, w: Val(in_groups(env[x].ranks, S, fn), dt, vary(env)))
         if kind in ("all_reduce", "reduce"):
             op = rng.choice(["sum", "avg", "prod", "max", "min"])
-            root = rng.randrange(w)
+            root = rng.randrange(n)
             if kind == "all_reduce":
-                return self.add(f"all_reduce({x}, op={op})", [x],
-                                lambda env, w: Val(clones(reduce_stack(env[x].ranks, op), w), dt, True))
-            return self.add(f"reduce({x}, root={root}, op={op})", [x],
-                            lambda env, w: Val([reduce_stack(env[x].ranks, op) if r == root else
-                                                torch.zeros(s) for r in range(w)], dt, w == 1 and env[x].rep))
+                return add(f"all_reduce({x}, op={op}", lambda xs: clones(reduce_stack(xs, op), n), same)
+            return add(f"reduce({x}, root={root}, op={op}",
+                       lambda xs: [reduce_stack(xs, op) if i == root else torch.zeros(s) for i in range(n)], differs)
         if kind in ("all_gather", "gather"):
             ax = rng.randrange(len(s))
-            root = rng.randrange(w)
+            root = rng.randrange(n)
             if kind == "all_gather":
-                return self.add(f"all_gather({x}, axis={ax})", [x],
-                                lambda env, w: Val(clones(torch.cat(env[x].ranks, ax), w), dt, True))
-            return self.add(f"gather({x}, root={root}, axis={ax})", [x],
-                            lambda env, w: Val([torch.cat(env[x].ranks, ax) if r == root else
-                                                torch.zeros(torch.cat(env[x].ranks, ax).shape) for r in range(w)], dt,
-                                               w == 1 and env[x].rep))
+                return add(f"all_gather({x}, axis={ax}", lambda xs: clones(torch.cat(xs, ax), n), same)
+            return add(f"gather({x}, root={root}, axis={ax}",
+                       lambda xs: [torch.cat(xs, ax) if i == root else torch.zeros(torch.cat(xs, ax).shape)
+                                   for i in range(n)], differs)
         if kind in ("reduce_scatter", "scatter", "all_to_all"):
-            axes = [d for d in range(len(s)) if s[d] % w == 0]
+            axes = [d for d in range(len(s)) if s[d] % n == 0]
             if not axes:
                 raise Skip("no axis divides")
             ax = rng.choice(axes)
             if kind == "reduce_scatter":
                 op = rng.choice(["sum", "avg", "prod", "max", "min"])
-                return self.add(f"reduce_scatter({x}, axis={ax}, op={op})", [x],
-                                lambda env, w: Val([reduce_stack(env[x].ranks, op).chunk(w, ax)[r] for r in range(w)],
-                                                   dt, w == 1 and env[x].rep))
+                return add(f"reduce_scatter({x}, axis={ax}, op={op}",
+                           lambda xs: list(reduce_stack(xs, op).chunk(n, ax)), differs)
             if kind == "scatter":
-                root = rng.randrange(w)
-                return self.add(f"scatter({x}, root={root}, axis={ax})", [x],
-                                lambda env, w: Val([env[x].ranks[root].chunk(w, ax)[r] for r in range(w)], dt,
-                                                   w == 1 and env[x].rep))
+                root = rng.randrange(n)
+                return add(f"scatter({x}, root={root}, axis={ax}", lambda xs: list(xs[root].chunk(n, ax)), differs)
             cat = rng.randrange(len(s))
-            return self.add(f"all_to_all({x}, split_axis={ax}, concat_axis={cat})", [x],
-                            lambda env, w: Val([torch.cat([env[x].ranks[k].chunk(w, ax)[r] for k in range(w)], cat)
-                                                for r in range(w)], dt, w == 1 and env[x].rep))
+            return add(f"all_to_all({x}, split_axis={ax}, concat_axis={cat}",
+                       lambda xs: [torch.cat([xs[k].chunk(n, ax)[i] for k in range(n)], cat) for i in range(n)],
+                       differs)
         if kind == "broadcast":
-            root = rng.randrange(w)
-            return self.add(f"broadcast({x}, root={root})", [x],
-                            lambda env, w: Val(clones(env[x].ranks[root], w), dt, True))
+            root = rng.randrange(n)
+            return add(f"broadcast({x}, root={root}", lambda xs: clones(xs[root], n), same)
         if kind == "permute":
-            shift = rng.randrange(-w, 2 * w)
-            return self.add(f"permute({x}, shift={shift})", [x],
-                            # clones: the result is a value of its own (a gradient with respect to it is not
-                            # one with respect to x), as in gradc, even where it moves nothing
-                            lambda env, w: Val([env[x].ranks[(r - shift) % w].clone() for r in range(w)], dt,
-                                               env[x].rep))
-        dsts = list(range(w))
+            shift = rng.randrange(-n, 2 * n)
+            # clones: the result is a value of its own (a gradient with respect to it is not
+            # one with respect to x), as in gradc, even where it moves nothing. Of a value
+            # replicated along the group's axes, every rank receives the same: replicated.
+            return add(f"permute({x}, shift={shift}", lambda xs: [xs[(i - shift) % n].clone() for i in range(n)],
+                       lambda env: env[x].vary if not env[x].vary & frozenset(S) else differs(env))
+        dsts = list(range(n))
         rng.shuffle(dsts)
-        pairs = [[src, d] for src, d in zip(range(w), dsts) if rng.random() < 0.7]
+        pairs = [[src, d] for src, d in zip(range(n), dsts) if rng.random() < 0.7]
         if not pairs:
             raise Skip("no pairs")
         ptext = "[" + ", ".join(f"[{a}, {b}]" for a, b in pairs) + "]"
         src_of = {b: a for a, b in pairs}
+        return add(f"permute({x}, pairs={ptext}",
+                   lambda xs: [xs[src_of[i]].clone() if i in src_of else torch.zeros(s) for i in range(n)],
+                   lambda env: env[x].vary if not env[x].vary & frozenset(S) and len(pairs) == n else differs(env))
 
-        def sim(env, w):
-            return Val([env[x].ranks[src_of[r]].clone() if r in src_of else torch.zeros(s) for r in range(w)], dt,
-                       env[x].rep and len(pairs) == w)
-        return self.add(f"permute({x}, pairs={ptext})", [x], sim)
+    def mesh_index(self):
+        """rank(A) in values, size(A) in values and shapes (a program with a mesh)."""
+        if not self.p.mesh:
+            raise Skip("no mesh")
+        x = self.pick()
+        A = self.rng.choice(self.axis_names())
+        n = dict(self.p.mesh)[A]
+        dt = self.env[x].dtype
+        k = self.rng.random()
+        if k < 0.4:
+            return self.add(f"{x} * (rank({A}) + 1.0)", [x], lambda env, w: Val(
+                [env[x].ranks[r] * (coord(r, A) + 1) for r in range(w)], dt, env[x].vary | {A}))
+        if k < 0.7:
+            return self.add(f"{x} * size({A}) - rank({A})", [x], lambda env, w: Val(
+                [env[x].ranks[r] * n - coord(r, A) for r in range(w)], dt, env[x].vary | {A}))
+        m = int(np.prod(self.env[x].shape))
+        if m % n:
+            raise Skip("size does not divide")
+        return self.add(f"reshape({x}, [size({A}), {m} // size({A})])", [x],
+                        lambda env, w: local(lambda t: t.reshape(n, m // n), dt, env[x]))
 
     def loop(self):
         x = self.pick()
@@ -705,9 +868,9 @@ class Gen:
         def sim(env, w):
             acc = env[x]
             for i in range(k):
-                acc = Val([acc.ranks[r] * c + torch.tanh(env[y].ranks[r]) * i for r in range(w)], dt, acc.rep and env[y].rep)
+                acc = Val([acc.ranks[r] * c + torch.tanh(env[y].ranks[r]) * i for r in range(w)], dt, union(acc, env[y]))
             if k == 0:  # `acc = x * 1.0` alone: a new value equal to x
-                acc = Val([t * 1.0 for t in acc.ranks], dt, acc.rep)
+                acc = Val([t * 1.0 for t in acc.ranks], dt, acc.vary)
             return acc
         it = f"it{self.n}"  # the loop variable: no value's name
         return self.add(f"@@ = {x} * 1.0\nfor {it} in range({k}) {{\n  @@ = @@ * {c} + tanh({y}) * {it}\n}}", [x, y], sim,
@@ -732,6 +895,20 @@ class Gen:
         lv = self.env[loss]
         if mode == "global" and not lv.rep:
             mode = "mean"
+        over, otext = None, ""
+        if self.p.mesh and mode != "global":
+            # over= the axes whose ranks hold different samples: at least those the loss varies
+            # along (it must be replicated along the others), in any order; sometimes none
+            # (over=[]) or every axis without over=
+            axes = self.axis_names()
+            must = [a for a in axes if a in lv.vary]
+            rest = [a for a in axes if a not in lv.vary]
+            over = must + self.rng.sample(rest, self.rng.randrange(0, len(rest) + 1))
+            self.rng.shuffle(over)
+            if len(over) == len(axes) and self.rng.random() < 0.3:
+                over = None
+            else:
+                otext = f", over={over[0]}" if len(over) == 1 else f", over=[{', '.join(over)}]"
         # mostly what the loss is computed from; sometimes anything (a zero gradient)
         pool = self.deps[loss] if self.rng.random() < 0.85 else self.env
         cands = sorted(n for n in pool if self.env[n].dtype != "i32" and n not in self.grads)
@@ -739,10 +916,10 @@ class Gen:
             raise Skip("nothing to differentiate")
         ws = self.rng.sample(cands, min(len(cands), self.rng.randrange(1, 3)))
         names = [self.fresh("d") for _ in ws]
-        text = f"{', '.join(names)} = grad({loss}, {', '.join(ws)}, mode={mode})"
+        text = f"{', '.join(names)} = grad({loss}, {', '.join(ws)}, mode={mode}{otext})"
 
-        def sim(env, w, loss=loss, ws=ws, mode=mode):
-            return grad_sim(env[loss], [env[n] for n in ws], mode, w)
+        def sim(env, w, loss=loss, ws=ws, mode=mode, over=over):
+            return grad_sim(env[loss], [env[n] for n in ws], mode, [] if mode == "global" else over)
         # one statement binding several names: the first holds the tuple, the others index it
         try:
             vals = sim(self.env, self.p.world)
@@ -778,20 +955,39 @@ class Skip(Exception):
     pass
 
 
-def generate(seed):
+MESHES = [[("dp", 2), ("tp", 2)], [("dp", 2), ("tp", 3)], [("ep", 3), ("sp", 2)], [("dp", 1), ("tp", 2)],
+          [("dp", 2), ("pp", 1)], [("dp", 2), ("tp", 2), ("sp", 2)], [("pp", 2), ("dp", 1), ("tp", 2)],
+          [("a", 1), ("b", 2), ("c", 2)]]
+
+
+def generate(seed, mesh=False):
+    """A random program: over `world N` (1 to 4 ranks), or with `mesh` over a 2-D or 3-D
+    mesh (axes of size 1 included)."""
     rng = random.Random(seed)
-    world = rng.choice([1, 2, 2, 3, 4])
-    g = Gen(rng, world)
+    axes = rng.choice(MESHES) if mesh else None
+    world = math.prod(n for _, n in axes) if mesh else rng.choice([1, 2, 2, 3, 4])
+    g = Gen(rng, world, axes)
     dense = rng.random() < 0.5  # square matrices of one size: chains of matmuls and transposes (linear layers)
-    d = rng.choice([2, 3, 4]) * (world if rng.random() < 0.3 else 1)
+    k, ktext = g.mult() if rng.random() < 0.3 else (1, "")
+    d = rng.choice([2, 3, 4])
     for _ in range(rng.randrange(1, 4)):
-        shape = (d, d) if dense else tuple(rng.choice([1, 2, 3, 4]) * (world if rng.random() < 0.4 else 1)
-                                           for _ in range(rng.randrange(1, 3)))
-        g.input(shape)
+        if dense:
+            dim = (d * k, f"{d} * {ktext}" if ktext else str(d))
+            shape = [dim, dim]
+        else:
+            shape = []
+            for _ in range(rng.randrange(1, 3)):
+                m, mtext = g.mult()
+                c = rng.choice([1, 2, 3, 4])
+                shape.append((c * m, f"{c} * {mtext}" if mtext else str(c)))
+        # a dimension is written with the sizes it is made of (`2 * size(tp)`) in a mesh program
+        g.input(tuple(n for n, _ in shape), shape_text=[t if mesh else str(n) for n, t in shape])
     kinds = [g.unary] * 4 + [g.binary] * 4 + [g.reduction] * 2 + [g.matmul] * 3 + [g.view] * 3 + [g.take] * 2 + \
             [g.composite] * 2 + [g.collective] * 4 + [g.loop, g.call, g.batched_matmul, g.literal_op]
     if dense:
         kinds += [g.matmul] * 8 + [g.take] * 2
+    if mesh:
+        kinds += [g.collective] * 4 + [g.mesh_index] * 2
     target = rng.randrange(3, 13)
     tries = 0
     while len(g.p.stmts) < target and tries < 200:
@@ -877,7 +1073,7 @@ def check_torch(gradc, prog, folder):
     if p.returncode != 0:
         return ("torch", p.stderr[-2000:]) if "internal error" in p.stderr or p.returncode != 1 else None
     cmd = [VENV_PYTHON, os.path.join(HERE, "..", "torch", "check_ops.py"), gradc, path, os.path.join(folder, "torch"),
-           f"--ranks={prog.world}"]
+           f"--mesh={prog.mesh_flag()}" if prog.mesh else f"--ranks={prog.world}"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         return ("torch", (p.stdout + p.stderr)[-2000:])
@@ -949,7 +1145,7 @@ def shrink(gradc, prog, folder, kind, exe, torch_op):
         return r is not None and r[0] == kind
 
     def copy(p, stmts=None, outputs=None):
-        q = Program(p.world)
+        q = Program(p.world, p.mesh)
         q.inputs = list(p.inputs)
         q.stmts = list(p.stmts if stmts is None else stmts)
         q.outputs = list(p.outputs if outputs is None else outputs)
@@ -1002,6 +1198,8 @@ def main():
     ap.add_argument("--exe-every", type=int, default=1, help="with --exe, build every K-th program only")
     ap.add_argument("--torch", action="store_true", help="also check the torch target's op (check_ops.py)")
     ap.add_argument("--torch-every", type=int, default=1, help="with --torch, check every K-th program only")
+    ap.add_argument("--mesh-every", type=int, default=0,
+                    help="every K-th program over a 2-D or 3-D mesh (0: none; 1: every one)")
     ap.add_argument("--keep-going", action="store_true")
     ap.add_argument("-v", "--verbose", action="store_true", help="a line per program")
     args = ap.parse_args()
@@ -1012,14 +1210,14 @@ def main():
     n = failures = 0
     while (args.count and n < args.count) or (args.seconds and time.time() - start < args.seconds):
         seed = args.seed * 1000003 + n
-        prog = generate(seed)
+        prog = generate(seed, mesh=bool(args.mesh_every) and n % args.mesh_every == 0)
         folder = os.path.join(args.work, "current")
         exe = args.exe and n % args.exe_every == 0
         torch_op = args.torch and n % args.torch_every == 0
         t0 = time.time()
         r = check(args.gradc, prog, folder, exe, torch_op)
         if args.verbose:
-            print(f"seed {seed}: world {prog.world}, {len(prog.stmts)} statements, "
+            print(f"seed {seed}: {'mesh ' + prog.mesh_flag() if prog.mesh else f'world {prog.world}'}, {len(prog.stmts)} statements, "
                   f"{'agrees' if r is None else r[0]} ({time.time() - t0:.1f} s)", flush=True)
         n += 1
         if r is None:
