@@ -720,6 +720,7 @@ class Lowerer {
   V cross_entropy_builtin(const Expr& e);
   V one_hot_builtin(const Expr& e);
   V cast_builtin(const Expr& e);
+  DType creation_dtype(const Call& c, const std::string& f);
   V reshape_builtin(const Expr& e);
   V transpose_builtin(const Expr& e);
   V concat_builtin(const Expr& e);
@@ -1112,17 +1113,38 @@ V Lowerer::matmul_builtin(const Expr& e) {
   return matmul(a, b, loc);
 }
 
+// dtype= of a creation op (zeros, ones, full): f32 by default, as PyTorch's default dtype.
+DType Lowerer::creation_dtype(const Call& c, const std::string& f) {
+  const Expr* d = c.get("dtype");
+  if (!d) return F();
+  std::string name = symbol(*d, "dtype");
+  DType dt;
+  if (!parse_dtype(name, dt))
+    user_error(c.loc_of("dtype"), "{}: unknown dtype '{}' (expected f32, f64 or i32)", f, name);
+  return declared(dt);
+}
+
 V Lowerer::filled_builtin(const Expr& e) {  // f == "zeros" || f == "ones"
   const std::string& f = e.text;
   const Loc loc = e.loc;
-  Call c = bind_args(e, {"shape"}, 1);
-  return V{constant(Type{F(), static_shape(c, "shape")}, f == "ones" ? 1.0 : 0.0, loc)};
+  Call c = bind_args(e, {"shape", "dtype"}, 1);
+  return V{constant(Type{creation_dtype(c, f), static_shape(c, "shape")}, f == "ones" ? 1.0 : 0.0, loc)};
 }
 
 V Lowerer::full_builtin(const Expr& e) {
   const Loc loc = e.loc;
-  Call c = bind_args(e, {"shape", "value"}, 2);
-  return V{fill(static_shape(c, "shape"), arg(c, "value"), loc)};
+  Call c = bind_args(e, {"shape", "value", "dtype"}, 2);
+  if (!c.get("dtype")) return V{fill(static_shape(c, "shape"), arg(c, "value"), loc)};
+  // with dtype=, the value converted to it as cast converts (an i32 truncates toward zero)
+  const DType dt = creation_dtype(c, "full");
+  const Shape s = static_shape(c, "shape");
+  V v = arg(c, "value");
+  if (v.is_lit()) return V{constant(Type{dt, s}, dt == DType::I32 ? double(saturate_i32(v.num)) : v.num, loc)};
+  ValueId x = tensor(v, dt, loc);
+  if (g_.type(x).rank() != 0) user_error(loc, "full: the value must be a scalar, got {}", type_str(g_.type(x)));
+  Attrs a;
+  a.set("shape", Attr::of_ints(s));
+  return op(Op::BroadcastTo, {x}, loc, a);
 }
 
 V Lowerer::iota_builtin(const Expr& e) {
@@ -1218,18 +1240,8 @@ V Lowerer::collective_builtin(const Expr& e) {  // every collective, by its op's
   const Loc loc = e.loc;
   if (in_default_) user_error(loc, "{}: an input's default value cannot use collectives", f);
   const Op o = *op_by_name(f);
-  std::vector<std::string> params = {"x"};
-  switch (o) {
-    case Op::AllReduce: params = {"x", "op"}; break;
-    case Op::AllGather: params = {"x", "axis"}; break;
-    case Op::ReduceScatter: params = {"x", "axis", "op"}; break;
-    case Op::Broadcast: params = {"x", "root"}; break;
-    case Op::Reduce: params = {"x", "root", "op"}; break;
-    case Op::Gather:
-    case Op::Scatter: params = {"x", "root", "axis"}; break;
-    case Op::AllToAll: params = {"x", "split_axis", "concat_axis"}; break;
-    default: params = {"x", "shift", "pairs"}; break;
-  }
+  std::vector<std::string> params = {"x"};  // then its own (ir/collectives.h), then over
+  for (const std::string& p : collective_rules()[o].params) params.push_back(p);
   params.push_back("over");
   Call c = bind_args(e, params, 1);
   ValueId x = targ(c, "x");
@@ -1257,13 +1269,13 @@ V Lowerer::collective_builtin(const Expr& e) {  // every collective, by its op's
       a.set(p, Attr::of_int(axis1(c, p.c_str(), t, 0)));
     }
   }
-  if (o == Op::Permute) {
-    if (c.get("shift") && c.get("pairs")) user_error(loc, "permute: give shift or pairs, not both");
+  if (has_param(o, "pairs")) {  // pairs=, or shift= (1 by default) as the pairs it makes
+    if (c.get("shift") && c.get("pairs")) user_error(loc, "{}: give shift or pairs, not both", f);
     std::vector<std::vector<int64_t>> pairs;
     if (const Expr* pe = c.get("pairs")) {
-      if (pe->kind != Expr::List) user_error(pe->loc, "permute: pairs must be a list such as [[0, 1], [1, 0]]");
+      if (pe->kind != Expr::List) user_error(pe->loc, "{}: pairs must be a list such as [[0, 1], [1, 0]]", f);
       for (const auto& p : pe->args) {
-        if (p->kind != Expr::List || p->args.size() != 2) user_error(p->loc, "permute: each pair must be [src, dst]");
+        if (p->kind != Expr::List || p->args.size() != 2) user_error(p->loc, "{}: each pair must be [src, dst]", f);
         pairs.push_back(static_ints(*p, "a rank"));
       }
     } else {

@@ -157,6 +157,15 @@ const char* kCheckHelp =
     "input, collective (those of the derived backward too) and output: types, where\n"
     "each is, and whether the value is replicated or varying.\n";
 
+// An input's sharing as the program writes it: shared, shared(dp), shared([dp, pp]) or per rank.
+std::string shared_str(const Graph& g, const Node& n) {
+  if (!n.attrs.has("shared")) return "per rank";
+  if (shared_everywhere(n)) return "shared";
+  std::vector<std::string> axes;
+  for (int k : shared_axes(g, n)) axes.push_back(axis_name(g, k));
+  return axes.size() == 1 ? fmt::format("shared({})", axes[0]) : fmt::format("shared([{}])", fmt::join(axes, ", "));
+}
+
 int cmd_check(const Options& o, SourceFile& src) {
   std::vector<GradInfo> grads;
   PipelineOptions po;
@@ -171,8 +180,7 @@ int cmd_check(const Options& o, SourceFile& src) {
                               g.mesh.axes.empty() ? "" : fmt::format(" (mesh {})", mesh_option(g.mesh)));
   for (const Node& n : g.nodes)
     if (n.op == Op::Input)
-      s += fmt::format("input      {}: {} {}{}, at {}\n", n.attr_sym("name"), type_str(n.type),
-                       n.attrs.has("shared") ? "shared" : "per rank",
+      s += fmt::format("input      {}: {} {}{}, at {}\n", n.attr_sym("name"), type_str(n.type), shared_str(g, n),
                        n.args.empty() ? ", no default" : ", with a default", at(n));
   std::vector<std::string> names = value_names(g);
   for (int backward = 0; backward < 2; ++backward)
@@ -751,9 +759,10 @@ Options parse_command(const Command& c, int argc, char** argv, bool& help) {
              spelling, [&o, set](const std::string& v) { set(o, v); }, f.help)
           ->type_name("VALUE");
   }
-  app.add_option("FILE", o.files, std::string(c.name) == "opt" ? "the textual IR file" : "the program (.dg) file")
-      ->expected(0, 1)
-      ->type_name("");
+  if (std::string(c.name) != "prove")  // prove reads no program: a file given is an error below
+    app.add_option("FILE", o.files, std::string(c.name) == "opt" ? "the textual IR file" : "the program (.dg) file")
+        ->expected(0, 1)
+        ->type_name("");
   std::vector<std::string> args;
   for (int i = argc - 1; i >= 2; --i) args.push_back(argv[i]);  // CLI11 takes them reversed
   try {
