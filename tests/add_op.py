@@ -89,20 +89,25 @@ want = {0: {"y": [-8.0, 0.125, 27.0], "k": [8, -27], "dx": [12.0, 0.75, 27.0]},
         1: {"y": [-1.0, 3.375, 64.0], "k": [8, -27], "dx": [3.0, 6.75, 48.0]}}
 
 
-def check(what, outs):
-    for r in (0, 1):
+def check(what, outs, want):
+    for r, w in want.items():
         got = {k: v["data"] for k, v in outs[r]["outputs"].items()}
-        if got != want[r]:
-            sys.exit(f"{what}: rank {r} gave {got}, expected {want[r]}")
+        if got != w:
+            sys.exit(f"{what}: rank {r} gave {got}, expected {w}")
     print(f"{what}: exact")
 
 
-for backend in ("interp", "native"):
-    check(f"gradc run --backend={backend}",
-          json.loads(run([gradc, "run", prog, f"--backend={backend}", "--format=json"]))["ranks"])
-exe = os.path.join(work, "cube_exe")
-run([gradc, "build", prog, "--target=cpu", "-o", exe])
-check("the cpu executable", json.loads(run([exe, "--format=json"]))["ranks"])
+def every_backend(prog, want, label, ranks):
+    """The interpreter, the native backend and the cpu executable (as threads), each exact."""
+    for backend in ("interp", "native"):
+        check(f"{label}gradc run --backend={backend}",
+              json.loads(run([gradc, "run", prog, f"--backend={backend}", "--format=json"]))["ranks"], want)
+    exe = os.path.splitext(prog)[0] + "_exe"
+    run([gradc, "build", prog, "--target=cpu", "-o", exe])
+    check(f"{label}the cpu executable", json.loads(run([exe] + ranks + ["--format=json"]))["ranks"], want)
+
+
+every_backend(prog, want, "", [])
 run([gradc, "emit", prog, "--target=cuda", "-o", os.path.join(work, "cuda")])
 cu = open(os.path.join(work, "cuda", "cube.cu")).read()
 if "gradc::op::cube(" not in cu:
@@ -137,20 +142,7 @@ for d in (0, 1):
         cwant[2 * d + t] = {"y": [v for row in total[2 * t:2 * t + 2] for v in row], "dx": dx}
 
 
-def check_coll(what, outs):
-    for r in range(4):
-        got = {k: v["data"] for k, v in outs[r]["outputs"].items()}
-        if got != cwant[r]:
-            sys.exit(f"{what}: rank {r} gave {got}, expected {cwant[r]}")
-    print(f"{what}: exact")
-
-
-for backend in ("interp", "native"):
-    check_coll(f"psum_scatter: gradc run --backend={backend}",
-               json.loads(run([gradc, "run", coll, f"--backend={backend}", "--format=json"]))["ranks"])
-exe = os.path.join(work, "psum_exe")
-run([gradc, "build", coll, "--target=cpu", "-o", exe])
-check_coll("psum_scatter: the cpu executable", json.loads(run([exe, "--ranks=4", "--format=json"]))["ranks"])
+every_backend(coll, cwant, "psum_scatter: ", ["--ranks=4"])
 ir = run([gradc, "ir", coll, "--stage=grad"])
 if not re.search(r"all_gather\(.*axis=0", ir):
     sys.exit(f"psum_scatter: the derived backward has no all_gather:\n{ir}")

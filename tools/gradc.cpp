@@ -59,6 +59,7 @@ struct Options {
   std::vector<std::pair<std::string, int>> mesh;  // --mesh=dp=2,tp=2: the sizes of a program's mesh axes
   std::string format = "text";                    // --format: each command checks the ones it can print
   bool verbose = false;                           // check -v
+  bool no_grad = false;                           // emit --no-grad (torch: no backward)
   std::string stage = "parsed";                   // ir --stage
   bool loc = false;                               // ir, opt --loc
   PipelineOptions pipeline;                       // --print-after-all, --time-passes, run --check-finite
@@ -501,24 +502,31 @@ void write_sources(const std::string& dir, const std::vector<GeneratedFile>& fil
 }
 
 const char* kEmitHelp =
-    "usage: gradc emit FILE.dg --target=cuda|cpu|torch -o DIR [--name=NAME] [--ranks=N | --mesh=A=n,...]\n"
+    "usage: gradc emit FILE.dg --target=cuda|cpu|torch -o DIR [--name=NAME] [--no-grad] [--ranks=N | --mesh=A=n,...]\n"
     "Write sources for embedding into DIR: NAME.h (one class: constructed on a communicator\n"
     "and stream, pointer setters and getters, run() that allocates nothing, constexpr shapes),\n"
     "NAME.cpp or NAME.cu, the runtime headers they include, and a CMakeLists.txt defining the\n"
     "library NAME. NAME defaults to the file's stem; N to the program's world.\n"
     "--target=torch writes the Python package DIR/NAME/ (and DIR/pyproject.toml): import NAME\n"
     "compiles it with torch.utils.cpp_extension, and NAME.NAME(...) is a differentiable\n"
-    "PyTorch op whose backward is the gradient gradc derives (docs/torch.md).\n";
+    "PyTorch op whose backward is the gradient gradc derives (docs/torch.md); with --no-grad,\n"
+    "an op for inference, without a backward (none is derived or compiled).\n";
 
 int cmd_emit(const Options& o, SourceFile& src) {
   Target target = target_of(o);
   if (!o.out) throw UsageError("-o DIR is needed");
   std::string name = program_name(o);
   if (target != Target::Torch) {
+    if (o.no_grad) throw UsageError("--no-grad is for --target=torch (the cpu and cuda classes have no backward)");
     write_sources(*o.out, generate(lowered_program(o, src), target, name, src.path));
     return 0;
   }
   name = package_name(name);  // pass.dg is the package pass_, torch.dg torch_
+  if (o.no_grad) {            // for inference: the forward alone, no pullback derived or compiled
+    const Lowered forward = lowered_program(o, src);
+    write_sources(*o.out, generate_torch(forward, Lowered{}, forward.outputs.size(), name, src.path));
+    return 0;
+  }
   Linearized lin = linearize(load_program(o, src));
   const Lowered forward = lowered(std::move(lin.forward));
   const Lowered pullback = lin.pullback.outputs.empty() ? Lowered{} : lowered(std::move(lin.pullback));
@@ -733,6 +741,8 @@ const std::vector<Command>& commands() {
        {kEmitTarget,
         out_flag("DIR: where the sources go"),
         {"name", "the class name", [](Options& o, const std::string& v) { o.name = v; }},
+        {"no-grad", "torch: an op without a backward, for inference",
+         [](Options& o, const std::string&) { o.no_grad = true; }, true},
         kRanks,
         kMesh}},
       {"build", cmd_build, kBuildHelp, {kTarget, out_flag("EXE: the executable"), kRanks, kMesh}},
