@@ -97,26 +97,26 @@ def check(what, outs, want):
     print(f"{what}: exact")
 
 
-def every_backend(prog, want, label, ranks):
-    """The interpreter, the native backend and the cpu executable (as threads), each exact."""
+def every_backend(prog, want, label, ranks, cuda_call):
+    """The interpreter, the native backend and the cpu executable (as threads), each exact;
+    the cuda code's call; gradc verify."""
     for backend in ("interp", "native"):
         check(f"{label}gradc run --backend={backend}",
               json.loads(run([gradc, "run", prog, f"--backend={backend}", "--format=json"]))["ranks"], want)
-    exe = os.path.splitext(prog)[0] + "_exe"
-    run([gradc, "build", prog, "--target=cpu", "-o", exe])
-    check(f"{label}the cpu executable", json.loads(run([exe] + ranks + ["--format=json"]))["ranks"], want)
+    stem = os.path.splitext(prog)[0]
+    run([gradc, "build", prog, "--target=cpu", "-o", stem + "_exe"])
+    check(f"{label}the cpu executable", json.loads(run([stem + "_exe"] + ranks + ["--format=json"]))["ranks"], want)
+    run([gradc, "emit", prog, "--target=cuda", "-o", stem + "_cuda"])
+    if cuda_call + "(" not in open(os.path.join(stem + "_cuda", os.path.basename(stem) + ".cu")).read():
+        sys.exit(f"{label}the cuda code does not call {cuda_call}")
+    print(f"{label}the cuda code calls {cuda_call}")
+    v = subprocess.run([gradc, "verify", prog], capture_output=True, text=True)
+    if v.returncode != 0:
+        sys.exit(f"{label}gradc verify failed:\n{v.stdout}{v.stderr}")
+    print(f"{label}gradc verify: ok")
 
 
-every_backend(prog, want, "", [])
-run([gradc, "emit", prog, "--target=cuda", "-o", os.path.join(work, "cuda")])
-cu = open(os.path.join(work, "cuda", "cube.cu")).read()
-if "gradc::op::cube(" not in cu:
-    sys.exit("the cuda code does not call gradc::op::cube")
-print("the cuda code calls gradc::op::cube")
-v = subprocess.run([gradc, "verify", prog], capture_output=True, text=True)
-if v.returncode != 0:
-    sys.exit(f"gradc verify failed:\n{v.stdout}{v.stderr}")
-print("gradc verify: ok")
+every_backend(prog, want, "", [], "gradc::op::cube")
 open(prog, "w").write("x = [1.0, 2.0]\ny = cueb(x)\noutput y\n")
 r = subprocess.run([gradc, "check", prog], capture_output=True, text=True)
 if r.returncode != 1 or "did you mean 'cube'?" not in r.stderr:
@@ -142,20 +142,11 @@ for d in (0, 1):
         cwant[2 * d + t] = {"y": [v for row in total[2 * t:2 * t + 2] for v in row], "dx": dx}
 
 
-every_backend(coll, cwant, "psum_scatter: ", ["--ranks=4"])
+every_backend(coll, cwant, "psum_scatter: ", ["--ranks=4"], "gradc::reduce_scatter")
 ir = run([gradc, "ir", coll, "--stage=grad"])
 if not re.search(r"all_gather\(.*axis=0", ir):
     sys.exit(f"psum_scatter: the derived backward has no all_gather:\n{ir}")
 print("psum_scatter: its derivative is an all_gather")
-run([gradc, "emit", coll, "--target=cuda", "-o", os.path.join(work, "cuda_psum")])
-cu = open(os.path.join(work, "cuda_psum", "psum.cu")).read()
-if "gradc::reduce_scatter(" not in cu:
-    sys.exit("the cuda code does not call gradc::reduce_scatter for psum_scatter")
-print("psum_scatter: the cuda code calls gradc::reduce_scatter")
-v = subprocess.run([gradc, "verify", coll], capture_output=True, text=True)
-if v.returncode != 0:
-    sys.exit(f"gradc verify failed:\n{v.stdout}{v.stderr}")
-print("psum_scatter: gradc verify: ok")
 # f32[4, 3] is 48 bytes; a ring over tp's 2 ranks sends half of them
 cost = run([gradc, "cost", coll])
 if not re.search(r"psum_scatter\(axis=0, over=\[tp\]\)\s+f32\[4, 3\]\s+24 B\s+24 B", cost):
