@@ -51,8 +51,6 @@ Instance instance(Op op, std::optional<Reduction> reduction, const Attrs& attrs,
   return in;
 }
 
-bool is_axis_param(const std::string& p) { return p == "axis" || p == "split_axis" || p == "concat_axis"; }
-
 std::vector<std::vector<std::vector<int64_t>>> pair_sets(int N) {
   std::vector<std::vector<std::vector<int64_t>>> sets;
   for (int64_t shift : {1, -1, 2}) {
@@ -65,13 +63,6 @@ std::vector<std::vector<std::vector<int64_t>>> pair_sets(int N) {
   for (int64_t r = 0; r < N; ++r) fan.push_back({0, r});
   sets.push_back(fan);
   return sets;
-}
-
-Attr pairs_attr(const std::vector<std::vector<int64_t>>& ps) {
-  Attr pa;
-  pa.kind = Attr::List;
-  for (const auto& p : ps) pa.list.push_back(Attr::of_ints(p));
-  return pa;
 }
 
 // Every variant of a case for N ranks, from the collective's parameters (ir/collectives.h):

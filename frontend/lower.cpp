@@ -1265,7 +1265,7 @@ V Lowerer::collective_builtin(const Expr& e) {  // every collective, by its op's
       a.set("op", Attr::of_sym(r));
     } else if (p == "root") {
       a.set("root", Attr::of_int(v ? static_int(*v, "root") : 0));
-    } else if (p == "axis" || p == "split_axis" || p == "concat_axis") {
+    } else if (is_axis_param(p)) {
       a.set(p, Attr::of_int(axis1(c, p.c_str(), t, 0)));
     }
   }
@@ -1282,10 +1282,7 @@ V Lowerer::collective_builtin(const Expr& e) {  // every collective, by its op's
       int64_t shift = c.get("shift") ? static_int(*c.get("shift"), "shift") : 1;
       pairs = shift_pairs(shift, group);
     }
-    Attr pa;
-    pa.kind = Attr::List;
-    for (const auto& p : pairs) pa.list.push_back(Attr::of_ints(p));
-    a.set("pairs", pa);
+    a.set("pairs", pairs_attr(pairs));
   }
   return op(o, {x}, loc, a);
 }

@@ -17,6 +17,15 @@ bool has_param(Op op, std::string_view param) {
   return std::find(ps.begin(), ps.end(), param) != ps.end();
 }
 
+bool is_axis_param(std::string_view p) { return p == "axis" || p == "split_axis" || p == "concat_axis"; }
+
+Attr pairs_attr(const std::vector<std::vector<int64_t>>& pairs) {
+  Attr a;
+  a.kind = Attr::List;
+  for (const auto& p : pairs) a.list.push_back(Attr::of_ints(p));
+  return a;
+}
+
 int64_t axis_attr(const Node& n, const char* key) {
   const int64_t a = n.attr_int(key);
   return a < 0 ? a + n.type->rank() : a;
@@ -38,8 +47,6 @@ Term transpose(const Term& t) {
 }
 
 namespace {
-bool is_axis_param(const std::string& p) { return p == "axis" || p == "split_axis" || p == "concat_axis"; }
-
 // Every way to give op's parameters values from t's: axes from its sides' axes, the
 // root from its sides' roots, pairs from its pairs; reductions are sum.
 void candidates(Op op, const Term& t, const std::vector<int64_t>& axes, const std::vector<int64_t>& roots, size_t i,
@@ -51,12 +58,7 @@ void candidates(Op op, const Term& t, const std::vector<int64_t>& axes, const st
   if (!values) {
     Attrs b = a;
     if (p == "op") b.set("op", Attr::of_sym("sum"));
-    if (p == "pairs") {
-      Attr pa;
-      pa.kind = Attr::List;
-      for (const auto& q : t.pairs) pa.list.push_back(Attr::of_ints(q));
-      b.set("pairs", pa);
-    }
+    if (p == "pairs") b.set("pairs", pairs_attr(t.pairs));
     return candidates(op, t, axes, roots, i + 1, b, out);  // "shift" is given as pairs
   }
   for (int64_t v : *values) {

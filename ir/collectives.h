@@ -47,6 +47,10 @@ struct CollectiveRule {
 };
 OpTable<CollectiveRule>& collective_rules();
 bool has_param(Op op, std::string_view param);
+// Whether a parameter is a tensor axis (axis, split_axis, concat_axis).
+bool is_axis_param(std::string_view p);
+// pairs= as an attribute: a list of [src, dst].
+Attr pairs_attr(const std::vector<std::vector<int64_t>>& pairs);
 // A tensor axis attribute of n, a negative one counted from the end of n's type.
 int64_t axis_attr(const Node& n, const char* key);
 
