@@ -69,7 +69,8 @@ Graph grad_pipeline(Graph g, std::vector<GradInfo>& info) {
 
 }  // namespace
 
-std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inputs, const GradCheckOptions& opt) {
+std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inputs, const GradCheckOptions& opt,
+                                          const Graph* reference) {
   const int N = g.world;
   // Progress, once a second after the first second.
   using Clock = std::chrono::steady_clock;
@@ -93,11 +94,12 @@ std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inpu
   auto vals = evaluate(spmd, inputs, wanted);
 
   // The single-process reference, with rank r's input x renamed x#r.
-  Unrolled u = unroll(g);
+  const Graph& stated = reference ? *reference : g;
+  Unrolled u = unroll(stated);
   std::vector<GradInfo> uinfo;
   Graph ref = grad_pipeline(u.g, uinfo);
   RankInputs ref_in(1);
-  for (const Node& n : g.nodes) {
+  for (const Node& n : stated.nodes) {
     if (n.op != Op::Input) continue;
     const std::string& name = n.attr_sym("name");
     for (int r = 0; r < N; ++r) {
@@ -127,7 +129,8 @@ std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inpu
     // differ only along R (docs/language.md sections 6 and 8): its gradient is the total of
     // the reference's distinct copies' in the group (a shared input is one copy there
     // already; an all_reduce's result may be one copy for all ranks, or one per rank).
-    const uint8_t R = uint8_t(full_mask(spmd) & ~spmd[gi.w].rep.axes());
+    // (Along the axes of the torch pullback's own=, each rank's copy is its own variable.)
+    const uint8_t R = uint8_t(full_mask(spmd) & ~spmd[gi.w].rep.axes() & ~gi.own);
     std::vector<int> group_of(static_cast<size_t>(N), 0);  // each rank's group along R
     const std::vector<std::vector<int>> groups = groups_along(spmd, R);
     for (size_t j = 0; j < groups.size(); ++j)

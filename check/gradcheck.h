@@ -55,7 +55,10 @@ struct GradCheckRow {
 // step), plus the rounding of the objective, 16 eps max|L| / h. So a loss summed
 // over 128 ranks, or over a 1000x1000 matmul, is not failed for its noise. With
 // rtol = atol = 0 nothing is allowed, the estimate included.
-std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inputs, const GradCheckOptions& opt);
+// `reference` (default: g) is the program the single-process reference is made from:
+// for a torch pullback program, its own_as_unshared form (passes/autodiff.h).
+std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inputs, const GradCheckOptions& opt,
+                                          const Graph* reference = nullptr);
 
 // What users run: the program as written (`g`, in its own dtypes, grad nodes still in
 // it) on the default backend against the interpreter, on the same inputs. Each row's

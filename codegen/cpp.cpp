@@ -524,8 +524,8 @@ class Emitter {
     s += "  void run();  // enqueues one step; does not synchronise\n";
     if (any_shared())
       s += "  // Check that each shared input holds the same data on every rank in the next `steps`\n"
-           "  // runs (-1: every run), which then synchronise. Default: every run in debug builds,\n"
-           "  // none with NDEBUG (GRADC_CHECK_SHARED overrides it).\n"
+           "  // runs (-1: every run; 0: none). A check is one all_reduce of a 64-bit hash per input\n"
+           "  // and synchronises. Default: every run (-DGRADC_CHECK_SHARED=0: none).\n"
            "  void check_shared_inputs(int steps) { shared_checks_ = steps; }\n";
     s += "  // After a run(), inputs left unset keep the defaults it computed: later runs skip\n"
          "  // computing them (the inputs then count as given, and no longer change).\n  void keep_defaults() {";
@@ -821,21 +821,18 @@ class Emitter {
                        fmt::format(fmt::runtime(size), group_name(axes)), axes_size(g_, axes), group_axes(axes));
     return s;
   }
-  // A shared input's data checked against rank 0's (when this run checks).
+  // A shared input's data checked against its group's first rank's (when this run
+  // checks): gradc::check_shared, in the interpreter's words (shared_words).
   std::string shared_check(int b) {
     const LBuffer& x = l_.buffers[size_t(b)];
     const Node& n = g_[x.value];
     if (!n.attrs.has("shared")) return "";
-    if (shared_in_groups(n)) {  // shared(dp): the same in each group along dp
-      const std::vector<int> axes = shared_axes(g_, n);
-      return fmt::format(
-          "  if (check_shared) gradc::check_shared_group({}, stream_, {}, {}, {}, \"{}\", \"{}\", rank_, \"{}\");\n",
-          comm_for(axes), ptr(b, true), x.type->size(), dtype_enum(x.type->dtype), n.attr_sym("name"),
-          loc_str(source_, n.loc), group_axes(axes));
-    }
-    return fmt::format("  if (check_shared) gradc::check_shared(comm_, stream_, {}, {}, {}, \"{}\", \"{}\");\n",
-                       ptr(b, true), x.type->size(), dtype_enum(x.type->dtype), n.attr_sym("name"),
-                       loc_str(source_, n.loc));
+    const SharedWords w = shared_words(g_, n);
+    return fmt::format(
+        "  if (check_shared)\n    gradc::check_shared({}, stream_, {}, {}, {},\n"
+        "                        \"{}\", \"{}\",\n                        \"{}\", \"{}\", rank_);\n",
+        comm_for(shared_axes(g_, n)), ptr(b, true), x.type->size(), dtype_enum(x.type->dtype), w.what,
+        loc_str(source_, n.loc), w.note, fmt::join(x.type->shape, ", "));
   }
 
   // The memory the application gave for outputs must not overlap its inputs' or

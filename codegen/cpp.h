@@ -69,9 +69,11 @@ GeneratedFile generate_main(const Lowered& l, Target target, const std::string& 
 // The torch target (codegen/torch.cpp): the Python package NAME/ (docs/torch.md),
 // from the program's two halves (passes/autodiff.h: linearize): forward, whose first
 // `outputs` outputs are the program's, and pullback, which has no outputs when nothing
-// is differentiable.
+// is differentiable; `data_parallel` the mask of the axes the framework reduces
+// gradients over (emit --data-parallel; linearize's).
 std::vector<GeneratedFile> generate_torch(const Lowered& forward, const Lowered& pullback, size_t outputs,
-                                          const std::string& name, const std::string& source_path);
+                                          uint8_t data_parallel, const std::string& name,
+                                          const std::string& source_path);
 // Whether a name is a Python keyword (a package or parameter named so takes a trailing _).
 bool python_keyword(const std::string& name);
 // A program's name as the torch target's package: with a trailing _ while it is a Python

@@ -58,6 +58,12 @@ std::vector<Value> values_of(const Lowered& l, const std::string& cls, bool inpu
 std::vector<Value> inputs_of(const Lowered& l, const std::string& cls) { return values_of(l, cls, true); }
 std::vector<Value> outputs_of(const Lowered& l, const std::string& cls) { return values_of(l, cls, false); }
 
+// Whether a class checks shared inputs (codegen/cpp.cpp: check_shared_inputs).
+bool checks_shared(const Lowered& l) {
+  return std::any_of(l.inputs.begin(), l.inputs.end(),
+                     [&](const auto& in) { return l.graph[l.buffers[size_t(in.second)].value].attrs.has("shared"); });
+}
+
 std::string dims(const Shape& s) { return fmt::format("{}", fmt::join(s, ", ")); }
 std::string py_list(const Shape& s) { return fmt::format("[{}]", dims(s)); }
 const char* c_type(DType t) { return t == DType::F32 ? "float" : t == DType::F64 ? "double" : "int32_t"; }
@@ -120,9 +126,12 @@ std::string binding(const Lowered& l, const std::string& cls, const std::string&
   std::vector<std::string> splits;
   for (const std::string& s : split_names(l)) splits.push_back(fmt::format("\"{}\"", s));
   std::string s = fmt::format(
-      "std::vector<at::Tensor> {}(const std::vector<std::optional<at::Tensor>>& in, const std::string& groups) {{\n"
+      "std::vector<at::Tensor> {}(const std::vector<std::optional<at::Tensor>>& in, const std::string& groups,\n"
+      "                        bool check) {{\n"
       "  {}& p = gradc::torch_program<{}>(groups, {{{}}});\n",
       fn, cls, cls, fmt::join(splits, ", "));
+  s += checks_shared(l) ? "  p.check_shared_inputs(check ? 1 : 0);  // this call's\n"
+                        : "  (void)check;  // no shared input\n";
   const std::vector<Value> ins = inputs_of(l, cls), outs = outputs_of(l, cls);
   for (size_t i = 0; i < ins.size(); ++i)
     s += fmt::format("  p.set_{}(in[{}] ? in[{}]->data_ptr<{}>() : nullptr);\n", ins[i].api, at[i], at[i],
@@ -162,9 +171,11 @@ std::string ops_source(const Package& p, const std::string& source) {
 // the communicator and stream, its inputs in[at[i]] and its outputs out[i].
 std::string cuda_entry(const Lowered& l, const std::string& cls, const std::string& fn, const std::vector<size_t>& at) {
   std::string s = fmt::format(
-      "void {}(void* comm, int64_t stream, int device, const void* const* in, void* const* out) {{\n"
+      "void {}(void* comm, int64_t stream, int device, bool check, const void* const* in, void* const* out) {{\n"
       "  gradc::OnDevice on(device);\n  {}& p = gradc::torch_cuda_program<{}>(comm, stream);\n",
       fn, cls, cls);
+  s += checks_shared(l) ? "  p.check_shared_inputs(check ? 1 : 0);  // this call's\n"
+                        : "  (void)check;  // no shared input\n";
   const std::vector<Value> ins = inputs_of(l, cls), outs = outputs_of(l, cls);
   for (size_t i = 0; i < ins.size(); ++i)
     s += fmt::format("  p.set_{}(static_cast<const {}*>(in[{}]));\n", ins[i].api, c_type(ins[i].dtype), at[i]);
@@ -173,7 +184,8 @@ std::string cuda_entry(const Lowered& l, const std::string& cls, const std::stri
   return s + "  p.run();\n}\n";
 }
 
-const char* kCudaSignature = "void* comm, int64_t stream, int device, const void* const* in, void* const* out";
+const char* kCudaSignature =
+    "void* comm, int64_t stream, int device, bool check, const void* const* in, void* const* out";
 
 std::string cuda_source(const Package& p, const std::string& source) {
   const bool grad = !p.pb.outputs.empty();
@@ -208,10 +220,11 @@ std::string cuda_ops_source(const Package& p, const std::string& source) {
       "void forward({2});\n{3}}}  // namespace {1}_cuda\n\nnamespace {{\n\n"
       "using Entry = void (*)({2});\n\n"
       "std::vector<at::Tensor> run(Entry entry, const std::vector<std::optional<at::Tensor>>& in,\n"
-      "                            std::vector<at::Tensor> out, int64_t comm, int64_t stream, int64_t device) {{\n"
+      "                            std::vector<at::Tensor> out, int64_t comm, int64_t stream, int64_t device,\n"
+      "                            bool check) {{\n"
       "  std::vector<const void*> ins;\n  for (const auto& t : in) ins.push_back(t ? t->data_ptr() : nullptr);\n"
       "  std::vector<void*> outs;\n  for (at::Tensor& t : out) outs.push_back(t.data_ptr());\n"
-      "  entry(reinterpret_cast<void*>(comm), stream, int(device), ins.data(), outs.data());\n"
+      "  entry(reinterpret_cast<void*>(comm), stream, int(device), check, ins.data(), outs.data());\n"
       "  return out;\n}}\n",
       source, name, kCudaSignature, grad ? fmt::format("void pullback({});\n", kCudaSignature) : "");
   // outputs allocated in the order the entry point sets them (cuda_entry: outputs_of)
@@ -219,10 +232,10 @@ std::string cuda_ops_source(const Package& p, const std::string& source) {
     s += fmt::format(
         "\nstd::vector<at::Tensor> {0}(const std::vector<std::optional<at::Tensor>>& in, int64_t comm, int64_t "
         "stream,\n"
-        "                                int64_t device) {{\n"
+        "                                int64_t device, bool check) {{\n"
         "  const at::TensorOptions on = at::TensorOptions().device(at::kCUDA, device);\n"
         "  std::vector<at::Tensor> out = {{\n{2}  }};\n"
-        "  return run({1}_cuda::{0}, in, std::move(out), comm, stream, device);\n}}\n",
+        "  return run({1}_cuda::{0}, in, std::move(out), comm, stream, device, check);\n}}\n",
         fn, name, allocations(outputs_of(l, cls), "on."));
   };
   op("forward", p.fwd, name);
@@ -337,13 +350,31 @@ bool python_keyword(const std::string& name) {
 
 std::string package_name(std::string name) {
   // the modules the package imports: a package of the same name would hide them
-  const char* imported[] = {"torch", "os", "hashlib", "typing"};
+  // and the package's own function check_shared
+  const char* imported[] = {"torch", "os", "hashlib", "typing", "check_shared"};
   while (python_keyword(name) || std::find(std::begin(imported), std::end(imported), name) != std::end(imported))
     name += "_";
   return name;
 }
 
-std::vector<GeneratedFile> generate_torch(const Lowered& fwd, const Lowered& pb, size_t outputs,
+// The gradient's convention in the package's words (__init__.py): the data-parallel
+// axes, and per float output the axes along which it is one loss (its cotangent's
+// shared axes in the pullback, passes/pullback.cpp).
+std::string one_loss(const Lowered& pb) {
+  std::vector<std::string> out;
+  const Graph& g = pb.graph;
+  for (const auto& [name, b] : pb.inputs) {
+    const Node& n = g[pb.buffers[size_t(b)].value];
+    if (const Attr* y = n.attrs.find("cotangent")) {
+      std::vector<std::string> axes;
+      for (int k : shared_axes(g, n)) axes.push_back(fmt::format("\"{}\"", axis_name(g, k)));
+      out.push_back(fmt::format("\"{}\": [{}]", y->s, fmt::join(axes, ", ")));
+    }
+  }
+  return fmt::format("{{{}}}", fmt::join(out, ", "));
+}
+
+std::vector<GeneratedFile> generate_torch(const Lowered& fwd, const Lowered& pb, size_t outputs, uint8_t data_parallel,
                                           const std::string& name, const std::string& source_path) {
   const Graph& g = fwd.graph;
   const Package p(fwd, pb, outputs, name);
@@ -408,6 +439,10 @@ std::vector<GeneratedFile> generate_torch(const Lowered& fwd, const Lowered& pb,
                                 "\nThe program has a mesh: mesh = torch.distributed.device_mesh.init_device_mesh("
                                 "\"cpu\", ({}), mesh_dim_names=({})).\n",
                                 sizes, axes);
+  std::vector<std::string> dp_axes;
+  for (int k = 0; k < num_axes(g); ++k)
+    if (data_parallel & (1u << k)) dp_axes.push_back(fmt::format("\"{}\"", axis_name(g, k)));
+  const std::string dp_list = fmt::format("[{}]", fmt::join(dp_axes, ", "));
   out.push_back({name + "/__init__.py",
                  fill(embedded_file("torch_init.py.in"), {{"NAME", name},
                                                           {"SOURCE", source_path},
@@ -418,6 +453,8 @@ std::vector<GeneratedFile> generate_torch(const Lowered& fwd, const Lowered& pb,
                                                           {"SPLITS", fmt::format("[{}]", fmt::join(split_lists, ", "))},
                                                           {"INPUTS", py_values(ins, true)},
                                                           {"OUTPUTS", py_values(outs, false)},
+                                                          {"DATA_PARALLEL", pb.outputs.empty() ? "[]" : dp_list},
+                                                          {"ONE_LOSS", pb.outputs.empty() ? "{}" : one_loss(pb)},
                                                           {"OPS", python_ops(p)}})});
   out.push_back(
       {"pyproject.toml",

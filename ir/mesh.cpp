@@ -106,6 +106,15 @@ std::vector<int> shared_axes(const Graph& g, const Node& n) {
 }
 bool shared_everywhere(const Node& n) { return n.attrs.has("shared") && n.attrs.find("shared")->kind != Attr::List; }
 bool shared_in_groups(const Node& n) { return n.attrs.has("shared") && n.attrs.find("shared")->kind == Attr::List; }
+SharedWords shared_words(const Graph& g, const Node& n) {
+  const uint8_t along = axes_mask(shared_axes(g, n));
+  if (const Attr* y = n.attrs.find("cotangent"))
+    return {fmt::format("the gradient of output '{}' (its cotangent)", y->s),
+            fmt::format(": along {} it is one loss (not --data-parallel), so its gradient must be the same there",
+                        axes_str(g, along))};
+  return {fmt::format("shared input '{}'", n.attr_sym("name")),
+          shared_in_groups(n) ? fmt::format(" (it is shared along {})", axes_str(g, along)) : ""};
+}
 bool has_groups(const Graph& g, const Node& n) { return n.attrs.has("over") && !is_world(g, over_axes(g, n)); }
 bool is_world(const Graph& g, const std::vector<int>& axes) {
   if (axes.size() != size_t(num_axes(g))) return false;

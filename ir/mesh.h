@@ -36,6 +36,16 @@ std::vector<int> shared_axes(const Graph& g, const Node& n);
 // the axes it names (shared(dp): one per group).
 bool shared_everywhere(const Node& n);
 bool shared_in_groups(const Node& n);
+// The words of a shared input's check, the interpreter's and the generated code's:
+// "<what> differs between ranks A and B at element [i]<note>". `what` is "shared input
+// 'w'" (note: "", or " (it is shared along dp)"), or for the torch pullback's cotangent
+// of an output that is one loss along some axes (passes/pullback.cpp), the output's
+// gradient, with a note naming the axes and the convention.
+struct SharedWords {
+  std::string what, note;
+};
+SharedWords shared_words(const Graph& g, const Node& input);
+
 // Whether a collective's groups are not the world in its rank order (over= some axes,
 // or every axis in another order).
 bool has_groups(const Graph& g, const Node& n);

@@ -17,11 +17,13 @@ Type infer_grad(const Graph& g, const Node& n) {
 
 // The gradient with respect to a replicated value is the total over ranks, the same
 // on every rank (docs/language.md section 6); with respect to a varying one, each rank's own.
-// With own=1 (the torch target's pullback) w is each rank's own variable either way.
+// With own=AXES (the torch target's pullback: a mask of the data-parallel axes) w is
+// each rank's own variable along those axes either way.
 Rep rep_grad(const Graph& g, const Node& n) {
-  if (n.attrs.has("own")) return Rep::Varying;
   const Rep w = g[n.args[1]].rep;
-  return w.known() ? w : Rep::Varying;
+  if (!w.known()) return Rep::Varying;
+  const Attr* own = n.attrs.find("own");
+  return own ? Rep::along(uint8_t(w.axes() | own->i)) : w;
 }
 
 }  // namespace

@@ -79,12 +79,20 @@ uint8_t grad_over(const Graph& g, const Node& grad) {
   return axes_mask(over_axes(g, grad));
 }
 
+// A grad's `own` attribute (the torch target's pullback): the mask of the axes along
+// which w is each rank's own variable; none for a program's own grads.
+uint8_t own_axes(const Node& grad) {
+  const Attr* a = grad.attrs.find("own");
+  return a ? uint8_t(a->i) : 0;
+}
+
 // One reverse sweep from `loss` producing the cotangent of every value in `ws`.
 // `higher_order`: the gradients are differentiated again (see Ad::higher_order).
-// `own`: each w is every rank's own variable, even where it is replicated (the
-// torch target's convention): its gradient is this rank's part, not the total.
+// `own`: the axes along which each w is every rank's own variable, even where it is
+// replicated along them (the torch target's data-parallel axes): along them its
+// gradient is this rank's part, not the total.
 std::vector<ValueId> backward(Graph& g, ValueId loss, const std::vector<ValueId>& ws, GradMode mode, uint8_t over,
-                              bool higher_order, bool own) {
+                              bool higher_order, uint8_t own) {
   const ValueId first = *std::min_element(ws.begin(), ws.end());
   const ValueId end = loss + 1;  // forward values are [0, end); backward ones are appended after
   auto differentiable = [&](ValueId v) { return is_float(g.type(v).dtype); };
@@ -147,7 +155,7 @@ std::vector<ValueId> backward(Graph& g, ValueId loss, const std::vector<ValueId>
     // A value replicated along axes R (a shared input, an all_reduce's result) is one
     // variable for the ranks that differ only along R, as in JAX: its gradient is the
     // total over them.
-    const uint8_t R = own ? 0 : uint8_t(full_mask(g) & ~g[w].rep.axes());
+    const uint8_t R = uint8_t(full_mask(g) & ~g[w].rep.axes() & ~own);
     if (R) {
       if (!g[r].rep.varies_along(R)) {
         r = ad.mul(r, double(mask_size(g, R)));
@@ -206,9 +214,9 @@ Graph autodiff(Graph g, std::vector<GradInfo>* info) {
     std::vector<ValueId> ws;
     const GradMode mode = grad_mode_of(n);
     const uint8_t over = grad_over(g, n);
-    const bool own = n.attrs.has("own");
+    const uint8_t own = own_axes(n);
     while (j < count && given(j).op == Op::Grad && given(j).args[0] == n.args[0] && grad_mode_of(given(j)) == mode &&
-           grad_over(g, given(j)) == over && given(j).attrs.has("own") == own) {
+           grad_over(g, given(j)) == over && own_axes(given(j)) == own) {
       ws.push_back(remap[size_t(given(j).args[1])]);
       ++j;
     }
@@ -237,7 +245,7 @@ Graph autodiff(Graph g, std::vector<GradInfo>* info) {
         g[r].grad_of = ws[k - i];
       }
       remap[k] = r;
-      if (info) info->push_back({loss, ws[k - i], r, mode, given(k).name, given(k).loc, over});
+      if (info) info->push_back({loss, ws[k - i], r, mode, given(k).name, given(k).loc, over, own});
     }
     i = j - 1;
   }

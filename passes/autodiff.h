@@ -1,5 +1,6 @@
 // The autodiff pass and the replication analysis.
 #pragma once
+#include <set>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@ struct GradInfo {
   std::string name;  // the name the program bound the gradient to
   Loc loc;
   uint8_t over = 0;  // the axes whose ranks' losses are different samples (none for mode=global)
+  uint8_t own = 0;   // the axes along which w is each rank's own variable (the torch pullback's own=)
 };
 
 // Replaces every grad node by its backward graph; `info` (if given) gets one
@@ -28,17 +30,32 @@ Graph replication(Graph g);
 // The torch target's two programs (docs/torch.md): g as the frontend made it (grads not yet
 // replaced) is differentiated as the *pullback program*, g with one more input per
 // float output, its cotangent ("ct_y" for y), and as outputs the gradient of every
-// float input ("grad_x" for x) of L = sum over ranks and float outputs of <y, ct_y>,
-// each rank's inputs its own variables (mode=sum, own=1: a shared input's gradient is
-// this rank's part). After autodiff it is split in two: `forward`, the values that do
+// float input ("grad_x" for x) of L = sum over ranks and float outputs of <y, ct_y>
+// (each output counted once along the axes it is one loss along, below), each rank's
+// inputs its own variables along the data-parallel axes (mode=sum, own=AXES: a shared
+// input's gradient is this rank's part there). After autodiff it is split in two: `forward`, the values that do
 // not depend on the cotangents, whose outputs are g's and then the values the pullback
 // reads ("saved<k>_..."); and `pullback`, the rest, whose inputs are g's, the
 // cotangents and those saved values. Both are after the grad and optimise pipelines.
 // `pullback` is empty (no outputs) when there is no float input or output.
+// The pullback program before autodiff: g, one input per float output (its cotangent,
+// "ct_y"; their names into `cotangents`), and outputs grad_x with grad nodes (mode=sum,
+// own=data_parallel). `gradc verify` checks it for a program with no grad of its own.
+Graph pullback_program(Graph g, uint8_t data_parallel, std::set<std::string>& cotangents);
+// The same objective stated without own=: every input shared only along the axes not
+// in `data_parallel` (it holds the same data), and grads without own=, so each input is
+// its ranks' own variable along the data-parallel axes by the language's rules. verify's
+// single-process reference of a pullback program is made from it.
+Graph own_as_unshared(Graph g, uint8_t data_parallel);
+
 struct Linearized {
   Graph forward, pullback;
   size_t outputs;  // the program's outputs: the first of forward's
 };
-Linearized linearize(Graph g);
+// `data_parallel`: the mask of the axes along which each rank's loss and inputs are its
+// own (emit --data-parallel); along the others every rank's copy of a replicated output
+// is one loss, its cotangent is checked to be the same on those ranks (the cotangent
+// input is shared along them), and an input replicated along them gets the total.
+Linearized linearize(Graph g, uint8_t data_parallel);
 
 }  // namespace gradc

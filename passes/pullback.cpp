@@ -8,15 +8,22 @@
 #include <set>
 
 #include "ir/builder.h"
+#include "ir/mesh.h"
 #include "passes/autodiff.h"
 #include "passes/pass.h"
 
 namespace gradc {
-namespace {
 
 // The program with one more input per float output, its cotangent (names in `cts`), and
-// the outputs y..., then grad_x... of L = sum of <y, ct_y>.
-Graph with_gradients(Graph g, std::set<std::string>& cts) {
+// the outputs y..., then grad_x... of L = sum over ranks of sum_y <y, ct_y> / copies_y.
+// Along the axes not in `data_parallel` (Megatron's tensor, sequence and expert axes)
+// every rank's copy of a value is one value: an output y replicated along some of them
+// (its copies: the product of their sizes) counts once, so its cotangent must be the
+// same on those ranks (the ct input is shared along them: the classes check it), and an
+// input replicated along them is one variable (grad's own= holds the data-parallel axes
+// only), whose gradient is the total. Along the data-parallel axes each rank's loss and
+// inputs are its own (DDP then averages).
+Graph pullback_program(Graph g, uint8_t data_parallel, std::set<std::string>& cts) {
   std::set<std::string> names;
   std::vector<ValueId> xs;
   for (ValueId v = 0; v < g.size(); ++v)
@@ -30,6 +37,8 @@ Graph with_gradients(Graph g, std::set<std::string>& cts) {
     names.insert(n);
     return n;
   };
+  const Graph reps = replication(g);
+  const uint8_t one_loss = uint8_t(full_mask(g) & ~data_parallel);
   Builder b(g);
   ValueId loss = -1;
   for (const auto& [name, y] : std::vector(g.outputs)) {
@@ -38,35 +47,64 @@ Graph with_gradients(Graph g, std::set<std::string>& cts) {
     ct.op = Op::Input;
     ct.type = g.type(y);
     ct.name = fresh("ct_" + name);
+    ct.loc = g[y].loc;
     cts.insert(ct.name.str());
     ct.attrs.set("name", Attr::of_str(ct.name.str()));
+    const uint8_t same = uint8_t(one_loss & ~reps[y].rep.axes());  // y is one value along these
+    if (same) {
+      ct.attrs.set("shared", same == full_mask(g) ? Attr::of_int(1) : over_attr(g, same));
+      ct.attrs.set("cotangent", Attr::of_str(name));  // the classes' message names the output
+    }
     const ValueId c = g.append(std::move(ct));
     std::vector<int64_t> axes(b.shape(y).size());
     for (size_t i = 0; i < axes.size(); ++i) axes[i] = int64_t(i);
     // <y, ct_y>, summed in f64 whatever the outputs' dtypes
-    const ValueId dot = b.cast(b.reduce_sum(b.mul(y, c), axes), DType::F64);
+    ValueId dot = b.cast(b.reduce_sum(b.mul(y, c), axes), DType::F64);
+    if (same) dot = b.mul(dot, 1.0 / mask_size(g, same));
     loss = loss < 0 ? dot : b.add(loss, dot);
   }
   if (loss < 0) return g;
   for (ValueId x : xs) {
     Attrs a;
     a.set("mode", Attr::of_sym("sum"));
-    a.set("own", Attr::of_int(1));
+    a.set("own", Attr::of_int(data_parallel));
     const std::string name = fresh("grad_" + g[x].attr_sym("name"));
     g.outputs.push_back({name, emit(g, Op::Grad, {loss, x}, a, g[x].loc, name)});
   }
   return g;
 }
 
+Graph own_as_unshared(Graph g, uint8_t data_parallel) {
+  const uint8_t one_loss = uint8_t(full_mask(g) & ~data_parallel);
+  auto without = [](const Node& n, const char* key) {
+    Attrs a;
+    for (const auto& [k, v] : n.attrs->items)
+      if (k != key) a.set(k, v);
+    return a;
+  };
+  for (Node& n : g.nodes) {
+    if (n.op == Op::Grad) n.attrs = without(n, "own");
+    if (n.op != Op::Input || !n.attrs.has("shared")) continue;
+    const uint8_t along = uint8_t(axes_mask(shared_axes(g, n)) & one_loss);
+    Attrs a = without(n, "shared");
+    if (along) a.set("shared", along == full_mask(g) ? Attr::of_int(1) : over_attr(g, along));
+    n.attrs = a;
+  }
+  return g;
+}
+
+namespace {
+
 // Views and casts the pullback recomputes from a saved operand rather than save.
 bool cheap(Op op) { return op == Op::BroadcastTo || op == Op::Reshape || op == Op::Transpose; }
 
 }  // namespace
 
-Linearized linearize(Graph g) {
+Linearized linearize(Graph g, uint8_t data_parallel) {
   const size_t outputs = g.outputs.size();
   std::set<std::string> ct_names;
-  g = run_pipeline(run_pipeline(with_gradients(std::move(g), ct_names), Pipeline::Grad), Pipeline::Optimise);
+  g = run_pipeline(run_pipeline(pullback_program(std::move(g), data_parallel, ct_names), Pipeline::Grad),
+                   Pipeline::Optimise);
   if (g.outputs.size() == outputs) return {std::move(g), Graph{}, outputs};
 
   // tangent: depends on a cotangent; fixed: depends on no input and is no collective

@@ -1,6 +1,7 @@
 #include "runtime/interp.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "ir/mesh.h"
 #include "ir/rules.h"
@@ -31,13 +32,17 @@ std::vector<Tensor> input_values(const Graph& g, const Node& n, const RankInputs
   // shared: the same on every rank; shared(A): on the ranks of each group over A
   if (n.attrs.has("shared"))
     for (const std::vector<int>& group : mesh_groups(g, shared_axes(g, n)))
-      for (size_t k = 1; k < group.size(); ++k)
-        if (!out[size_t(group[k])].same_values(out[size_t(group[0])]))
+      for (size_t k = 1; k < group.size(); ++k) {
+        const Tensor &a = out[size_t(group[0])], &b = out[size_t(group[k])];
+        const int64_t size = dtype_size(a.dtype());
+        for (int64_t i = 0; i < a.size(); ++i) {
+          if (std::memcmp(a.data<std::byte>() + i * size, b.data<std::byte>() + i * size, size_t(size)) == 0) continue;
+          const SharedWords w = shared_words(g, n);
           throw UserError(n.loc,
-                          fmt::format("shared input '{}' differs between ranks {} and {}{}", name, group[0], group[k],
-                                      shared_in_groups(n) ? fmt::format(" (it is shared along {})",
-                                                                        axes_str(g, axes_mask(shared_axes(g, n))))
-                                                          : ""));
+                          fmt::format("{} differs between ranks {} and {}{}{}", w.what, group[0], group[k],
+                                      a.shape().empty() ? "" : " at element " + element_str(i, a.shape()), w.note));
+        }
+      }
   return out;
 }
 }  // namespace

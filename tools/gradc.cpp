@@ -11,6 +11,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <random>
 #include <set>
 
 #include "check/gradcheck.h"
@@ -60,6 +61,7 @@ struct Options {
   std::string format = "text";                    // --format: each command checks the ones it can print
   bool verbose = false;                           // check -v
   bool no_grad = false;                           // emit --no-grad (torch: no backward)
+  std::optional<std::string> data_parallel;       // emit, verify --data-parallel: the torch op's convention
   std::string stage = "parsed";                   // ir --stage
   bool loc = false;                               // ir, opt --loc
   PipelineOptions pipeline;                       // --print-after-all, --time-passes, run --check-finite
@@ -411,6 +413,42 @@ int cmd_run(const Options& o, SourceFile& src) {
   return 0;
 }
 
+// The torch op's gradient convention (docs/torch.md): the mask of the axes along which
+// each rank's loss and inputs are its own (--data-parallel); along the others every
+// rank's copy of a replicated output is one loss. A program without a mesh keeps DDP's
+// convention by default; a mesh program must say.
+uint8_t data_parallel_axes(const Options& o, const Graph& g) {
+  if (!o.data_parallel) {
+    if (g.mesh.axes.empty()) return full_mask(g);
+    const std::string all = fmt::format("{}", fmt::join(g.mesh.axes, ","));
+    throw UserError(
+        {}, fmt::format(
+                "the program has a mesh ({}): say which axes the training framework reduces gradients over, "
+                "with --data-parallel=AXES (docs/torch.md, \"The gradient convention\").\n"
+                "  Along those axes (DDP, FSDP) each rank's loss is its own, and each gradient is this rank's part, "
+                "which the framework then averages.\n"
+                "  Along the others (Megatron's tensor, sequence and expert parallelism) every rank's copy of a "
+                "replicated output is the one loss, and an input shared along them gets the total gradient, the same "
+                "on each.\n"
+                "  So --data-parallel={} for tensor parallelism inside data parallelism, --data-parallel={} when "
+                "every rank's loss is its own, --data-parallel=none when no axis is.",
+                mesh_option(g.mesh), g.mesh.axes[0], all));
+  }
+  if (*o.data_parallel == "none") return 0;
+  uint8_t mask = 0;
+  for (size_t at = 0; at <= o.data_parallel->size();) {
+    const size_t end = std::min(o.data_parallel->find(',', at), o.data_parallel->size());
+    const std::string axis = o.data_parallel->substr(at, end - at);
+    const int k = g.mesh.axes.empty() && axis == "world" ? 0 : axis_index(g, axis);
+    if (k < 0)
+      throw UsageError(fmt::format("--data-parallel: '{}' is not an axis of the program (its axes: {}; or none)", axis,
+                                   g.mesh.axes.empty() ? "world" : axes_list(g)));
+    mask = uint8_t(mask | (1u << k));
+    at = end + 1;
+  }
+  return mask;
+}
+
 const char* kVerifyHelp =
     "usage: gradc verify FILE.dg [--ranks=N | --mesh=A=n,...] [--rtol=R] [--atol=A] [--samples=K] "
     "[--format=text|json]\n"
@@ -424,21 +462,68 @@ const char* kVerifyHelp =
     "differences, their own estimated error (shown as fd tol). An element where the\n"
     "one-sided differences jump (relu or abs at 0, a tie) and the gradient lies between\n"
     "them is reported as a kink, not a failure. Progress on stderr after a second.\n"
-    "Inputs take their defaults, or --inputs as for run.\n";
+    "Inputs take their defaults, or --inputs as for run.\n"
+    "A program with no grad() is checked as the torch op differentiates it: the gradient of\n"
+    "each float input of the objective sum <y, ct_y> over its float outputs y, by the\n"
+    "convention of --data-parallel (as for emit --target=torch), the cotangents ct_y random\n"
+    "(or from --inputs: ct_y.npy), as are float inputs without a default or a file. A\n"
+    "program with nothing to check exits 1.\n";
+
+// verify of a program with no grad of its own (the torch op's inputs come from the
+// caller): random values for its float inputs that have no default and that --inputs
+// does not give, and for the cotangents ct_y, the same on the ranks of each group they
+// are shared along; quarters in [-1, 1], exact in every float dtype.
+void add_random_inputs(const Graph& g, RankInputs& in) {
+  std::mt19937 rng(20261125);
+  for (const Node& n : g.nodes) {
+    if (n.op != Op::Input || !n.args.empty() || !is_float(n.type->dtype) || in[0].count(n.attr_sym("name"))) continue;
+    for (const std::vector<int>& group : mesh_groups(g, shared_axes(g, n))) {
+      std::vector<double> v(size_t(n.type->size()));
+      for (double& x : v) x = double(int(rng() % 9) - 4) / 4;
+      for (int r : group) in[size_t(r)][n.attr_sym("name")] = Tensor::from(n.type, v);
+    }
+  }
+}
 
 int cmd_verify(const Options& o, SourceFile& src) {
   GradCheckOptions opt = o.check;
   check_text_or_json(o.format);
   opt.progress = [](const std::string& what) { std::cerr << "gradc verify: " << what << "\n"; };
   Graph g = load_program(o, src, /*f64=*/true);
-  std::vector<GradCheckRow> rows = check_gradients(g, load_inputs(g, o.inputs, true), opt);
+  // No grad of its own: the program as the torch op differentiates it (its pullback program).
+  const bool as_op = std::none_of(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return n.op == Op::Grad; });
+  if (!as_op && o.data_parallel)
+    throw UsageError("--data-parallel is the torch op's convention, for a program without grad() of its own");
+  std::set<std::string> cts;
+  const uint8_t data_parallel = as_op ? data_parallel_axes(o, g) : 0;
+  Graph reference;  // the pullback's single-process reference is made from its own_as_unshared form
+  if (as_op) {
+    g = pullback_program(std::move(g), data_parallel, cts);
+    reference = own_as_unshared(g, data_parallel);
+  }
+  RankInputs inputs = load_inputs(g, o.inputs, true);
+  if (as_op) add_random_inputs(g, inputs);
+  std::vector<GradCheckRow> rows = check_gradients(g, inputs, opt, as_op ? &reference : nullptr);
+  if (rows.empty())
+    throw UserError({}, as_op ? "nothing to check: the program has no grad(), and as the torch op it has no gradient "
+                                "(it needs a float input and a float output)"
+                              : "nothing to check: the program has no gradient");
   // What users run: the program as written on gradc run's default backend, against the interpreter.
   if (native_available())
     opt.run_default = [&src](const Graph& p, const RankInputs& in) {
       return run_native(lowered(p), src.path, complete_inputs(p, in, false), 0).outputs;
     };
   Graph written = load_program(o, src);
-  const std::vector<std::string> differ = check_backend(written, load_inputs(written, o.inputs), rows, opt);
+  RankInputs written_inputs = load_inputs(written, o.inputs);
+  if (as_op) {
+    std::set<std::string> same;
+    written = pullback_program(std::move(written), data_parallel, same);
+    for (const Node& n : written.nodes)  // the same random values, in the program's dtypes
+      if (n.op == Op::Input && !written_inputs[0].count(n.attr_sym("name")) && inputs[0].count(n.attr_sym("name")))
+        for (size_t r = 0; r < written_inputs.size(); ++r)
+          written_inputs[r][n.attr_sym("name")] = inputs[r].at(n.attr_sym("name")).cast(n.type->dtype);
+  }
+  const std::vector<std::string> differ = check_backend(written, written_inputs, rows, opt);
   opt.source = src.path;
   std::cout << (o.format == "json" ? gradcheck_json(rows, opt, differ) : gradcheck_table(rows, opt, differ));
   for (const GradCheckRow& r : rows)
@@ -502,7 +587,8 @@ void write_sources(const std::string& dir, const std::vector<GeneratedFile>& fil
 }
 
 const char* kEmitHelp =
-    "usage: gradc emit FILE.dg --target=cuda|cpu|torch -o DIR [--name=NAME] [--no-grad] [--ranks=N | --mesh=A=n,...]\n"
+    "usage: gradc emit FILE.dg --target=cuda|cpu|torch -o DIR [--name=NAME] [--no-grad] [--data-parallel=AXES]\n"
+    "                  [--ranks=N | --mesh=A=n,...]\n"
     "Write sources for embedding into DIR: NAME.h (one class: constructed on a communicator\n"
     "and stream, pointer setters and getters, run() that allocates nothing, constexpr shapes),\n"
     "NAME.cpp or NAME.cu, the runtime headers they include, and a CMakeLists.txt defining the\n"
@@ -510,7 +596,10 @@ const char* kEmitHelp =
     "--target=torch writes the Python package DIR/NAME/ (and DIR/pyproject.toml): import NAME\n"
     "compiles it with torch.utils.cpp_extension, and NAME.NAME(...) is a differentiable\n"
     "PyTorch op whose backward is the gradient gradc derives (docs/torch.md); with --no-grad,\n"
-    "an op for inference, without a backward (none is derived or compiled).\n";
+    "an op for inference, without a backward (none is derived or compiled). --data-parallel\n"
+    "names the axes the training framework reduces gradients over (each rank's loss its\n"
+    "own); along the others every rank's copy of a replicated output is one loss. A\n"
+    "program without a mesh defaults to its one axis (DDP); a mesh program must say.\n";
 
 int cmd_emit(const Options& o, SourceFile& src) {
   Target target = target_of(o);
@@ -518,19 +607,23 @@ int cmd_emit(const Options& o, SourceFile& src) {
   std::string name = program_name(o);
   if (target != Target::Torch) {
     if (o.no_grad) throw UsageError("--no-grad is for --target=torch (the cpu and cuda classes have no backward)");
+    if (o.data_parallel) throw UsageError("--data-parallel is for --target=torch (the op's gradient convention)");
     write_sources(*o.out, generate(lowered_program(o, src), target, name, src.path));
     return 0;
   }
   name = package_name(name);  // pass.dg is the package pass_, torch.dg torch_
-  if (o.no_grad) {            // for inference: the forward alone, no pullback derived or compiled
+  if (o.no_grad && o.data_parallel) throw UsageError("--data-parallel is a gradient's convention; --no-grad has none");
+  if (o.no_grad) {  // for inference: the forward alone, no pullback derived or compiled
     const Lowered forward = lowered_program(o, src);
-    write_sources(*o.out, generate_torch(forward, Lowered{}, forward.outputs.size(), name, src.path));
+    write_sources(*o.out, generate_torch(forward, Lowered{}, forward.outputs.size(), 0, name, src.path));
     return 0;
   }
-  Linearized lin = linearize(load_program(o, src));
+  Graph g = load_program(o, src);
+  const uint8_t data_parallel = data_parallel_axes(o, g);
+  Linearized lin = linearize(std::move(g), data_parallel);
   const Lowered forward = lowered(std::move(lin.forward));
   const Lowered pullback = lin.pullback.outputs.empty() ? Lowered{} : lowered(std::move(lin.pullback));
-  write_sources(*o.out, generate_torch(forward, pullback, lin.outputs, name, src.path));
+  write_sources(*o.out, generate_torch(forward, pullback, lin.outputs, data_parallel, name, src.path));
   return 0;
 }
 
@@ -637,6 +730,9 @@ const Flag kMesh{"mesh", "A=n,B=m: the sizes of the program's mesh axes (docs/la
                      at = end + 1;
                    }
                  }};
+const Flag kDataParallel{"data-parallel",
+                         "AXES: the axes the training framework reduces gradients over (dp,tp or none)",
+                         [](Options& o, const std::string& v) { o.data_parallel = v; }};
 Flag format_flag(const char* help) {
   return {"format", help, [](Options& o, const std::string& v) { o.format = v; }};
 }
@@ -726,6 +822,7 @@ const std::vector<Command>& commands() {
         {"inputs", "DIR: .npy inputs", kInputs.set},
         {"samples", "K: finite differences per gradient",
          [](Options& o, const std::string& v) { o.check.samples = int_value("samples", v, 1, 1 << 30); }},
+        kDataParallel,
         format_flag("text or json")}},
       {"cost", cmd_cost, kCostHelp, {kRanks, kMesh, format_flag("text or json")}},
       {"prove",
@@ -743,6 +840,7 @@ const std::vector<Command>& commands() {
         {"name", "the class name", [](Options& o, const std::string& v) { o.name = v; }},
         {"no-grad", "torch: an op without a backward, for inference",
          [](Options& o, const std::string&) { o.no_grad = true; }, true},
+        kDataParallel,
         kRanks,
         kMesh}},
       {"build", cmd_build, kBuildHelp, {kTarget, out_flag("EXE: the executable"), kRanks, kMesh}},

@@ -225,34 +225,70 @@ inline void check_disjoint(const char* name, const Span (&spans)[N]) {
   }
 }
 
-// A shared input (docs/language.md section 3) must hold the same bytes on every rank: each
-// rank compares its data with rank 0's, the ranks exchange the verdicts, and every rank
-// stops with the first rank that differs, in the interpreter's words (check_shared, in
-// the target's file). It synchronises and allocates: a class checks in debug builds
-// only (every step), unless told (check_shared_inputs(): executables and gradc run
-// check their first step).
-inline void report_shared(const std::vector<int32_t>& differs, const char* name, const char* where) {
-  for (size_t r = 1; r < differs.size(); ++r)
-    if (differs[r])
-      throw std::runtime_error(std::string(where) + ": shared input '" + name + "' differs between ranks 0 and " +
-                               std::to_string(r));
+// A shared input (docs/language.md section 3) must hold the same bytes on every rank of
+// its group. The check (check_shared, in the target's file) costs one small collective:
+// each rank hashes its bytes (hash_bytes: 64 bits) and the group takes the maximum of
+// the hash and of its complement in one all_reduce of four i32, which are equal on
+// every rank exactly when the hashes are. Only where they differ does it compare the
+// data element by element against the group's first rank, to stop every rank with the
+// interpreter's words (report_shared). A class checks every step unless built with
+// GRADC_CHECK_SHARED=0 or told otherwise (check_shared_inputs(steps)); executables and
+// gradc run check their first step.
+GRADC_HD inline uint64_t hash_word(uint64_t word, int64_t i) {
+  uint64_t v = (word ^ (uint64_t(i) * 0x9E3779B97F4A7C15ull)) * 0xFF51AFD7ED558CCDull;
+  return v ^ (v >> 32);
 }
-// An input shared along some mesh axes (`along`), checked in each group: `ranks` are
-// the group's world ranks, `differs` whether each differs from the group's first.
-inline void report_shared_group(const std::vector<int32_t>& differs, const std::vector<int32_t>& ranks,
-                                const char* name, const char* where, const char* along) {
-  for (size_t r = 1; r < differs.size(); ++r)
-    if (differs[r])
-      throw std::runtime_error(std::string(where) + ": shared input '" + name + "' differs between ranks " +
-                               std::to_string(ranks[0]) + " and " + std::to_string(ranks[r]) + " (it is shared along " +
-                               along + ")");
+// The bytes' hash: a wrapping sum over their 8-byte words, each mixed with its index
+// (so a GPU sums it in any order, and a value moved to another place changes it).
+inline uint64_t hash_bytes(const void* data, int64_t bytes) {
+  const unsigned char* p = static_cast<const unsigned char*>(data);
+  const int64_t words = bytes / 8;
+  uint64_t h = uint64_t(bytes);
+  for (int64_t i = 0; i < words; ++i) {
+    uint64_t w;
+    memcpy(&w, p + 8 * i, 8);
+    h += hash_word(w, i);
+  }
+  if (bytes % 8) {
+    uint64_t w = 0;
+    memcpy(&w, p + 8 * words, size_t(bytes % 8));
+    h += hash_word(w, words);
+  }
+  return h;
+}
+// The all_reduce(max) message of a hash: equal on every rank after it exactly when the
+// ranks' hashes are (the maximum of ~h is the complement of the minimum of h).
+inline void hash_message(uint64_t h, int32_t msg[4]) {
+  msg[0] = int32_t(uint32_t(h)), msg[1] = int32_t(uint32_t(h >> 32));
+  msg[2] = ~msg[0], msg[3] = ~msg[1];
+}
+inline bool hashes_differ(const int32_t msg[4]) { return msg[0] != ~msg[2] || msg[1] != ~msg[3]; }
+// The first element (of `size` bytes each) where `a` and `b` differ, or -1.
+inline int64_t first_difference(const void* a, const void* b, int64_t count, int64_t size) {
+  const char *x = static_cast<const char*>(a), *y = static_cast<const char*>(b);
+  for (int64_t i = 0; i < count; ++i)
+    if (memcmp(x + i * size, y + i * size, size_t(size)) != 0) return i;
+  return -1;
+}
+// Stops with the first rank of the group whose data differs from the group's first rank:
+// `rows` holds, per group rank, {differs, world rank, element (high, low)}. `what` is
+// "shared input 'w'", `note` "" or " (it is shared along dp)", `dims` the shape ("2, 3").
+inline void report_shared(const std::vector<int32_t>& rows, const char* what, const char* where, const char* note,
+                          const char* dims) {
+  for (size_t r = 1; 4 * r < rows.size(); ++r) {
+    if (!rows[4 * r]) continue;
+    const int64_t element = int64_t(uint64_t(uint32_t(rows[4 * r + 2])) << 32 | uint32_t(rows[4 * r + 3]));
+    throw std::runtime_error(std::string(where) + ": " + what + " differs between ranks " + std::to_string(rows[1]) +
+                             " and " + std::to_string(rows[4 * r + 1]) +
+                             (*dims ? " at element " + element_str(element, dims) : std::string()) + note);
+  }
+}
+inline void shared_row(int64_t element, int32_t world_rank, int32_t row[4]) {
+  row[0] = element >= 0, row[1] = world_rank;
+  row[2] = int32_t(uint32_t(uint64_t(element) >> 32)), row[3] = int32_t(uint32_t(uint64_t(element)));
 }
 #if !defined(GRADC_CHECK_SHARED)
-#if defined(NDEBUG)
-#define GRADC_CHECK_SHARED 0
-#else
-#define GRADC_CHECK_SHARED -1
-#endif
+#define GRADC_CHECK_SHARED -1  // every step; 0: never (check_shared_inputs overrides either)
 #endif
 
 // gradc run --check-finite: the first NaN or infinity of an op's result (on the host)

@@ -306,30 +306,23 @@ inline void copy(Stream, void* dst, const void* src, int64_t bytes) {
   if (dst != src) memmove(dst, src, size_t(bytes));
 }
 
-inline void check_shared(Comm& c, Stream compute, const void* data, int64_t count, DType t, const char* name,
-                         const char* where) {
-  const size_t bytes = size_t(count * dtype_size(t));
-  std::vector<char> first(bytes), mine(bytes);
+// A shared input's check (gradc_common.h): the hashes compared in one all_reduce; where
+// they differ, the data compared with the group's first rank's, element by element.
+inline void check_shared(Comm& c, Stream compute, const void* data, int64_t count, DType t, const char* what,
+                         const char* where, const char* note, const char* dims, int32_t world_rank) {
   (void)compute;
-  const int size = c.size();
+  const int64_t size = dtype_size(t);
+  int32_t msg[4];
+  hash_message(hash_bytes(data, count * size), msg);
+  c.all_reduce(msg, msg, 4, DType::I32, ROp::Max);
+  if (!hashes_differ(msg)) return;
+  std::vector<char> first(size_t(count * size));
   c.broadcast(data, first.data(), count, t, 0);
-  const int32_t differs = std::memcmp(first.data(), data, bytes) != 0;
-  std::vector<int32_t> all(static_cast<size_t>(size));
-  c.all_gather(&differs, all.data(), Blocks{1, 1, 1}, DType::I32);
-  report_shared(all, name, where);
-}
-
-inline void check_shared_group(Comm& c, Stream compute, const void* data, int64_t count, DType t, const char* name,
-                               const char* where, int32_t world_rank, const char* along) {
-  const size_t bytes = size_t(count * dtype_size(t));
-  std::vector<char> first(bytes);
-  (void)compute;
-  c.broadcast(data, first.data(), count, t, 0);
-  const int32_t differs = std::memcmp(first.data(), data, bytes) != 0;
-  std::vector<int32_t> all(static_cast<size_t>(c.size())), ranks(static_cast<size_t>(c.size()));
-  c.all_gather(&differs, all.data(), Blocks{1, 1, 1}, DType::I32);
-  c.all_gather(&world_rank, ranks.data(), Blocks{1, 1, 1}, DType::I32);
-  report_shared_group(all, ranks, name, where, along);
+  int32_t row[4];
+  shared_row(first_difference(first.data(), data, count, size), world_rank, row);
+  std::vector<int32_t> rows(4 * static_cast<size_t>(c.size()));
+  c.all_gather(row, rows.data(), Blocks{1, 4, 1}, DType::I32);
+  report_shared(rows, what, where, note, dims);
 }
 
 // gradc run --check-finite: the first NaN or infinity of an op's result stops the

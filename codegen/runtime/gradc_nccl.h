@@ -3,6 +3,8 @@
 #pragma once
 #include <nccl.h>
 
+#include <algorithm>
+
 #include "gradc_cuda.h"
 
 namespace gradc {
@@ -145,52 +147,61 @@ inline void permute(Comm& c, const void* in, void* out, int64_t count, DType t, 
   if (!received) fill_zero(c.stream, out, count * dtype_size(t));
 }
 
-inline void check_shared(Comm& c, Stream compute, const void* data, int64_t count, DType t, const char* name,
-                         const char* where) {
-  const size_t bytes = size_t(count * dtype_size(t));
-  std::vector<char> first(bytes), mine(bytes);
-  const int rank = c.rank, size = c.size;
-  GRADC_CUDA(cudaStreamSynchronize(compute), where);
-  char* dev = static_cast<char*>(alloc(int64_t(bytes) + 4 * (size + 1)));
-  int32_t* flags = reinterpret_cast<int32_t*>(dev + (bytes + 3) / 4 * 4);
-  GRADC_NCCL(ncclBroadcast(data, dev, size_t(count), nccl_type(t), 0, c.nccl, c.stream), where);
-  GRADC_CUDA(cudaStreamSynchronize(c.stream), where);
-  GRADC_CUDA(cudaMemcpy(first.data(), dev, bytes, cudaMemcpyDeviceToHost), where);
-  GRADC_CUDA(cudaMemcpy(mine.data(), data, bytes, cudaMemcpyDeviceToHost), where);
-  const int32_t differs = std::memcmp(first.data(), mine.data(), bytes) != 0;
-  std::vector<int32_t> all(static_cast<size_t>(size));
-  GRADC_CUDA(cudaMemcpy(flags + rank, &differs, 4, cudaMemcpyHostToDevice), where);
-  GRADC_NCCL(ncclAllGather(flags + rank, flags, 1, ncclInt32, c.nccl, c.stream), where);
-  GRADC_CUDA(cudaStreamSynchronize(c.stream), where);
-  GRADC_CUDA(cudaMemcpy(all.data(), flags, 4 * size_t(size), cudaMemcpyDeviceToHost), where);
-  release(dev);
-  report_shared(all, name, where);
+// The hash of gradc_common.h's hash_bytes, on the GPU: each thread sums its words, each
+// warp its threads', and one atomic add per warp (a wrapping sum: any order gives it).
+static __global__ void hash_kernel(const unsigned char* p, int64_t bytes, unsigned long long* out) {
+  const int64_t words = (bytes + 7) / 8;
+  uint64_t h = 0;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < words; i += int64_t(blockDim.x) * gridDim.x) {
+    uint64_t w = 0;
+    memcpy(&w, p + 8 * i, size_t(bytes - 8 * i < 8 ? bytes - 8 * i : 8));
+    h += hash_word(w, i);
+  }
+  for (int d = 16; d; d /= 2) h += __shfl_down_sync(0xffffffffu, h, d);
+  if (threadIdx.x % 32 == 0) atomicAdd(out, (unsigned long long)h);
 }
 
-inline void check_shared_group(Comm& c, Stream compute, const void* data, int64_t count, DType t, const char* name,
-                               const char* where, int32_t world_rank, const char* along) {
-  const size_t bytes = size_t(count * dtype_size(t));
-  std::vector<char> first(bytes), mine(bytes);
-  const int size = c.size;
+// A shared input's check (gradc_common.h): the hashes compared in one all_reduce; where
+// they differ, the data compared with the group's first rank's, element by element.
+inline void check_shared(Comm& c, Stream compute, const void* data, int64_t count, DType t, const char* what,
+                         const char* where, const char* note, const char* dims, int32_t world_rank) {
+  const int64_t size = dtype_size(t), bytes = count * size;
   GRADC_CUDA(cudaStreamSynchronize(compute), where);
-  char* dev = static_cast<char*>(alloc(int64_t(bytes) + 8 * (size + 1)));
-  int32_t* flags = reinterpret_cast<int32_t*>(dev + (bytes + 3) / 4 * 4);  // [differs..., world ranks...]
-  GRADC_NCCL(ncclBroadcast(data, dev, size_t(count), nccl_type(t), 0, c.nccl, c.stream), where);
+  char* dev = static_cast<char*>(alloc(8 + 16 * int64_t(c.size + 1)));
+  unsigned long long* hash = reinterpret_cast<unsigned long long*>(dev);
+  int32_t* msg = reinterpret_cast<int32_t*>(dev + 8);
+  GRADC_CUDA(cudaMemsetAsync(hash, 0, 8, c.stream), where);
+  const int blocks = int(std::min<int64_t>(1024, (bytes / 8 + 256) / 256));
+  if (bytes) hash_kernel<<<blocks, 256, 0, c.stream>>>(static_cast<const unsigned char*>(data), bytes, hash);
+  GRADC_CUDA(cudaGetLastError(), where);
+  uint64_t h = 0;
+  GRADC_CUDA(cudaMemcpyAsync(&h, hash, 8, cudaMemcpyDeviceToHost, c.stream), where);
   GRADC_CUDA(cudaStreamSynchronize(c.stream), where);
-  GRADC_CUDA(cudaMemcpy(first.data(), dev, bytes, cudaMemcpyDeviceToHost), where);
-  GRADC_CUDA(cudaMemcpy(mine.data(), data, bytes, cudaMemcpyDeviceToHost), where);
-  const int32_t mine_flags[2] = {std::memcmp(first.data(), mine.data(), bytes) != 0, world_rank};
-  GRADC_CUDA(cudaMemcpy(flags + 2 * c.rank, mine_flags, 8, cudaMemcpyHostToDevice), where);
-  GRADC_NCCL(ncclAllGather(flags + 2 * c.rank, flags, 2, ncclInt32, c.nccl, c.stream), where);
+  int32_t mine[4];
+  hash_message(h + uint64_t(bytes), mine);
+  GRADC_CUDA(cudaMemcpy(msg, mine, 16, cudaMemcpyHostToDevice), where);
+  GRADC_NCCL(ncclAllReduce(msg, msg, 4, ncclInt32, ncclMax, c.nccl, c.stream), where);
+  GRADC_CUDA(cudaMemcpyAsync(mine, msg, 16, cudaMemcpyDeviceToHost, c.stream), where);
   GRADC_CUDA(cudaStreamSynchronize(c.stream), where);
-  std::vector<int32_t> both(2 * static_cast<size_t>(size)), all, ranks;
-  GRADC_CUDA(cudaMemcpy(both.data(), flags, 8 * size_t(size), cudaMemcpyDeviceToHost), where);
   release(dev);
-  for (int k = 0; k < size; ++k) {
-    all.push_back(both[2 * size_t(k)]);
-    ranks.push_back(both[2 * size_t(k) + 1]);
-  }
-  report_shared_group(all, ranks, name, where, along);
+  if (!hashes_differ(mine)) return;
+  // a difference: every rank compares its data with the group's first rank's
+  std::vector<char> first(size_t(bytes)), own(size_t(bytes));
+  char* all = static_cast<char*>(alloc(bytes + 16 * int64_t(c.size + 1)));
+  int32_t* rows = reinterpret_cast<int32_t*>(all + (bytes + 15) / 16 * 16);
+  GRADC_NCCL(ncclBroadcast(data, all, size_t(count), nccl_type(t), 0, c.nccl, c.stream), where);
+  GRADC_CUDA(cudaStreamSynchronize(c.stream), where);
+  GRADC_CUDA(cudaMemcpy(first.data(), all, size_t(bytes), cudaMemcpyDeviceToHost), where);
+  GRADC_CUDA(cudaMemcpy(own.data(), data, size_t(bytes), cudaMemcpyDeviceToHost), where);
+  int32_t row[4];
+  shared_row(first_difference(first.data(), own.data(), count, size), world_rank, row);
+  GRADC_CUDA(cudaMemcpy(rows + 4 * c.rank, row, 16, cudaMemcpyHostToDevice), where);
+  GRADC_NCCL(ncclAllGather(rows + 4 * c.rank, rows, 4, ncclInt32, c.nccl, c.stream), where);
+  GRADC_CUDA(cudaStreamSynchronize(c.stream), where);
+  std::vector<int32_t> got(4 * size_t(c.size));
+  GRADC_CUDA(cudaMemcpy(got.data(), rows, 16 * size_t(c.size), cudaMemcpyDeviceToHost), where);
+  release(all);
+  report_shared(got, what, where, note, dims);
 }
 
 }  // namespace gradc

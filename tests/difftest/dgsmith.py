@@ -1061,19 +1061,31 @@ def compare(got, want, dtypes, what, rtol=None):
     return None
 
 
+def data_parallel(prog):
+    """The torch op's gradient convention for the program (emit --data-parallel): a mesh
+    program's data-parallel axes are a subset of its axes chosen from its text (so a
+    run repeats), each convention as likely; a program without a mesh keeps DDP's."""
+    if not prog.mesh:
+        return "world"
+    rng = random.Random(sum(map(ord, prog.text())))
+    return ",".join(a for a, _ in prog.mesh if rng.random() < 0.5) or "none"
+
+
 def check_torch(gradc, prog, folder):
-    """The torch target's op against the interpreter (tests/torch/check_ops.py)."""
+    """The torch target's op against the interpreter (tests/torch/check_ops.py), by a
+    convention chosen per program (data_parallel)."""
     path = os.path.join(folder, "op.dg")
     with open(path, "w") as f:
         f.write(re.sub(r"\s+shared(\([^)]*\))?", "", prog.text()))
+    convention = f"--data-parallel={data_parallel(prog)}"
     # without `shared` a grad of mode=global may lose its replicated loss: such a program
     # is rejected (a diagnostic), and there is nothing to check
-    p = subprocess.run([gradc, "emit", path, "--target=torch", "-o", os.path.join(folder, "probe")],
+    p = subprocess.run([gradc, "emit", path, "--target=torch", "-o", os.path.join(folder, "probe"), convention],
                        capture_output=True, text=True)
     if p.returncode != 0:
         return ("torch", p.stderr[-2000:]) if "internal error" in p.stderr or p.returncode != 1 else None
     cmd = [VENV_PYTHON, os.path.join(HERE, "..", "torch", "check_ops.py"), gradc, path, os.path.join(folder, "torch"),
-           f"--mesh={prog.mesh_flag()}" if prog.mesh else f"--ranks={prog.world}"]
+           f"--mesh={prog.mesh_flag()}" if prog.mesh else f"--ranks={prog.world}", convention]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         return ("torch", (p.stdout + p.stderr)[-2000:])

@@ -2,17 +2,23 @@
 """The torch target against gradc's interpreter (docs/torch.md), under real
 multi-process PyTorch:
 
-    check_ops.py GRADC PROGRAM.dg WORKDIR (--ranks=N | --mesh=dp=2,tp=2) [--seed=S] [--device=cuda]
+    check_ops.py GRADC PROGRAM.dg WORKDIR (--ranks=N | --mesh=dp=2,tp=2) [--data-parallel=AXES]
+                 [--seed=S] [--device=cuda]
 
 emits PROGRAM.dg as a package, gives every rank random inputs (float: small integers,
 so that zeros and ties are everywhere and sums are exact; i32: 0 or 1, as int64
 tensors) and cotangents for the float outputs, and runs it on N gloo processes: each
 calls the op, then backward on sum(<y, ct_y>). The reference is gradc run on the same
-program with the objective of docs/torch.md written out in .dg: L = sum of <y, ct_y> with
-mode=sum and each input its own variable (a `shared` input declared per-rank there, its
-values being the same; so a program's own grad of a shared input, whose meaning that
-changes, is no program for this check). Outputs and gradients must agree to f32 rounding. Exit 1 with
-the differences otherwise. Run it with a PyTorch that has torch.library.custom_op.
+program with the objective of docs/torch.md written out in .dg, by the convention of
+--data-parallel (every axis by default, today's DDP convention; emit's flag): with T the
+other axes, each output y replicated along some of T (the package's _ONE_LOSS) gets a
+cotangent that is the same there (`shared` along them) and counts once,
+L = all_reduce(sum_y sum(y * ct_y) / copies_y, over=T), differentiated with
+grad(L, x, mode=sum, over=[data-parallel axes]); each input is its own variable along
+the data-parallel axes (its `shared` keeps only the axes of T; so a program's own grad of
+a shared input, whose meaning that changes, is no program for this check). Outputs and
+gradients must agree to f32 rounding. Exit 1 with the differences otherwise. Run it with
+a PyTorch that has torch.library.custom_op.
 
 --device=cuda runs the ranks on NCCL, each on its own GPU (rank r on cuda:r), with the
 op's inputs on that GPU and the op and backward on a stream of their own, PyTorch's
@@ -35,25 +41,45 @@ def metadata(init_py):
     values = {}
     for node in ast.parse(open(init_py).read()).body:
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-            if node.targets[0].id in ("_INPUTS", "_OUTPUTS", "_MESH", "_WORLD"):
+            if node.targets[0].id in ("_INPUTS", "_OUTPUTS", "_MESH", "_WORLD", "_DATA_PARALLEL", "_ONE_LOSS"):
                 values[node.targets[0].id] = ast.literal_eval(node.value)
     return values
 
 
-def reference_program(text, inputs, outputs):
-    """The program with docs/torch.md's objective written out: per-rank inputs, cotangent
-    inputs, and each float input's gradient as an output named grad_<x>."""
-    text = re.sub(r"^(input\s+\w+\s*:\s*\w+\[[^\]]*\])\s+shared(\([^)]*\)|\b)", r"\1", text, flags=re.M)
+def shared_list(axes, mesh=True):
+    return "" if not axes else f"shared([{', '.join(axes)}])" if mesh else "shared"
+
+
+def reference_program(meta):
+    """The program with docs/torch.md's objective written out (module docstring): inputs
+    shared along the one-loss axes only, cotangent inputs, and each float input's
+    gradient as an output named grad_<x>."""
+    axes = [a for a, _ in meta["_MESH"]] or ["world"]
+    dp = meta["_DATA_PARALLEL"]
+    one = [a for a in axes if a not in dp]  # the axes whose ranks' copies are one loss
+
+    def keep(m):  # an input's `shared` keeps the one-loss axes it names
+        along = [a.strip(" []") for a in m.group(2)[1:-1].split(",")] if m.group(2) else axes
+        return f"{m.group(1)} {shared_list([a for a in one if a in along], bool(meta['_MESH']))}"
+
+    text = re.sub(r"^(input\s+\w+\s*:\s*\w+\[[^\]]*\])\s+shared(\([^)]*\)|\b)", keep, meta["_TEXT"], flags=re.M)
     lines = [text.rstrip("\n"), "# the torch op's objective (tests/torch/check_ops.py)"]
     terms = []
-    for name, dtype, shape in outputs:
+    for name, dtype, shape in meta["_OUTPUTS"]:
         if dtype != "i32":
-            lines.append(f"input ct_{name} : {dtype}[{', '.join(map(str, shape))}]")
-            terms.append(f"sum({name} * ct_{name})")
-    lines.append(f"objective_ = {' + '.join(terms)}")
-    grads = [name for name, dtype, _, _ in inputs if dtype != "i32"]
+            same = meta["_ONE_LOSS"].get(name, [])
+            lines.append(f"input ct_{name} : {dtype}[{', '.join(map(str, shape))}] {shared_list(same, bool(meta['_MESH']))}")
+            copies = 1
+            for a, size in meta["_MESH"] or [("world", meta["_WORLD"])]:
+                copies *= size if a in same else 1
+            terms.append(f"sum({name} * ct_{name})" + (f" / {copies}.0" if copies > 1 else ""))
+    total = " + ".join(terms)
+    over = f", over=[{', '.join(one)}]" if meta["_MESH"] else ""
+    lines.append(f"objective_ = {f'all_reduce({total}{over})' if one else total}")
+    mode = "" if not one else f", mode=sum, over=[{', '.join(dp)}]" if dp else ", mode=global"
+    grads = [name for name, dtype, _, _ in meta["_INPUTS"] if dtype != "i32"]
     for name in grads:
-        lines.append(f"grad_{name} = grad(objective_, {name})")
+        lines.append(f"grad_{name} = grad(objective_, {name}{mode})")
     lines.append(f"output {', '.join('grad_' + n for n in grads)}")
     return "\n".join(lines) + "\n"
 
@@ -76,6 +102,8 @@ def make_data(meta, world, seed, workdir):
     shared = {}
     for m in re.finditer(r"^input\s+(\w+)\s*:\s*\w+\[[^\]]*\]\s+shared(?:\(([^)]*)\))?", meta["_TEXT"], re.M):
         shared[m.group(1)] = [a.strip(" []") for a in m.group(2).split(",")] if m.group(2) else None
+    for name, along in meta["_ONE_LOSS"].items():  # a cotangent that is one value along them
+        shared["ct_" + name] = along
     axes = meta["_MESH"] or [("world", world)]
     for name, along in shared.items():
         for r in range(world):
@@ -156,14 +184,17 @@ def main():
     ap.add_argument("workdir")
     ap.add_argument("--ranks", type=int)
     ap.add_argument("--mesh")
+    ap.add_argument("--data-parallel", help="emit's --data-parallel (default: every axis)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     a = ap.parse_args()
     size_flag = [f"--ranks={a.ranks}"] if a.ranks else [f"--mesh={a.mesh}"]
+    data_parallel = a.data_parallel or ("world" if a.ranks else ",".join(x.split("=")[0] for x in a.mesh.split(",")))
     shutil.rmtree(a.workdir, ignore_errors=True)  # no inputs left from another program
     os.makedirs(a.workdir)
     pkg = os.path.join(a.workdir, "pkg")
-    subprocess.run([a.gradc, "emit", a.program, "--target=torch", "-o", pkg] + size_flag, check=True)
+    subprocess.run([a.gradc, "emit", a.program, "--target=torch", "-o", pkg, f"--data-parallel={data_parallel}"]
+                   + size_flag, check=True)
     package = next(d for d in os.listdir(pkg) if os.path.isdir(os.path.join(pkg, d)))  # torch.dg: torch_
     meta = metadata(os.path.join(a.workdir, "pkg", package, "__init__.py"))
     meta["_TEXT"] = open(a.program).read()
@@ -171,7 +202,7 @@ def main():
     make_data(meta, world, a.seed, a.workdir)
     ref_dg = os.path.join(a.workdir, "reference.dg")
     with open(ref_dg, "w") as f:
-        f.write(reference_program(meta["_TEXT"], meta["_INPUTS"], meta["_OUTPUTS"]))
+        f.write(reference_program(meta))
     ref = subprocess.run([a.gradc, "run", ref_dg, "--inputs", os.path.join(a.workdir, "in"), "--format=json"]
                          + size_flag, check=True, capture_output=True, text=True)
     ref = json.loads(ref.stdout)

@@ -15,6 +15,17 @@
 - an index out of range inside the op: RuntimeError with the source location;
 - double backward: RuntimeError saying it is not supported.
 - the default group, of 4 ranks, for a 2-rank program: ValueError.
+- the other convention (docs/torch.md, "The gradient convention"): seeds 001 and 003
+  emitted with --data-parallel=none (seeds_one_loss.dg), each rank's copy of the
+  replicated loss being the one loss: y.grad is 6 / 9 and x.grad 20 / 30 and 72 / 72,
+  the mode=global values of docs/language.md section 6; cotangents that differ between
+  the ranks are a RuntimeError naming the output;
+- Megatron: megatron.dg (tensor parallelism over tp inside data parallelism over dp,
+  --data-parallel=dp) on a 2 x 2 DeviceMesh of the 4 ranks, trained for 3 SGD steps with
+  loss.backward() on every rank and the gradients averaged over dp as DDP does: the
+  parameters equal float64 single-process training of the whole model on the whole batch;
+- the shared-input check: a shared input that differs is a RuntimeError naming it and
+  the element, and check_shared(False) turns the check off.
 Every check raises on failure, which ends every rank and this script with status 1.
 
 --device=cuda: the same on NCCL with CUDA tensors, each rank on its own GPU (rank r on
@@ -66,6 +77,87 @@ def seed_003(all_reduce_seed, rank, g):
         yy = v * v
         yy.backward()
         assert float(x.grad) == want[rank], f"seed 003 {which}: x.grad {float(x.grad)}, want {want[rank]}"
+
+
+def one_loss(seeds_one_loss, rank, g):
+    """Seeds 001 and 003 with every rank's copy of the replicated loss the one loss."""
+    x = (torch.ones(2, 2) if rank == 0 else torch.zeros(2, 2)).to(DEVICE).requires_grad_()
+    y = x + 2
+    y.retain_grad()
+    out, _, _ = seeds_one_loss.seeds_one_loss(y * y, torch.ones(1, device=DEVICE), group=g)
+    out.backward()
+    want = 6.0 if rank == 0 else 9.0
+    assert torch.equal(y.grad.cpu(), torch.full((2, 2), want)), f"one loss, seed 001: y.grad {y.grad.tolist()}"
+    for which, want in (("sum", (20.0, 30.0)), ("prod", (72.0, 72.0))):
+        x = torch.ones(1, device=DEVICE).requires_grad_()
+        _, s, p = seeds_one_loss.seeds_one_loss(torch.zeros(2, 2, device=DEVICE), (rank + 2) * x, group=g)
+        v = s if which == "sum" else p
+        (v * v).backward()
+        assert float(x.grad) == want[rank], f"one loss, seed 003 {which}: x.grad {float(x.grad)}, want {want[rank]}"
+    # a cotangent that differs between the ranks: the output is one loss, so it is an error
+    out, _, _ = seeds_one_loss.seeds_one_loss(torch.ones(2, 2, device=DEVICE, requires_grad=True),
+                                              torch.ones(1, device=DEVICE), group=g)
+    expect_raises(RuntimeError, ["gradient of output 'out'", "differs between ranks 0 and 1", "along world",
+                                 "one loss", "--data-parallel"], lambda: (out * (rank + 1)).backward())
+
+
+def shared_check(megatron, rank, mesh):
+    """A shared input that differs between its ranks, and the switch that turns the check off."""
+    args = [torch.ones(4, 6, dtype=torch.float64) for _ in range(2)] + [
+        torch.ones(6, 4, dtype=torch.float64), torch.ones(4, dtype=torch.float64),
+        torch.ones(4, 6, dtype=torch.float64), torch.ones(6, dtype=torch.float64)]
+    args[5] = args[5].clone()
+    args[5][3] += rank  # g is shared: rank 1's differs at element [3]
+    expect_raises(RuntimeError, ["shared input 'g' differs between ranks 0 and 1 at element [3]", "megatron.dg:12:"],
+                  lambda: megatron.megatron(*args, mesh=mesh))
+    was = megatron.check_shared(False)
+    megatron.megatron(*args, mesh=mesh)  # not checked
+    assert megatron.check_shared(was) is False
+
+
+def megatron_training(megatron, rank, mesh):
+    """3 SGD steps of the Megatron block with loss.backward() on every rank and the
+    gradients averaged over dp, against float64 single-process training of the whole
+    model on the whole batch (the mean of the dp batches' losses)."""
+    gen = torch.Generator().manual_seed(5)
+    W1, B1, W2 = torch.randn(6, 8, generator=gen, dtype=torch.float64) / 2, torch.randn(8, generator=gen,
+                                                                                    dtype=torch.float64) / 2, \
+        torch.randn(8, 6, generator=gen, dtype=torch.float64) / 2
+    G = 1 + torch.randn(6, generator=gen, dtype=torch.float64) / 4
+    d, t = rank // 2, rank % 2
+    cols = slice(4 * t, 4 * t + 4)
+    params = [W1[:, cols].clone().requires_grad_(), B1[cols].clone().requires_grad_(),
+              W2[cols, :].clone().requires_grad_(), G.clone().requires_grad_()]
+    whole = [p.clone().requires_grad_() for p in (W1, B1, W2, G)]
+    dp_group = mesh.get_group("dp")
+    lr = 0.1
+
+    def block(x, w1, b1, w2, gain):
+        y = torch.nn.functional.gelu(x @ w1 + b1) @ w2
+        z = y - y.mean(dim=1, keepdim=True)
+        return z / torch.sqrt((z * z).mean(dim=1, keepdim=True) + 1e-5) * gain
+
+    for step in range(3):
+        data = torch.Generator().manual_seed(100 + step)
+        xs, ts = torch.randn(2, 4, 6, generator=data, dtype=torch.float64), torch.randn(2, 4, 6, generator=data,
+                                                                                       dtype=torch.float64)
+        loss = megatron.megatron(xs[d], ts[d], *params[:3], params[3], mesh=mesh)
+        loss.backward()
+        with torch.no_grad():
+            for p in params:  # DDP over dp: the average of the dp ranks' gradients
+                dist.all_reduce(p.grad, group=dp_group)  # gloo has no AVG
+                p -= lr * p.grad / 2
+                p.grad = None
+        ref = sum(((block(xs[k], *whole) - ts[k]) ** 2).mean() for k in range(2)) / 2
+        ref.backward()
+        with torch.no_grad():
+            for p in whole:
+                p -= lr * p.grad
+                p.grad = None
+    want = [whole[0][:, cols], whole[1][cols], whole[2][cols, :], whole[3]]
+    for name, got, w in zip(("w1", "b1", "w2", "g"), params, want):
+        err = float((got - w).abs().max())
+        assert err < 1e-12, f"Megatron training, rank {rank}: {name} differs from one process's by {err}"
 
 
 def compiled(gather_layer, rank, g):
@@ -132,11 +224,20 @@ def rank_main(rank, workdir, device, world):
     import all_reduce_seed
     import collectives
     import gather_layer
+    import megatron
+    import seeds_one_loss
 
     seed_001(gather_layer, rank, g)
     seed_003(all_reduce_seed, rank, g)
+    one_loss(seeds_one_loss, rank, g)
     compiled(gather_layer, rank, g)
     errors(gather_layer, collectives, rank, g, world)
+    if world == 4 and DEVICE.type == "cpu":
+        from torch.distributed.device_mesh import init_device_mesh
+
+        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+        megatron_training(megatron, dist.get_rank(), mesh)
+        shared_check(megatron, dist.get_rank(), mesh)
     dist.barrier()
     dist.destroy_process_group()
 
@@ -146,15 +247,17 @@ def main():
     args = [a for a in sys.argv[1:] if a != "--device=cuda"]
     gradc, workdir = args[0], args[1]
     world = 4 if device == "cpu" or torch.cuda.device_count() >= 4 else 2
-    for program in ("gather_layer", "all_reduce_seed", "collectives"):
+    for program, flags in (("gather_layer", []), ("all_reduce_seed", []), ("collectives", []),
+                           ("seeds_one_loss", ["--data-parallel=none"]), ("megatron", ["--data-parallel=dp"])):
         subprocess.run([gradc, "emit", os.path.join(HERE, program + ".dg"), "--target=torch", "-o",
-                        os.path.join(workdir, "pkg")], check=True)
+                        os.path.join(workdir, "pkg")] + flags, check=True)
     if os.path.exists(rendezvous(workdir)):
         os.remove(rendezvous(workdir))  # a store left by an earlier run would be joined
     mp.spawn(rank_main, args=(workdir, device, world), nprocs=world)
     if device == "cpu":
-        print("seeds 001 and 003, torch.compile, input errors, an error inside the op and double backward: as expected "
-              "on two process groups of 2 gloo ranks")
+        print("seeds 001 and 003 under both conventions, torch.compile, input errors, an error inside the op and "
+              "double backward: as expected on two process groups of 2 gloo ranks; Megatron TP x DP training equal "
+              "to one process's, and the shared-input check, on a 2 x 2 DeviceMesh")
     else:
         print(f"seeds 001 and 003, torch.compile, input errors and double backward: as expected on CUDA tensors, "
               f"{'two process groups' if world == 4 else 'one process group'} of 2 nccl ranks")

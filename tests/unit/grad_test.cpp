@@ -9,6 +9,7 @@
 #include "check/gradcheck.h"
 #include "ir/rules.h"
 #include "passes/ad.h"
+#include "passes/autodiff.h"
 #include "passes/pass.h"
 #include "util.h"
 
@@ -392,6 +393,60 @@ TEST_CASE("gradient checking catches a wrong collective rule") {
   CHECK(!rows[0].ok);
   CHECK(rows[0].fd_err > 1e-3);
   CHECK(rows[0].ref_err > 1e-3);
+}
+
+// The torch op's gradient (passes/pullback.cpp: pullback_program) of a program with one
+// scalar output, every cotangent 1 (each rank calls loss.backward()), by the convention
+// of the data-parallel axes `dp`: the input x's gradient on each rank.
+std::vector<double> op_gradient(const std::string& src, uint8_t dp, const std::string& x) {
+  std::set<std::string> cts;
+  Graph g = run_pipeline(pullback_program(compile(src), dp, cts), Pipeline::Grad);
+  RankInputs in(size_t(g.world));
+  for (auto& r : in)
+    for (const std::string& c : cts) r[c] = Tensor::scalar(DType::F32, 1);
+  std::vector<double> out;
+  for (const auto& rank : interpret(g, in))
+    for (const auto& [name, t] : rank)
+      if (name == "grad_" + x) out.push_back(t.get(0));
+  return out;
+}
+
+TEST_CASE("the torch op's convention per mesh axis: docs/language.md section 8's values") {
+  // loss = 3(d + 1), replicated along tp: one loss per dp index under Megatron (dp), a
+  // loss per rank under DDP over both axes (dp|tp), as mode=sum over=dp and mode=sum
+  const std::string x =
+      "mesh dp=2, tp=2\ninput x : f32 = 1\ns = all_reduce((rank(tp) + 1) * x, over=tp)\n"
+      "loss = s * (rank(dp) + 1)\noutput loss\n";
+  CHECK(op_gradient(x, 1, "x") == std::vector<double>{1, 2, 2, 4});
+  CHECK(op_gradient(x, 3, "x") == std::vector<double>{2, 4, 4, 8});
+  // w shared(dp): this rank's part along dp (DDP then averages it: 1.5, 3), and under
+  // --data-parallel=none one variable along dp too, its total
+  const std::string w =
+      "mesh dp=2, tp=2\ninput w : f32 shared(dp) = 1\n"
+      "loss = all_reduce((rank(tp) + 1) * (rank(dp) + 1) * w, over=tp)\noutput loss\n";
+  CHECK(op_gradient(w, 1, "w") == std::vector<double>{1, 2, 2, 4});
+  CHECK(op_gradient(w, 0, "w") == std::vector<double>{3, 6, 3, 6});
+  // a weight replicated everywhere, under Megatron: the total over tp of one loss per dp
+  const std::string b =
+      "mesh dp=2, tp=2\ninput b : f32 shared = 1\nloss = all_reduce((rank(tp) + 1) * b, over=tp) * (rank(dp) + 1)\n"
+      "output loss\n";
+  CHECK(op_gradient(b, 1, "b") == std::vector<double>{3, 3, 6, 6});
+  CHECK(op_gradient(b, 3, "b") == std::vector<double>{2, 4, 4, 8});  // each rank's part
+}
+
+TEST_CASE("verify checks the torch op's gradient under each convention") {
+  const std::string src =
+      "mesh dp=2, tp=2\ninput x : f64[2, 3] shared(tp) = randn([2, 3], seed=rank(dp))\n"
+      "input w : f64[3, 2] shared = randn([3, 2], seed=9)\n"
+      "loss = sum(square(all_reduce(x @ w * (rank(tp) + 1.0), over=tp)))\noutput loss\n";
+  for (uint8_t dp = 0; dp < 4; ++dp) {
+    std::set<std::string> cts;
+    Graph g = pullback_program(lower_program(parse_program(src), LowerOptions{0, true}), dp, cts);
+    RankInputs in(4);
+    for (auto& r : in) r["ct_loss"] = Tensor::scalar(DType::F64, 1);
+    const Graph reference = own_as_unshared(g, dp);
+    require_ok(check_gradients(g, in, GradCheckOptions{}, &reference), 2);
+  }
 }
 
 }  // namespace
