@@ -1,16 +1,22 @@
-"""The contrastive loss as the gradc op against the same loss with torch.distributed.nn's
-collectives, eager and torch.compile (docs/torch.md).
+"""The gradc op against the same loss in PyTorch, eager and torch.compile, with the op's
+shared-input check on and off (docs/torch.md).
 
 usage: python3 bench/torch_op.py [GRADC] [--steps=K]   (default: build/gradc, K = 15)
 
-bench/programs/contrastive_op.dg (1024x256 embeddings per rank, a 256x128 projection,
-all_gather, InfoNCE) emitted with --target=torch, and bench/torch_programs.py's
-contrastive loss in PyTorch: forward and backward (x.grad and w.grad) per step, on 2
-gloo processes with 1 thread each (OMP, MKL and OpenBLAS), a barrier before and after
-each step, medians of K steps after a warm-up one (torch.compile's warm-up compiles;
-TORCHINDUCTOR_COMPILE_THREADS=1, so that no compile workers run beside the steps).
-All three run in the same processes, one after the other. PyTorch: PyPI's, in the
-virtual environment that scripts/torch_venv.sh makes. Prints Markdown for bench/README.md.
+- contrastive: bench/programs/contrastive_op.dg (1024x256 embeddings per rank, a shared
+  256x128 projection, all_gather, InfoNCE) on 2 gloo processes, against
+  bench/torch_programs.py's contrastive loss with torch.distributed.nn's all_gather;
+- block: bench/programs/block_op.dg (a Megatron MLP block with a layer norm, TP x DP on a
+  2 x 2 DeviceMesh, --data-parallel=dp) on 4 gloo processes, against the same block with
+  Megatron's reduce-from-tensor-parallel function (all_reduce forward, identity backward).
+
+Forward and backward per step (every input's gradient the op gives), 1 thread per process
+(OMP, MKL and OpenBLAS), a barrier before and after each step, medians of K steps after a
+warm-up one (torch.compile's warm-up compiles; TORCHINDUCTOR_COMPILE_THREADS=1, so that
+no compile workers run beside the steps). The four variants run in the same processes,
+one after the other, after a check that the op's loss and gradients are PyTorch's.
+PyTorch: PyPI's, in the virtual environment scripts/torch_venv.sh makes. Prints Markdown
+for bench/README.md.
 """
 import os
 import platform
@@ -25,49 +31,100 @@ STEPS = next((int(a.split("=")[1]) for a in sys.argv[1:] if a.startswith("--step
 VENV_PYTHON = os.path.join(HERE, "..", "build", "torch-venv", "bin", "python")
 
 
-def rank_main(rank, pkg, steps, out):
-    import torch
-    import torch.distributed as dist
+def contrastive(rank, torch, dist, op):
+    """The op's call and PyTorch's loss, and the tensors whose gradients a step makes."""
     import torch.distributed.nn.functional as F
     import torch.nn.functional as NF
-
-    sys.path.insert(0, HERE)
-    from torch_programs import median_step_ms, randn
-
-    torch.set_num_threads(1)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29490")
-    dist.init_process_group("gloo", rank=rank, world_size=2)
-    sys.path.insert(0, pkg)
-    import contrastive_op
+    from torch_programs import randn
 
     x = randn([1024, 256], 100 + rank, "cpu").requires_grad_()
     w = (randn([256, 128], 1, "cpu") / 16).requires_grad_()
     labels = torch.arange(1024) + 1024 * rank
 
-    def torch_loss(x, w):
+    def torch_loss():
         z = NF.normalize(torch.tanh(x @ w), dim=-1)
         all_z = torch.cat(F.all_gather(z), dim=0)
         return NF.cross_entropy(z @ all_z.t() / 0.1, labels)
 
-    compiled = torch.compile(torch_loss)
+    return (lambda: op(x, w)), torch_loss, [x, w]
 
-    def step(loss):
-        def one():
-            x.grad = w.grad = None
-            loss(x, w).backward()
-        return one
+
+def block(rank, torch, dist, op, mesh):
+    import torch.nn.functional as NF
+    from torch_programs import randn
+
+    class Reduce(torch.autograd.Function):  # Megatron's _ReduceFromModelParallelRegion
+        @staticmethod
+        def forward(ctx, y, group):
+            y = y.clone()
+            dist.all_reduce(y, group=group)
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, None
+
+    d, t = rank // 2, rank % 2
+    tp = mesh.get_group("tp")
+    x, target = randn([256, 512], 7 + d, "cpu"), randn([256, 512], 8 + d, "cpu")
+    w1 = (randn([512, 512], 11 + t, "cpu") / 16).requires_grad_()
+    b1 = (randn([512], 13 + t, "cpu") / 16).requires_grad_()
+    w2 = (randn([512, 512], 21 + t, "cpu") / 16).requires_grad_()
+    g = (1 + randn([512], 5, "cpu") / 8).requires_grad_()
+
+    def torch_loss():
+        y = Reduce.apply(NF.gelu(x @ w1 + b1) @ w2, tp)
+        z = y - y.mean(dim=1, keepdim=True)
+        n = z / torch.sqrt((z * z).mean(dim=1, keepdim=True) + 1e-5) * g
+        return ((n - target) ** 2).mean()
+
+    return (lambda: op(x, target, w1, b1, w2, g, mesh=mesh)), torch_loss, [w1, b1, w2, g]
+
+
+def rank_main(rank, world, program, pkg, steps, out):
+    import torch
+    import torch.distributed as dist
+
+    sys.path.insert(0, HERE)
+    from torch_programs import median_step_ms
+
+    torch.set_num_threads(1)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(29490 + world))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    sys.path.insert(0, pkg)
+    module = __import__(program)
+    op = getattr(module, program)
+    if program == "block_op":
+        from torch.distributed.device_mesh import init_device_mesh
+
+        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+        call, torch_loss, params = block(rank, torch, dist, op, mesh)
+    else:
+        call, torch_loss, params = contrastive(rank, torch, dist, op)
+
+    def gradients(loss):
+        for p in params:
+            p.grad = None
+        value = loss()
+        value.backward()
+        return [float(value)] + [p.grad.clone() for p in params]
 
     # the same values first: the op's loss and gradients against PyTorch's
-    x.grad = w.grad = None
-    torch_loss(x, w).backward()
-    want = [x.grad.clone(), w.grad.clone()]
-    x.grad = w.grad = None
-    contrastive_op.contrastive_op(x, w).backward()
-    assert torch.allclose(x.grad, want[0], rtol=1e-4, atol=1e-6) and torch.allclose(w.grad, want[1], rtol=1e-4,
-                                                                                      atol=1e-6)
-    ms = {name: median_step_ms(step(fn), steps)
-          for name, fn in (("gradc op", contrastive_op.contrastive_op), ("eager", torch_loss),
-                           ("torch.compile", compiled))}
+    got, want = gradients(call), gradients(torch_loss)
+    assert abs(got[0] - want[0]) <= 1e-4 * abs(want[0]), (got[0], want[0])
+    for a, b in zip(got[1:], want[1:]):
+        assert torch.allclose(a, b, rtol=1e-3, atol=1e-5), float((a - b).abs().max())
+    compiled = torch.compile(torch_loss)
+
+    def step(loss, check=True):
+        def one():
+            module.check_shared(check)
+            gradients(loss)
+        return one
+
+    ms = {name: median_step_ms(fn, steps)
+          for name, fn in (("gradc op", step(call)), ("gradc op, no shared-input check", step(call, False)),
+                           ("PyTorch eager", step(torch_loss)), ("PyTorch torch.compile", step(compiled)))}
     if rank == 0:
         with open(out, "w") as f:
             f.write(repr(ms))
@@ -87,18 +144,22 @@ def main():
     import torch
     import torch.multiprocessing as mp
 
-    work = tempfile.mkdtemp(prefix="gradc-bench-")
-    subprocess.run([GRADC, "emit", os.path.join(HERE, "programs", "contrastive_op.dg"), "--target=torch", "-o", work],
-                   check=True)
-    out = os.path.join(work, "ms.txt")
-    mp.spawn(rank_main, args=(work, STEPS, out), nprocs=2)
-    ms = eval(open(out).read())
     print(f"PyTorch {torch.__version__}, {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
-          f"2 gloo processes, 1 thread each; medians of {STEPS} steps (forward and backward)\n")
-    print("| contrastive loss, 1024x256 per rank | ms per step | against the gradc op |")
-    print("|---|---|---|")
-    for name in ("gradc op", "eager", "torch.compile"):
-        print(f"| {name} | {ms[name]:.1f} | {ms[name] / ms['gradc op']:.2f}x |")
+          f"gloo processes, 1 thread each; medians of {STEPS} steps (forward and backward), ms\n")
+    print("| program | gradc op | gradc op, no check | PyTorch eager | PyTorch torch.compile | check's cost | "
+          "torch.compile / op |")
+    print("|---|---|---|---|---|---|---|")
+    for program, world, flags in (("contrastive_op", 2, []), ("block_op", 4, ["--data-parallel=dp"])):
+        work = tempfile.mkdtemp(prefix="gradc-bench-")
+        subprocess.run([GRADC, "emit", os.path.join(HERE, "programs", program + ".dg"), "--target=torch", "-o", work]
+                       + flags, check=True)
+        out = os.path.join(work, "ms.txt")
+        mp.spawn(rank_main, args=(world, program, work, STEPS, out), nprocs=world)
+        ms = eval(open(out).read())
+        op, bare = ms["gradc op"], ms["gradc op, no shared-input check"]
+        print(f"| {program}, {world} ranks | {op:.1f} | {bare:.1f} | {ms['PyTorch eager']:.1f} | "
+              f"{ms['PyTorch torch.compile']:.1f} | {100 * (op - bare) / bare:+.1f}% | "
+              f"{ms['PyTorch torch.compile'] / op:.2f}x |", flush=True)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ const char* kPythonKeywords[] = {"False",  "None",   "True",    "and",      "as"
                                  "import", "in",     "is",      "lambda",   "nonlocal", "not",    "or",
                                  "pass",   "raise",  "return",  "try",      "while",    "with",   "yield"};
 const char* kPackageNames[] = {"group",  "mesh",     "groups", "torch", "dist",
-                               "Tensor", "Optional", "Tuple",  "os",    "hashlib"};
+                               "Tensor", "Optional", "List",   "os",    "hashlib"};
 
 // A program's name as a Python parameter: with a trailing _ where it is a keyword or a
 // name the package uses.
@@ -256,57 +256,46 @@ std::string cuda_ops_source(const Package& p, const std::string& source) {
   return s + "}\n";
 }
 
-std::string annotation(size_t outputs) {
-  if (outputs == 1) return "Tensor";
-  std::vector<std::string> t(outputs, "Tensor");
-  return fmt::format("Tuple[{}]", fmt::join(t, ", "));
-}
-
 std::string fake_dims(const std::vector<Value>& vs) {
   std::vector<std::string> out;
   for (const Value& v : vs) out.push_back(fmt::format("(\"{}\", {})", dtype_name(v.dtype), py_list(v.shape)));
   return fmt::format("[{}]", fmt::join(out, ", "));
 }
 
-// The ops, their fake implementations and derivative, and the function users call.
+// The ops, their fake implementations and derivative, and the function users call. Each
+// op takes its tensors as one list (Tensor?[]) and returns one (Tensor[]): PyTorch's
+// schemas take at most 64 arguments, and a program may have hundreds of parameters.
 std::string python_ops(const Package& p) {
   const std::string& name = p.name;
   const std::vector<Value>&ins = p.ins, &outs = p.outs;
   std::vector<Value> results = outs;  // the forward op's
   results.insert(results.end(), p.saved.begin(), p.saved.end());
-  std::vector<std::string> params, args;
-  for (const Value& v : ins) {
-    params.push_back(v.py + ": Optional[Tensor]");
-    args.push_back(v.py);
-  }
+  std::vector<std::string> args;
+  for (const Value& v : ins) args.push_back(v.py);
   const std::string a = fmt::format("{}", fmt::join(args, ", "));
   std::string s = fmt::format(
       "@torch.library.custom_op(\"gradc_{0}::forward\", mutates_args=())\n"
-      "def _forward({1}, groups: str) -> {2}:\n"
-      "    return _run(\"forward\", [{3}], groups)\n\n\n"
+      "def _forward(args: List[Optional[Tensor]], groups: str) -> List[Tensor]:\n"
+      "    \"\"\"The program's inputs, in order (None: the default) -> its outputs, then the saved values.\"\"\"\n"
+      "    return _run(\"forward\", args, groups)\n\n\n"
       "@_forward.register_fake\n"
-      "def _(*args):\n"
-      "    return _fake(args[:-1], {4})\n\n\n",
-      name, fmt::join(params, ", "), annotation(results.size()), a, fake_dims(results));
+      "def _(args, groups):\n"
+      "    return _fake(args, {1})\n\n\n",
+      name, fake_dims(results));
   if (!p.pb.outputs.empty()) {
-    const std::vector<Value>& grads = p.grads;
-    std::vector<std::string> pparams = params, pargs = args;
-    for (const std::vector<Value>* vs : {&p.cts, &p.saved})
-      for (const Value& v : *vs) {
-        pparams.push_back(v.py + ": Tensor");
-        pargs.push_back(v.py);
-      }
     s += fmt::format(
         "@torch.library.custom_op(\"gradc_{0}::pullback\", mutates_args=())\n"
-        "def _pullback({1}, groups: str) -> {2}:\n"
-        "    return _run(\"pullback\", [{3}], groups)\n\n\n"
+        "def _pullback(args: List[Optional[Tensor]], groups: str) -> List[Tensor]:\n"
+        "    \"\"\"The inputs, the float outputs' cotangents, the saved values -> the float inputs' "
+        "gradients.\"\"\"\n"
+        "    return _run(\"pullback\", args, groups)\n\n\n"
         "@_pullback.register_fake\n"
-        "def _(*args):\n"
-        "    return _fake(args[:-1], {4})\n\n\n"
+        "def _(args, groups):\n"
+        "    return _fake(args, {1})\n\n\n"
         "torch.library.register_autograd(\"gradc_{0}::forward\", _derivative, setup_context=_setup_context)\n"
         "torch.library.register_autograd(\"gradc_{0}::pullback\", _no_double_backward, "
         "setup_context=_no_context)\n\n\n",
-        name, fmt::join(pparams, ", "), annotation(grads.size()), fmt::join(pargs, ", "), fake_dims(grads));
+        name, fake_dims(p.grads));
   }
   std::vector<std::string> defaults;
   for (const Value& v : ins) defaults.push_back(v.py + "=None");
@@ -323,13 +312,12 @@ std::string python_ops(const Package& p) {
       "    group: the process group (default: the default group); mesh: the DeviceMesh of a\n"
       "    program with a mesh.\n"
       "    \"\"\"\n"
-      "    _check([{6}])\n"
-      "    return _forward({6}{7}_groups(group, mesh)){8}\n",
+      "    args = [{6}]\n"
+      "    _check(args)\n"
+      "    out = _forward(args, _groups(group, mesh))\n"
+      "    return {7}\n",
       name, fmt::join(defaults, ", "), ins.empty() ? "" : ", ", outs.size() > 1 ? " (a tuple)" : "", doc, odoc, a,
-      ins.empty() ? "" : ", ",
-      p.saved.empty()    ? ""
-      : outs.size() == 1 ? "[0]"
-                         : fmt::format("[:{}]", outs.size()));
+      outs.size() == 1 ? "out[0]" : fmt::format("tuple(out[:{}])", outs.size()));
   return s;
 }
 

@@ -1291,9 +1291,14 @@ void Lowerer::unknown_function(const Expr& e) {
   const std::string& f = e.text;
   if (auto a = kAliases.find(f); a != kAliases.end())
     user_error(e.loc, "unknown function '{}': gradc calls it {}", f, a->second);
-  // The nearest known names: within a third of the name's length in edits.
+  // The nearest known names: within a third of the name's length in edits. A collective
+  // only for a typo of its name (two edits): scatter_add is no misspelt scatter, and
+  // a collective offered for a local op would move data between ranks.
   std::vector<std::string> known = {"grad"};
-  for (const auto& [k, fn] : builtins()) known.push_back(k);
+  for (const auto& [k, fn] : builtins()) {
+    const std::optional<Op> op = op_by_name(k);
+    if (!op || !is_collective(*op) || edit_distance(f, k) <= 2) known.push_back(k);
+  }
   for (const auto& [k, fn] : prog_.funcs) known.push_back(k);
   size_t best = std::max<size_t>(1, f.size() / 3) + 1;
   std::vector<std::string> near;

@@ -61,6 +61,7 @@ struct Options {
   std::string format = "text";                    // --format: each command checks the ones it can print
   bool verbose = false;                           // check -v
   bool no_grad = false;                           // emit --no-grad (torch: no backward)
+  bool main = false;                              // emit --main (cpu, cuda: the executable's main too)
   std::optional<std::string> data_parallel;       // emit, verify --data-parallel: the torch op's convention
   std::string stage = "parsed";                   // ir --stage
   bool loc = false;                               // ir, opt --loc
@@ -587,12 +588,13 @@ void write_sources(const std::string& dir, const std::vector<GeneratedFile>& fil
 }
 
 const char* kEmitHelp =
-    "usage: gradc emit FILE.dg --target=cuda|cpu|torch -o DIR [--name=NAME] [--no-grad] [--data-parallel=AXES]\n"
-    "                  [--ranks=N | --mesh=A=n,...]\n"
+    "usage: gradc emit FILE.dg --target=cuda|cpu|torch -o DIR [--name=NAME] [--main] [--no-grad]\n"
+    "                  [--data-parallel=AXES] [--ranks=N | --mesh=A=n,...]\n"
     "Write sources for embedding into DIR: NAME.h (one class: constructed on a communicator\n"
     "and stream, pointer setters and getters, run() that allocates nothing, constexpr shapes),\n"
     "NAME.cpp or NAME.cu, the runtime headers they include, and a CMakeLists.txt defining the\n"
-    "library NAME. NAME defaults to the file's stem; N to the program's world.\n"
+    "library NAME. NAME defaults to the file's stem; N to the program's world. --main also\n"
+    "writes NAME_main.cpp or .cu, the standalone executable's main that gradc build compiles.\n"
     "--target=torch writes the Python package DIR/NAME/ (and DIR/pyproject.toml): import NAME\n"
     "compiles it with torch.utils.cpp_extension, and NAME.NAME(...) is a differentiable\n"
     "PyTorch op whose backward is the gradient gradc derives (docs/torch.md); with --no-grad,\n"
@@ -608,9 +610,13 @@ int cmd_emit(const Options& o, SourceFile& src) {
   if (target != Target::Torch) {
     if (o.no_grad) throw UsageError("--no-grad is for --target=torch (the cpu and cuda classes have no backward)");
     if (o.data_parallel) throw UsageError("--data-parallel is for --target=torch (the op's gradient convention)");
-    write_sources(*o.out, generate(lowered_program(o, src), target, name, src.path));
+    const Lowered l = lowered_program(o, src);
+    std::vector<GeneratedFile> files = generate(l, target, name, src.path);
+    if (o.main) files.push_back(generate_main(l, target, name));  // what gradc build compiles
+    write_sources(*o.out, files);
     return 0;
   }
+  if (o.main) throw UsageError("--main is for --target=cpu or cuda (the standalone executable's main)");
   name = package_name(name);  // pass.dg is the package pass_, torch.dg torch_
   if (o.no_grad && o.data_parallel) throw UsageError("--data-parallel is a gradient's convention; --no-grad has none");
   if (o.no_grad) {  // for inference: the forward alone, no pullback derived or compiled
@@ -840,6 +846,8 @@ const std::vector<Command>& commands() {
         {"name", "the class name", [](Options& o, const std::string& v) { o.name = v; }},
         {"no-grad", "torch: an op without a backward, for inference",
          [](Options& o, const std::string&) { o.no_grad = true; }, true},
+        {"main", "cpu, cuda: also NAME_main.cpp or .cu, the executable's main (as gradc build compiles)",
+         [](Options& o, const std::string&) { o.main = true; }, true},
         kDataParallel,
         kRanks,
         kMesh}},

@@ -316,7 +316,7 @@ inline void check_shared(Comm& c, Stream compute, const void* data, int64_t coun
   hash_message(hash_bytes(data, count * size), msg);
   c.all_reduce(msg, msg, 4, DType::I32, ROp::Max);
   if (!hashes_differ(msg)) return;
-  std::vector<char> first(size_t(count * size));
+  std::vector<char> first(static_cast<size_t>(count * size));
   c.broadcast(data, first.data(), count, t, 0);
   int32_t row[4];
   shared_row(first_difference(first.data(), data, count, size), world_rank, row);

@@ -186,7 +186,7 @@ inline void check_shared(Comm& c, Stream compute, const void* data, int64_t coun
   release(dev);
   if (!hashes_differ(mine)) return;
   // a difference: every rank compares its data with the group's first rank's
-  std::vector<char> first(size_t(bytes)), own(size_t(bytes));
+  std::vector<char> first(static_cast<size_t>(bytes)), own(static_cast<size_t>(bytes));
   char* all = static_cast<char*>(alloc(bytes + 16 * int64_t(c.size + 1)));
   int32_t* rows = reinterpret_cast<int32_t*>(all + (bytes + 15) / 16 * 16);
   GRADC_NCCL(ncclBroadcast(data, all, size_t(count), nccl_type(t), 0, c.nccl, c.stream), where);

@@ -3,7 +3,7 @@
 multi-process PyTorch:
 
     check_ops.py GRADC PROGRAM.dg WORKDIR (--ranks=N | --mesh=dp=2,tp=2) [--data-parallel=AXES]
-                 [--seed=S] [--device=cuda]
+                 [--seed=S] [--device=cuda] [--prepare-only]
 
 emits PROGRAM.dg as a package, gives every rank random inputs (float: small integers,
 so that zeros and ties are everywhere and sums are exact; i32: 0 or 1, as int64
@@ -19,6 +19,9 @@ the data-parallel axes (its `shared` keeps only the axes of T; so a program's ow
 a shared input, whose meaning that changes, is no program for this check). Outputs and
 gradients must agree to f32 rounding. Exit 1 with the differences otherwise. Run it with
 a PyTorch that has torch.library.custom_op.
+
+--prepare-only writes the package, the inputs and the reference into WORKDIR and stops;
+GRADC "-" then runs the op from them, where no gradc is (scripts/gpu_check.sh).
 
 --device=cuda runs the ranks on NCCL, each on its own GPU (rank r on cuda:r), with the
 op's inputs on that GPU and the op and backward on a stream of their own, PyTorch's
@@ -187,25 +190,34 @@ def main():
     ap.add_argument("--data-parallel", help="emit's --data-parallel (default: every axis)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--prepare-only", action="store_true",
+                    help="emit the package, the inputs and the reference into WORKDIR, and stop")
     a = ap.parse_args()
     size_flag = [f"--ranks={a.ranks}"] if a.ranks else [f"--mesh={a.mesh}"]
     data_parallel = a.data_parallel or ("world" if a.ranks else ",".join(x.split("=")[0] for x in a.mesh.split(",")))
-    shutil.rmtree(a.workdir, ignore_errors=True)  # no inputs left from another program
-    os.makedirs(a.workdir)
     pkg = os.path.join(a.workdir, "pkg")
-    subprocess.run([a.gradc, "emit", a.program, "--target=torch", "-o", pkg, f"--data-parallel={data_parallel}"]
-                   + size_flag, check=True)
+    ref_json = os.path.join(a.workdir, "reference.json")
+    if a.gradc != "-":  # GRADC "-": WORKDIR holds what --prepare-only wrote (scripts/gpu_check.sh)
+        shutil.rmtree(a.workdir, ignore_errors=True)  # no inputs left from another program
+        os.makedirs(a.workdir)
+        subprocess.run([a.gradc, "emit", a.program, "--target=torch", "-o", pkg, f"--data-parallel={data_parallel}"]
+                       + size_flag, check=True)
     package = next(d for d in os.listdir(pkg) if os.path.isdir(os.path.join(pkg, d)))  # torch.dg: torch_
     meta = metadata(os.path.join(a.workdir, "pkg", package, "__init__.py"))
     meta["_TEXT"] = open(a.program).read()
     world = meta["_WORLD"]
-    make_data(meta, world, a.seed, a.workdir)
-    ref_dg = os.path.join(a.workdir, "reference.dg")
-    with open(ref_dg, "w") as f:
-        f.write(reference_program(meta))
-    ref = subprocess.run([a.gradc, "run", ref_dg, "--inputs", os.path.join(a.workdir, "in"), "--format=json"]
-                         + size_flag, check=True, capture_output=True, text=True)
-    ref = json.loads(ref.stdout)
+    if a.gradc != "-":
+        make_data(meta, world, a.seed, a.workdir)
+        ref_dg = os.path.join(a.workdir, "reference.dg")
+        with open(ref_dg, "w") as f:
+            f.write(reference_program(meta))
+        ref = subprocess.run([a.gradc, "run", ref_dg, "--inputs", os.path.join(a.workdir, "in"), "--format=json"]
+                             + size_flag, check=True, capture_output=True, text=True)
+        with open(ref_json, "w") as f:
+            f.write(ref.stdout)
+        if a.prepare_only:
+            return
+    ref = json.load(open(ref_json))
 
     import torch.multiprocessing as mp
 

@@ -2,7 +2,10 @@
 """The torch target as PyTorch users call it (docs/torch.md): 4 gloo processes, each pair
 (0, 1) and (2, 3) running the 2-rank programs on its own process group (group=):
 
-    scripts.py GRADC WORKDIR [--device=cuda]
+    scripts.py GRADC WORKDIR [--device=cuda] [--prepare-only]
+
+(--prepare-only emits the packages into WORKDIR/pkg and stops; GRADC "-" then runs
+from them, where no gradc is: scripts/gpu_check.sh.)
 
 - seed 001: y = x + 2, z = y * y in PyTorch, then the GatherLayer program; y.grad is
   docs/language.md section 1's 12 / 18 (each rank calls backward on its own loss);
@@ -26,6 +29,8 @@
   parameters equal float64 single-process training of the whole model on the whole batch;
 - the shared-input check: a shared input that differs is a RuntimeError naming it and
   the element, and check_shared(False) turns the check off.
+- any number of arguments: a program of 200 inputs and 201 outputs (PyTorch's schemas
+  take at most 64 arguments; the ops take lists) imports, runs and differentiates.
 Every check raises on failure, which ends every rank and this script with status 1.
 
 --device=cuda: the same on NCCL with CUDA tensors, each rank on its own GPU (rank r on
@@ -160,6 +165,27 @@ def megatron_training(megatron, rank, mesh):
         assert err < 1e-12, f"Megatron training, rank {rank}: {name} differs from one process's by {err}"
 
 
+MANY = 200
+
+
+def many_inputs_program():
+    """200 inputs w<i> : f32[2]; outputs loss = all_reduce(sum_i sum(w_i * w_i)) and y<i> = 3 w<i>."""
+    lines = ["world 2"] + [f"input w{i} : f32[2]" for i in range(MANY)]
+    lines.append("loss = all_reduce(" + " + ".join(f"sum(w{i} * w{i})" for i in range(MANY)) + ")")
+    lines += [f"y{i} = w{i} * 3" for i in range(MANY)]
+    lines.append("output loss, " + ", ".join(f"y{i}" for i in range(MANY)))
+    return "\n".join(lines) + "\n"
+
+
+def many_inputs(many, rank, g):
+    ws = [torch.tensor([i + 1.0, rank - i], device=DEVICE).requires_grad_() for i in range(MANY)]
+    loss, *ys = many.many(*ws, group=g)
+    assert len(ys) == MANY and torch.equal(ys[7].detach(), 3 * ws[7].detach())
+    (loss + sum(y.sum() for y in ys)).backward()
+    for w in ws:  # the loss is replicated: each of the 2 ranks' copies counts (DDP's convention)
+        assert torch.equal(w.grad, 4 * w.detach() + 3), f"many inputs: {w.grad} for {w.detach()}"
+
+
 def compiled(gather_layer, rank, g):
     def step(x):
         z = (x + 2) * (x + 2)
@@ -224,6 +250,7 @@ def rank_main(rank, workdir, device, world):
     import all_reduce_seed
     import collectives
     import gather_layer
+    import many
     import megatron
     import seeds_one_loss
 
@@ -232,6 +259,7 @@ def rank_main(rank, workdir, device, world):
     one_loss(seeds_one_loss, rank, g)
     compiled(gather_layer, rank, g)
     errors(gather_layer, collectives, rank, g, world)
+    many_inputs(many, rank, g)
     if world == 4 and DEVICE.type == "cpu":
         from torch.distributed.device_mesh import init_device_mesh
 
@@ -244,20 +272,27 @@ def rank_main(rank, workdir, device, world):
 
 def main():
     device = "cuda" if "--device=cuda" in sys.argv else "cpu"
-    args = [a for a in sys.argv[1:] if a != "--device=cuda"]
+    args = [a for a in sys.argv[1:] if a not in ("--device=cuda", "--prepare-only")]
     gradc, workdir = args[0], args[1]
     world = 4 if device == "cpu" or torch.cuda.device_count() >= 4 else 2
-    for program, flags in (("gather_layer", []), ("all_reduce_seed", []), ("collectives", []),
-                           ("seeds_one_loss", ["--data-parallel=none"]), ("megatron", ["--data-parallel=dp"])):
-        subprocess.run([gradc, "emit", os.path.join(HERE, program + ".dg"), "--target=torch", "-o",
-                        os.path.join(workdir, "pkg")] + flags, check=True)
+    if gradc != "-":  # "-": WORKDIR/pkg holds the packages already (scripts/gpu_check.sh)
+        for program, flags in (("gather_layer", []), ("all_reduce_seed", []), ("collectives", []),
+                               ("seeds_one_loss", ["--data-parallel=none"]), ("megatron", ["--data-parallel=dp"])):
+            subprocess.run([gradc, "emit", os.path.join(HERE, program + ".dg"), "--target=torch", "-o",
+                            os.path.join(workdir, "pkg")] + flags, check=True)
+        with open(os.path.join(workdir, "many.dg"), "w") as f:
+            f.write(many_inputs_program())
+        subprocess.run([gradc, "emit", os.path.join(workdir, "many.dg"), "--target=torch", "-o",
+                        os.path.join(workdir, "pkg")], check=True)
+        if "--prepare-only" in sys.argv:
+            return
     if os.path.exists(rendezvous(workdir)):
         os.remove(rendezvous(workdir))  # a store left by an earlier run would be joined
     mp.spawn(rank_main, args=(workdir, device, world), nprocs=world)
     if device == "cpu":
         print("seeds 001 and 003 under both conventions, torch.compile, input errors, an error inside the op and "
-              "double backward: as expected on two process groups of 2 gloo ranks; Megatron TP x DP training equal "
-              "to one process's, and the shared-input check, on a 2 x 2 DeviceMesh")
+              "double backward, 200 inputs: as expected on two process groups of 2 gloo ranks; Megatron TP x DP "
+              "training equal to one process's, and the shared-input check, on a 2 x 2 DeviceMesh")
     else:
         print(f"seeds 001 and 003, torch.compile, input errors and double backward: as expected on CUDA tensors, "
               f"{'two process groups' if world == 4 else 'one process group'} of 2 nccl ranks")

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# What needs a GPU, in one call (docs/codegen.md, "Checking on a GPU"):
+#
+#   scripts/gpu_check.sh --prepare   here, where gradc builds: writes gpu_check/ with each
+#                                    case's sources (gradc emit), inputs and the interpreter's
+#                                    outputs (gradc run --backend=interp)
+#   scripts/gpu_check.sh             on the GPU machine (nvcc, NCCL, cuBLAS, PyTorch and NumPy in
+#                                    $PYTHON or python3; no gradc):
+#                                    builds and runs every case against those outputs, prints
+#                                    one table, and keeps each case's log under $OUT (or
+#                                    gpu_check/logs)
+#
+# The cases: CUDA executables (examples and call sites) on one GPU and on as many as
+# their world, the torch op on CUDA tensors under NCCL (tests/torch/check_ops.py and
+# scripts.py), and the embedding example (examples/embed/main.cu). A case that needs more
+# GPUs than the machine has is still run: NCCL refuses two ranks on one GPU, and the
+# table says so (needs N GPUs) instead of failing. Exit 1 if any case that could run failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+DIR=$ROOT/gpu_check
+
+# name | program | size flag (--ranks=N or --mesh=...) | GPUs it needs
+EXES=(
+  "first|examples/first.dg|--ranks=2|2"
+  "transformer_1|examples/transformer.dg|--ranks=1|1"
+  "transformer|examples/transformer.dg|--ranks=2|2"
+  "syncbn_1|examples/syncbn.dg|--ranks=1|1"
+  "rooted|examples/rooted.dg|--ranks=3|3"
+  "contrastive|examples/contrastive.dg|--ranks=4|4"
+  "call_sites_1|tests/lit/call_sites.dg|--ranks=1|1"
+  "call_sites|tests/lit/call_sites.dg|--ranks=2|2"   # a label out of range: the device's message
+  "tp_dp_mlp_1|examples/tp_dp_mlp.dg|--mesh=dp=1,tp=1|1"
+  "tp_dp_mlp|examples/tp_dp_mlp.dg|--mesh=dp=2,tp=2|4"
+  "transformer_2d|examples/transformer_2d.dg|--mesh=dp=2,tp=2|4"
+)
+# name | check_ops.py's program and flags | GPUs it needs
+OPS=(
+  "torch_inner_grad|tests/torch/inner_grad.dg --ranks=1|1"
+  "torch_collectives|tests/torch/collectives.dg --ranks=2|2"
+  "torch_mesh|tests/torch/mesh.dg --mesh=dp=2,tp=2 --data-parallel=dp|4"
+)
+
+prepare() {
+  scripts/build.sh >/dev/null
+  local gradc=$ROOT/build/gradc py=$ROOT/build/torch-venv/bin/python
+  [ -x "$py" ] || scripts/torch_venv.sh >/dev/null
+  rm -rf "$DIR" && mkdir -p "$DIR"
+  for c in "${EXES[@]}"; do
+    IFS='|' read -r name prog size gpus <<<"$c"
+    mkdir -p "$DIR/exe/$name"
+    "$gradc" emit "$prog" --target=cuda --main --name=prog -o "$DIR/exe/$name/src" $size
+    # the interpreter's outputs, or its error (an executable must stop with the same words)
+    "$gradc" run "$prog" --backend=interp --outputs="$DIR/exe/$name/want" $size >/dev/null 2>"$DIR/exe/$name/err" ||
+      sed -n '1s/^.*error: //p' "$DIR/exe/$name/err" >"$DIR/exe/$name/want.err"
+  done
+  for c in "${OPS[@]}"; do
+    IFS='|' read -r name args gpus <<<"$c"
+    # shellcheck disable=SC2086  # the flags are words
+    "$py" tests/torch/check_ops.py "$gradc" $args "$DIR/$name" --device=cuda --prepare-only
+  done
+  "$py" tests/torch/scripts.py "$gradc" "$DIR/torch_scripts" --prepare-only
+  "$gradc" emit examples/embed/layer.dg --target=cuda -o "$DIR/embed/layer"
+  echo "gpu_check/: $(find "$DIR" -type f | wc -l) files; now run scripts/gpu_check.sh on the GPU machine"
+}
+
+# nvcc's flags for NCCL: the system's, else the nvidia-nccl wheel's beside PyTorch.
+nccl_flags() {
+  local wheel
+  wheel=$(python3 -c 'import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null)
+  if [ -n "$wheel" ] && [ ! -e /usr/include/nccl.h ] && [ ! -e "$CUDA_HOME/include/nccl.h" ]; then
+    echo "-I$wheel/include -L$wheel/lib -Xlinker -rpath=$wheel/lib -l:libnccl.so.2"
+  else
+    echo "-lnccl"
+  fi
+}
+
+RESULTS=()
+record() { RESULTS+=("$1|$2|$3"); }  # name | status | detail
+# A failed case that needed more GPUs than there are is "needs N GPUs", not a failure.
+verdict() {
+  local name=$1 gpus=$2 rc=$3 log=$4 what=$5
+  if [ "$rc" -eq 0 ]; then
+    record "$name" passed "$what"
+  elif [ "$gpus" -gt "$GPUS" ]; then
+    record "$name" "needs $gpus GPU$([ "$gpus" -gt 1 ] && echo s)" "$(grep -m1 -iE 'error|invalid|duplicate' "$log" | cut -c1-90)"
+  else
+    FAILED=1
+    record "$name" FAILED "$(tail -n 1 "$log" | cut -c1-90)"
+  fi
+}
+
+run_checks() {
+  [ -d "$DIR" ] || { echo "no gpu_check/: run scripts/gpu_check.sh --prepare where gradc builds first" >&2; exit 1; }
+  CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+  local logs=${OUT:-$DIR/logs} nvcc=$CUDA_HOME/bin/nvcc py
+  py=${PYTHON:-$(command -v python3)}  # one with PyTorch and NumPy
+  mkdir -p "$logs"
+  GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  FAILED=0
+  nvidia-smi >"$logs/nvidia-smi.txt" 2>&1
+  local nccl
+  nccl=$(nccl_flags)
+  for c in "${EXES[@]}"; do
+    IFS='|' read -r name prog size gpus <<<"$c"
+    local d=$DIR/exe/$name log=$logs/$name.log
+    {
+      echo "== $prog $size: build"
+      # shellcheck disable=SC2086
+      "$nvcc" -O2 -std=c++17 -arch=native -I"$d/src" -o "$d/exe" "$d/src/prog.cu" "$d/src/prog_main.cu" \
+        -L"$CUDA_HOME/lib64" -lcublas $nccl &&
+        echo "== run" && rm -rf "$d/got" &&
+        if [ -s "$d/want.err" ]; then  # the interpreter's error: the executable must stop with it
+          ! "$d/exe" --outputs="$d/got" >"$d/run.txt" 2>&1 && cat "$d/run.txt" &&
+            grep -qF "$(cat "$d/want.err")" "$d/run.txt" && echo "stopped with the interpreter's message"
+        else
+          "$d/exe" --outputs="$d/got" --format=json &&
+            echo "== against the interpreter" && "$py" - "$d/want" "$d/got" <<'EOF'
+import os, sys
+import numpy as np
+want, got = sys.argv[1], sys.argv[2]
+bad = 0
+for rank in sorted(os.listdir(want)):
+    for f in sorted(os.listdir(os.path.join(want, rank))):
+        w, g = np.load(os.path.join(want, rank, f)), np.load(os.path.join(got, rank, f))
+        tol = 1e-5 * max(1.0, float(np.abs(w).max()) if w.size else 1.0)
+        if w.shape != g.shape or not np.allclose(g, w, rtol=1e-4, atol=tol, equal_nan=True):
+            bad += 1
+            print(f"{rank}/{f}: differs by {float(np.abs(g - w).max()) if w.shape == g.shape else 'shape'}")
+print(f"{bad} outputs differ")
+sys.exit(1 if bad else 0)
+EOF
+        fi
+    } >"$log" 2>&1
+    verdict "$name" "$gpus" $? "$log" "CUDA executable $size against the interpreter"
+  done
+  for c in "${OPS[@]}"; do
+    IFS='|' read -r name args gpus <<<"$c"
+    # shellcheck disable=SC2086
+    "$py" tests/torch/check_ops.py - $args "$DIR/$name" --device=cuda >"$logs/$name.log" 2>&1
+    verdict "$name" "$gpus" $? "$logs/$name.log" "torch op on CUDA tensors, NCCL: $(tail -n 1 "$logs/$name.log" | cut -c1-60)"
+  done
+  "$py" tests/torch/scripts.py - "$DIR/torch_scripts" --device=cuda >"$logs/torch_scripts.log" 2>&1
+  verdict torch_scripts 2 $? "$logs/torch_scripts.log" "seeds, torch.compile, errors on CUDA tensors"
+  {
+    # shellcheck disable=SC2086
+    "$nvcc" -O2 -std=c++17 -arch=native -I"$DIR/embed/layer" -Iexamples/embed -o "$DIR/embed/embed" \
+      examples/embed/main.cu "$DIR/embed/layer/layer.cu" -L"$CUDA_HOME/lib64" -lcublas $nccl &&
+      "$DIR/embed/embed"
+  } >"$logs/embed.log" 2>&1
+  verdict embed 2 $? "$logs/embed.log" "examples/embed/main.cu: its own check of the values"
+
+  echo "GPU check: $GPUS GPU(s) ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)); logs in $logs"
+  printf '| %-18s | %-12s | %s |\n' case result detail
+  printf '|%s|%s|%s|\n' "--------------------" "--------------" "------"
+  for r in "${RESULTS[@]}"; do
+    IFS='|' read -r name status detail <<<"$r"
+    printf '| %-18s | %-12s | %s |\n' "$name" "$status" "$detail"
+  done | tee "$logs/table.md"
+  exit "$FAILED"
+}
+
+if [ "${1:-}" = --prepare ]; then prepare; else run_checks; fi
