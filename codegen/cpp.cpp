@@ -821,18 +821,31 @@ class Emitter {
                        fmt::format(fmt::runtime(size), group_name(axes)), axes_size(g_, axes), group_axes(axes));
     return s;
   }
-  // A shared input's data checked against its group's first rank's (when this run
-  // checks): gradc::check_shared, in the interpreter's words (shared_words).
-  std::string shared_check(int b) {
-    const LBuffer& x = l_.buffers[size_t(b)];
-    const Node& n = g_[x.value];
-    if (!n.attrs.has("shared")) return "";
-    const SharedWords w = shared_words(g_, n);
+  // The shared inputs `bs` checked, in one gradc::check_shared (when this run checks):
+  // each one's group communicator, data and slot among its groups, and the
+  // interpreter's words for it (shared_words).
+  std::string shared_check(const std::vector<int>& bs) {
+    std::vector<std::string> entries;
+    for (int b : bs) {
+      const LBuffer& x = l_.buffers[size_t(b)];
+      const Node& n = g_[x.value];
+      if (!n.attrs.has("shared")) continue;
+      const std::vector<int> axes = shared_axes(g_, n);
+      std::vector<int> others;
+      for (int k = 0; k < num_axes(g_); ++k)
+        if (std::find(axes.begin(), axes.end(), k) == axes.end()) others.push_back(k);
+      const SharedWords w = shared_words(g_, n);
+      entries.push_back(fmt::format("{{&{}, {}, {}, {}, {}, {},\n       \"{}\", \"{}\", \"{}\", \"{}\"}}",
+                                    comm_for(axes), ptr(b, true), x.type->size(), dtype_enum(x.type->dtype),
+                                    group_rank_code(g_, others, "rank_"), g_.world / axes_size(g_, axes), w.what,
+                                    loc_str(source_, n.loc), w.note, fmt::join(x.type->shape, ", ")));
+    }
+    if (entries.empty()) return "";
     return fmt::format(
-        "  if (check_shared)\n    gradc::check_shared({}, stream_, {}, {}, {},\n"
-        "                        \"{}\", \"{}\",\n                        \"{}\", \"{}\", rank_);\n",
-        comm_for(shared_axes(g_, n)), ptr(b, true), x.type->size(), dtype_enum(x.type->dtype), w.what,
-        loc_str(source_, n.loc), w.note, fmt::join(x.type->shape, ", "));
+        "  if (check_shared) {{  // one all_reduce of the inputs' hashes\n"
+        "    const gradc::SharedInput<gradc::Comm> shared[] = {{\n      {}}};\n"
+        "    gradc::check_shared(comm_, stream_, shared, {}, rank_);\n  }}\n",
+        fmt::join(entries, ",\n      "), entries.size());
   }
 
   // The memory the application gave for outputs must not overlap its inputs' or
@@ -861,8 +874,10 @@ class Emitter {
       if (g_[l_.buffers[size_t(b)].value].args.empty())
         s += fmt::format("  if (!in_{}_) gradc::missing_input(\"{}\", \"{}\");\n", n, name_, api(n));
     s += disjoint_check();
-    for (const auto& [n, b] : l_.inputs)  // a default is checked where it is computed
-      if (g_[l_.buffers[size_t(b)].value].args.empty()) s += shared_check(b);
+    std::vector<int> given;  // a default is checked where it is computed
+    for (const auto& [n, b] : l_.inputs)
+      if (g_[l_.buffers[size_t(b)].value].args.empty()) given.push_back(b);
+    s += shared_check(given);
     s += step_begin();
     for (size_t i = 0; i < l_.kernels.size(); ++i) {
       const LKernel& k = l_.kernels[i];
@@ -918,7 +933,7 @@ class Emitter {
         call = fmt::format("  if (!in_{}_) {{  // the default of {}\n{}  }}\n", n, n, indent(call));
       }
       s += fmt::format("  // {} ({})\n", out.name, where) + call + finite_check(k.out, stream);
-      if (k.guard >= 0) s += shared_check(k.guard);
+      if (k.guard >= 0) s += shared_check({k.guard});
       s += record(i, stream, where);
     }
     s += step_end();

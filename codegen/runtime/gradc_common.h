@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <climits>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -226,14 +227,16 @@ inline void check_disjoint(const char* name, const Span (&spans)[N]) {
 }
 
 // A shared input (docs/language.md section 3) must hold the same bytes on every rank of
-// its group. The check (check_shared, in the target's file) costs one small collective:
-// each rank hashes its bytes (hash_bytes: 64 bits) and the group takes the maximum of
-// the hash and of its complement in one all_reduce of four i32, which are equal on
-// every rank exactly when the hashes are. Only where they differ does it compare the
-// data element by element against the group's first rank, to stop every rank with the
-// interpreter's words (report_shared). A class checks every step unless built with
-// GRADC_CHECK_SHARED=0 or told otherwise (check_shared_inputs(steps)); executables and
-// gradc run check their first step.
+// its group. The check (check_shared, in the target's file) costs one small collective
+// for all the inputs a step checks at once: each rank hashes each input's bytes
+// (hash_bytes: 64 bits) into its group's slot of one message, and one all_reduce(max)
+// over the world takes, per slot, the maximum of the hash and of its complement, equal
+// on every rank of the group exactly when the hashes are (ranks of other groups fill the
+// slot with INT32_MIN). Only for an input whose hashes differ are the data compared
+// element by element with the group's first rank's (compare_shared), and every rank stops
+// with the same words, the interpreter's (report_shared). A class checks every step
+// unless built with GRADC_CHECK_SHARED=0 or told otherwise (check_shared_inputs(steps));
+// executables and gradc run check their first step.
 GRADC_HD inline uint64_t hash_word(uint64_t word, int64_t i) {
   uint64_t v = (word ^ (uint64_t(i) * 0x9E3779B97F4A7C15ull)) * 0xFF51AFD7ED558CCDull;
   return v ^ (v >> 32);
@@ -256,13 +259,43 @@ inline uint64_t hash_bytes(const void* data, int64_t bytes) {
   }
   return h;
 }
-// The all_reduce(max) message of a hash: equal on every rank after it exactly when the
-// ranks' hashes are (the maximum of ~h is the complement of the minimum of h).
-inline void hash_message(uint64_t h, int32_t msg[4]) {
-  msg[0] = int32_t(uint32_t(h)), msg[1] = int32_t(uint32_t(h >> 32));
-  msg[2] = ~msg[0], msg[3] = ~msg[1];
-}
-inline bool hashes_differ(const int32_t msg[4]) { return msg[0] != ~msg[2] || msg[1] != ~msg[3]; }
+
+// One shared input to check: `group` is this rank's communicator along the axes it is
+// shared along (the world's for `shared`), `slot` this rank's group among the `slots`
+// groups; `what` is "shared input 'w'", `note` "" or " (it is shared along dp)", `dims`
+// the shape ("2, 3"), `where` the input's source location.
+template <class Comm>
+struct SharedInput {
+  Comm* group;
+  const void* data;
+  int64_t count;
+  DType t;
+  int slot, slots;
+  const char *what, *where, *note, *dims;
+};
+
+// The all_reduce(max) message of the inputs' hashes: four i32 per slot.
+struct HashMessage {
+  std::vector<int32_t> m;
+  std::vector<size_t> at;  // each input's first slot
+  template <class In>
+  HashMessage(const In* in, int n) : at(size_t(n) + 1) {
+    for (int k = 0; k < n; ++k) at[size_t(k) + 1] = at[size_t(k)] + size_t(in[k].slots);
+    m.assign(4 * at[size_t(n)], INT32_MIN);
+  }
+  void put(int k, int slot, uint64_t h) {
+    int32_t* s = &m[4 * (at[size_t(k)] + size_t(slot))];
+    s[0] = int32_t(uint32_t(h)), s[1] = int32_t(uint32_t(h >> 32));
+    s[2] = ~s[0], s[3] = ~s[1];
+  }
+  // after the all_reduce: whether input k's hashes differ in some group
+  bool differs(int k) const {
+    for (size_t s = at[size_t(k)]; s < at[size_t(k) + 1]; ++s)
+      if (m[4 * s] != ~m[4 * s + 2] || m[4 * s + 1] != ~m[4 * s + 3]) return true;
+    return false;
+  }
+};
+
 // The first element (of `size` bytes each) where `a` and `b` differ, or -1.
 inline int64_t first_difference(const void* a, const void* b, int64_t count, int64_t size) {
   const char *x = static_cast<const char*>(a), *y = static_cast<const char*>(b);
@@ -270,22 +303,26 @@ inline int64_t first_difference(const void* a, const void* b, int64_t count, int
     if (memcmp(x + i * size, y + i * size, size_t(size)) != 0) return i;
   return -1;
 }
-// Stops with the first rank of the group whose data differs from the group's first rank:
-// `rows` holds, per group rank, {differs, world rank, element (high, low)}. `what` is
-// "shared input 'w'", `note` "" or " (it is shared along dp)", `dims` the shape ("2, 3").
-inline void report_shared(const std::vector<int32_t>& rows, const char* what, const char* where, const char* note,
-                          const char* dims) {
-  for (size_t r = 1; 4 * r < rows.size(); ++r) {
-    if (!rows[4 * r]) continue;
-    const int64_t element = int64_t(uint64_t(uint32_t(rows[4 * r + 2])) << 32 | uint32_t(rows[4 * r + 3]));
-    throw std::runtime_error(std::string(where) + ": " + what + " differs between ranks " + std::to_string(rows[1]) +
-                             " and " + std::to_string(rows[4 * r + 1]) +
-                             (*dims ? " at element " + element_str(element, dims) : std::string()) + note);
-  }
+// Rank r's row of the world's all_gather after the element-wise comparison:
+// {differs, its group's first world rank, r, element (high, low)}.
+constexpr int kSharedRow = 5;
+inline void shared_row(int64_t element, int32_t first, int32_t world_rank, int32_t row[kSharedRow]) {
+  row[0] = element >= 0, row[1] = first, row[2] = world_rank;
+  row[3] = int32_t(uint32_t(uint64_t(element) >> 32)), row[4] = int32_t(uint32_t(uint64_t(element)));
 }
-inline void shared_row(int64_t element, int32_t world_rank, int32_t row[4]) {
-  row[0] = element >= 0, row[1] = world_rank;
-  row[2] = int32_t(uint32_t(uint64_t(element) >> 32)), row[3] = int32_t(uint32_t(uint64_t(element)));
+// Every rank stops with the words of the first world rank whose data differ from its
+// group's first rank's ("<what> differs between ranks A and B at element [i]<note>").
+template <class In>
+void report_shared(const std::vector<int32_t>& rows, const In& in) {
+  for (size_t r = 0; kSharedRow * (r + 1) <= rows.size(); ++r) {
+    const int32_t* row = &rows[kSharedRow * r];
+    if (!row[0]) continue;
+    const int64_t element = int64_t(uint64_t(uint32_t(row[3])) << 32 | uint32_t(row[4]));
+    throw std::runtime_error(std::string(in.where) + ": " + in.what + " differs between ranks " +
+                             std::to_string(row[1]) + " and " + std::to_string(row[2]) +
+                             (*in.dims ? " at element " + element_str(element, in.dims) : std::string()) + in.note);
+  }
+  throw std::runtime_error(std::string(in.where) + ": " + in.what + " differs between ranks" + in.note);
 }
 #if !defined(GRADC_CHECK_SHARED)
 #define GRADC_CHECK_SHARED -1  // every step; 0: never (check_shared_inputs overrides either)

@@ -306,23 +306,26 @@ inline void copy(Stream, void* dst, const void* src, int64_t bytes) {
   if (dst != src) memmove(dst, src, size_t(bytes));
 }
 
-// A shared input's check (gradc_common.h): the hashes compared in one all_reduce; where
-// they differ, the data compared with the group's first rank's, element by element.
-inline void check_shared(Comm& c, Stream compute, const void* data, int64_t count, DType t, const char* what,
-                         const char* where, const char* note, const char* dims, int32_t world_rank) {
+// The shared inputs' check (gradc_common.h): every input's hash in one all_reduce over
+// the world; for an input whose hashes differ, its data compared element by element.
+inline void check_shared(Comm& world, Stream compute, const SharedInput<Comm>* in, int n, int32_t world_rank) {
   (void)compute;
-  const int64_t size = dtype_size(t);
-  int32_t msg[4];
-  hash_message(hash_bytes(data, count * size), msg);
-  c.all_reduce(msg, msg, 4, DType::I32, ROp::Max);
-  if (!hashes_differ(msg)) return;
-  std::vector<char> first(static_cast<size_t>(count * size));
-  c.broadcast(data, first.data(), count, t, 0);
-  int32_t row[4];
-  shared_row(first_difference(first.data(), data, count, size), world_rank, row);
-  std::vector<int32_t> rows(4 * static_cast<size_t>(c.size()));
-  c.all_gather(row, rows.data(), Blocks{1, 4, 1}, DType::I32);
-  report_shared(rows, what, where, note, dims);
+  HashMessage msg(in, n);
+  for (int k = 0; k < n; ++k) msg.put(k, in[k].slot, hash_bytes(in[k].data, in[k].count * dtype_size(in[k].t)));
+  world.all_reduce(msg.m.data(), msg.m.data(), int64_t(msg.m.size()), DType::I32, ROp::Max);
+  for (int k = 0; k < n; ++k) {
+    if (!msg.differs(k)) continue;
+    const SharedInput<Comm>& x = in[k];
+    const int64_t size = dtype_size(x.t);
+    std::vector<char> first(static_cast<size_t>(x.count * size));
+    x.group->broadcast(x.data, first.data(), x.count, x.t, 0);
+    int32_t first_rank = world_rank, row[kSharedRow];
+    x.group->broadcast(&world_rank, &first_rank, 1, DType::I32, 0);
+    shared_row(first_difference(first.data(), x.data, x.count, size), first_rank, world_rank, row);
+    std::vector<int32_t> rows(kSharedRow * static_cast<size_t>(world.size()));
+    world.all_gather(row, rows.data(), Blocks{1, kSharedRow, 1}, DType::I32);
+    report_shared(rows, x);
+  }
 }
 
 // gradc run --check-finite: the first NaN or infinity of an op's result stops the

@@ -161,47 +161,59 @@ static __global__ void hash_kernel(const unsigned char* p, int64_t bytes, unsign
   if (threadIdx.x % 32 == 0) atomicAdd(out, (unsigned long long)h);
 }
 
-// A shared input's check (gradc_common.h): the hashes compared in one all_reduce; where
-// they differ, the data compared with the group's first rank's, element by element.
-inline void check_shared(Comm& c, Stream compute, const void* data, int64_t count, DType t, const char* what,
-                         const char* where, const char* note, const char* dims, int32_t world_rank) {
-  const int64_t size = dtype_size(t), bytes = count * size;
+// The shared inputs' check (gradc_common.h): every input's hash in one all_reduce over
+// the world; for an input whose hashes differ, its data compared element by element.
+inline void check_shared(Comm& world, Stream compute, const SharedInput<Comm>* in, int n, int32_t world_rank) {
+  const char* where = n ? in[0].where : "check_shared";
   GRADC_CUDA(cudaStreamSynchronize(compute), where);
-  char* dev = static_cast<char*>(alloc(8 + 16 * int64_t(c.size + 1)));
-  unsigned long long* hash = reinterpret_cast<unsigned long long*>(dev);
-  int32_t* msg = reinterpret_cast<int32_t*>(dev + 8);
-  GRADC_CUDA(cudaMemsetAsync(hash, 0, 8, c.stream), where);
-  const int blocks = int(std::min<int64_t>(1024, (bytes / 8 + 256) / 256));
-  if (bytes) hash_kernel<<<blocks, 256, 0, c.stream>>>(static_cast<const unsigned char*>(data), bytes, hash);
-  GRADC_CUDA(cudaGetLastError(), where);
-  uint64_t h = 0;
-  GRADC_CUDA(cudaMemcpyAsync(&h, hash, 8, cudaMemcpyDeviceToHost, c.stream), where);
-  GRADC_CUDA(cudaStreamSynchronize(c.stream), where);
-  int32_t mine[4];
-  hash_message(h + uint64_t(bytes), mine);
-  GRADC_CUDA(cudaMemcpy(msg, mine, 16, cudaMemcpyHostToDevice), where);
-  GRADC_NCCL(ncclAllReduce(msg, msg, 4, ncclInt32, ncclMax, c.nccl, c.stream), where);
-  GRADC_CUDA(cudaMemcpyAsync(mine, msg, 16, cudaMemcpyDeviceToHost, c.stream), where);
-  GRADC_CUDA(cudaStreamSynchronize(c.stream), where);
+  HashMessage msg(in, n);
+  const int64_t bytes_msg = int64_t(msg.m.size()) * 4;
+  char* dev = static_cast<char*>(alloc(8 * int64_t(n) + bytes_msg + kSharedRow * 4 * int64_t(world.size + 1)));
+  unsigned long long* hashes = reinterpret_cast<unsigned long long*>(dev);
+  int32_t* m = reinterpret_cast<int32_t*>(dev + 8 * n);
+  int32_t* rows = reinterpret_cast<int32_t*>(dev + 8 * n + bytes_msg);
+  GRADC_CUDA(cudaMemsetAsync(hashes, 0, 8 * size_t(n), world.stream), where);
+  for (int k = 0; k < n; ++k) {
+    const int64_t bytes = in[k].count * dtype_size(in[k].t);
+    const int blocks = int(std::min<int64_t>(1024, (bytes / 8 + 256) / 256));
+    if (bytes)
+      hash_kernel<<<blocks, 256, 0, world.stream>>>(static_cast<const unsigned char*>(in[k].data), bytes, hashes + k);
+    GRADC_CUDA(cudaGetLastError(), where);
+  }
+  std::vector<uint64_t> h(static_cast<size_t>(n));
+  GRADC_CUDA(cudaMemcpyAsync(h.data(), hashes, 8 * size_t(n), cudaMemcpyDeviceToHost, world.stream), where);
+  GRADC_CUDA(cudaStreamSynchronize(world.stream), where);
+  for (int k = 0; k < n; ++k) msg.put(k, in[k].slot, h[size_t(k)] + uint64_t(in[k].count * dtype_size(in[k].t)));
+  GRADC_CUDA(cudaMemcpy(m, msg.m.data(), size_t(bytes_msg), cudaMemcpyHostToDevice), where);
+  GRADC_NCCL(ncclAllReduce(m, m, msg.m.size(), ncclInt32, ncclMax, world.nccl, world.stream), where);
+  GRADC_CUDA(cudaMemcpyAsync(msg.m.data(), m, size_t(bytes_msg), cudaMemcpyDeviceToHost, world.stream), where);
+  GRADC_CUDA(cudaStreamSynchronize(world.stream), where);
+  for (int k = 0; k < n; ++k) {
+    if (!msg.differs(k)) continue;
+    const SharedInput<Comm>& x = in[k];
+    const int64_t size = dtype_size(x.t), bytes = x.count * size;
+    std::vector<char> first(static_cast<size_t>(bytes)), own(static_cast<size_t>(bytes));
+    char* buf = static_cast<char*>(alloc(bytes + 4));
+    GRADC_NCCL(ncclBroadcast(x.data, buf, size_t(x.count), nccl_type(x.t), 0, x.group->nccl, x.group->stream), where);
+    GRADC_CUDA(cudaMemcpy(buf + bytes, &world_rank, 4, cudaMemcpyHostToDevice), where);
+    GRADC_NCCL(ncclBroadcast(buf + bytes, buf + bytes, 1, ncclInt32, 0, x.group->nccl, x.group->stream), where);
+    GRADC_CUDA(cudaStreamSynchronize(x.group->stream), where);
+    int32_t first_rank = 0, row[kSharedRow];
+    GRADC_CUDA(cudaMemcpy(first.data(), buf, size_t(bytes), cudaMemcpyDeviceToHost), where);
+    GRADC_CUDA(cudaMemcpy(&first_rank, buf + bytes, 4, cudaMemcpyDeviceToHost), where);
+    GRADC_CUDA(cudaMemcpy(own.data(), x.data, size_t(bytes), cudaMemcpyDeviceToHost), where);
+    release(buf);
+    shared_row(first_difference(first.data(), own.data(), x.count, size), first_rank, world_rank, row);
+    GRADC_CUDA(cudaMemcpy(rows + kSharedRow * world.rank, row, 4 * kSharedRow, cudaMemcpyHostToDevice), where);
+    GRADC_NCCL(ncclAllGather(rows + kSharedRow * world.rank, rows, kSharedRow, ncclInt32, world.nccl, world.stream),
+               where);
+    GRADC_CUDA(cudaStreamSynchronize(world.stream), where);
+    std::vector<int32_t> got(kSharedRow * size_t(world.size));
+    GRADC_CUDA(cudaMemcpy(got.data(), rows, 4 * kSharedRow * size_t(world.size), cudaMemcpyDeviceToHost), where);
+    release(dev);
+    report_shared(got, x);
+  }
   release(dev);
-  if (!hashes_differ(mine)) return;
-  // a difference: every rank compares its data with the group's first rank's
-  std::vector<char> first(static_cast<size_t>(bytes)), own(static_cast<size_t>(bytes));
-  char* all = static_cast<char*>(alloc(bytes + 16 * int64_t(c.size + 1)));
-  int32_t* rows = reinterpret_cast<int32_t*>(all + (bytes + 15) / 16 * 16);
-  GRADC_NCCL(ncclBroadcast(data, all, size_t(count), nccl_type(t), 0, c.nccl, c.stream), where);
-  GRADC_CUDA(cudaStreamSynchronize(c.stream), where);
-  GRADC_CUDA(cudaMemcpy(first.data(), all, size_t(bytes), cudaMemcpyDeviceToHost), where);
-  GRADC_CUDA(cudaMemcpy(own.data(), data, size_t(bytes), cudaMemcpyDeviceToHost), where);
-  int32_t row[4];
-  shared_row(first_difference(first.data(), own.data(), count, size), world_rank, row);
-  GRADC_CUDA(cudaMemcpy(rows + 4 * c.rank, row, 16, cudaMemcpyHostToDevice), where);
-  GRADC_NCCL(ncclAllGather(rows + 4 * c.rank, rows, 4, ncclInt32, c.nccl, c.stream), where);
-  GRADC_CUDA(cudaStreamSynchronize(c.stream), where);
-  std::vector<int32_t> got(4 * size_t(c.size));
-  GRADC_CUDA(cudaMemcpy(got.data(), rows, 16 * size_t(c.size), cudaMemcpyDeviceToHost), where);
-  release(all);
-  report_shared(got, what, where, note, dims);
 }
 
 }  // namespace gradc
