@@ -51,18 +51,8 @@ def contrastive(rank, torch, dist, op):
 
 def block(rank, torch, dist, op, mesh):
     import torch.nn.functional as NF
+    from torch_mesh import ReduceFromTP  # Megatron's reduce from the tensor-parallel region
     from torch_programs import randn
-
-    class Reduce(torch.autograd.Function):  # Megatron's _ReduceFromModelParallelRegion
-        @staticmethod
-        def forward(ctx, y, group):
-            y = y.clone()
-            dist.all_reduce(y, group=group)
-            return y
-
-        @staticmethod
-        def backward(ctx, g):
-            return g, None
 
     d, t = rank // 2, rank % 2
     tp = mesh.get_group("tp")
@@ -73,7 +63,7 @@ def block(rank, torch, dist, op, mesh):
     g = (1 + randn([512], 5, "cpu") / 8).requires_grad_()
 
     def torch_loss():
-        y = Reduce.apply(NF.gelu(x @ w1 + b1) @ w2, tp)
+        y = ReduceFromTP.apply(NF.gelu(x @ w1 + b1) @ w2, tp)
         z = y - y.mean(dim=1, keepdim=True)
         n = z / torch.sqrt((z * z).mean(dim=1, keepdim=True) + 1e-5) * g
         return ((n - target) ** 2).mean()

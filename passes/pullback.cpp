@@ -13,6 +13,17 @@
 #include "passes/pass.h"
 
 namespace gradc {
+namespace {
+
+// A node's attributes but `key`.
+Attrs without(const Node& n, const char* key) {
+  Attrs a;
+  for (const auto& [k, v] : n.attrs->items)
+    if (k != key) a.set(k, v);
+  return a;
+}
+
+}  // namespace
 
 // The program with one more input per float output, its cotangent (names in `cts`), and
 // the outputs y..., then grad_x... of L = sum over ranks of sum_y <y, ct_y> / copies_y.
@@ -76,12 +87,6 @@ Graph pullback_program(Graph g, uint8_t data_parallel, std::set<std::string>& ct
 
 Graph own_as_unshared(Graph g, uint8_t data_parallel) {
   const uint8_t one_loss = uint8_t(full_mask(g) & ~data_parallel);
-  auto without = [](const Node& n, const char* key) {
-    Attrs a;
-    for (const auto& [k, v] : n.attrs->items)
-      if (k != key) a.set(k, v);
-    return a;
-  };
   for (Node& n : g.nodes) {
     if (n.op == Op::Grad) n.attrs = without(n, "own");
     if (n.op != Op::Input || !n.attrs.has("shared")) continue;
@@ -165,6 +170,12 @@ Linearized linearize(Graph g, uint8_t data_parallel) {
   for (size_t v = 0; v < n; ++v) keep[v] = in_pullback[v] || saved[v];
   pb.outputs.erase(pb.outputs.begin(), pb.outputs.begin() + std::ptrdiff_t(outputs));
   pb = rebuild(std::move(pb), keep, same);
+  // The program's shared inputs are checked by the forward op of the same step (autograd
+  // refuses a saved input changed in place since), so the pullback checks its
+  // cotangents only.
+  for (Node& node : pb.nodes)
+    if (node.op == Op::Input && node.attrs.has("shared") && !node.attrs.has("cotangent"))
+      node.attrs = without(node, "shared");
   return {std::move(fwd), std::move(pb), outputs};
 }
 
