@@ -151,7 +151,7 @@ std::string ops_source(const Package& p, const std::string& source) {
       "// values the pullback reads; pullback{}. Each takes the inputs in\n"
       "// declaration order (None: the input's default), as the package's __init__.py\n"
       "// checked them, and the op's process groups (gradc_torch.h: torch_program).\n"
-      "#include <torch/extension.h>\n\n#include \"{}.h\"\n{}#include \"gradc_torch.h\"\n\nnamespace {{\n\n",
+      "#include <torch/python.h>\n\n#include \"{}.h\"\n{}#include \"gradc_torch.h\"\n\nnamespace {{\n\n",
       source, name, name,
       grad ? fmt::format(" runs {}_pullback, whose inputs are the\n// program's, its float outputs' cotangents and "
                          "the saved values, and whose outputs are\n// the float inputs' gradients",
@@ -215,7 +215,7 @@ std::string cuda_ops_source(const Package& p, const std::string& source) {
       "// The Python binding of the package {1}'s CUDA ops ({1}_cuda.cu). Each takes the\n"
       "// op's arguments as {1}_ops.cpp does, the process group's NCCL communicator\n"
       "// (nccl_comm), PyTorch's current stream and the device.\n"
-      "#include <torch/extension.h>\n\nnamespace {1}_cuda {{  // {1}_cuda.cu\n"
+      "#include <torch/python.h>\n\nnamespace {1}_cuda {{  // {1}_cuda.cu\n"
       "void nccl_id(char* out);\nvoid* nccl_comm(const char* id, int rank, int size, int device);\n"
       "void forward({2});\n{3}}}  // namespace {1}_cuda\n\nnamespace {{\n\n"
       "using Entry = void (*)({2});\n\n"
