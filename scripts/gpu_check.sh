@@ -16,7 +16,7 @@
 # GPUs than the machine has is still run: NCCL refuses two ranks on one GPU, and the
 # table says so (needs N GPUs) instead of failing. Exit 1 if any case that could run failed.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 DIR=$ROOT/gpu_check
 
@@ -49,9 +49,9 @@ prepare() {
   for c in "${EXES[@]}"; do
     IFS='|' read -r name prog size gpus <<<"$c"
     mkdir -p "$DIR/exe/$name"
-    "$gradc" emit "$prog" --target=cuda --main --name=prog -o "$DIR/exe/$name/src" $size
+    "$gradc" emit "$prog" --target=cuda --main --name=prog -o "$DIR/exe/$name/src" "$size"
     # the interpreter's outputs, or its error (an executable must stop with the same words)
-    "$gradc" run "$prog" --backend=interp --outputs="$DIR/exe/$name/want" $size >/dev/null 2>"$DIR/exe/$name/err" ||
+    "$gradc" run "$prog" --backend=interp --outputs="$DIR/exe/$name/want" "$size" >/dev/null 2>"$DIR/exe/$name/err" ||
       sed -n '1s/^.*error: //p' "$DIR/exe/$name/err" >"$DIR/exe/$name/want.err"
   done
   for c in "${OPS[@]}"; do
