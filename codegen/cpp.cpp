@@ -395,15 +395,10 @@ bool cpp_reserved(const std::string& n) {
          (n.size() > 1 && n[0] == '_' && std::isupper(static_cast<unsigned char>(n[1])));
 }
 
-namespace {
-
-// Whether the program has a shared input (its class then checks it: check_shared_inputs).
 bool has_shared_input(const Lowered& l) {
   return std::any_of(l.inputs.begin(), l.inputs.end(),
                      [&](const auto& in) { return l.graph[l.buffers[size_t(in.second)].value].attrs.has("shared"); });
 }
-
-}  // namespace
 
 OpTable<RuntimeCall>& runtime_calls() {
   static OpTable<RuntimeCall> t;

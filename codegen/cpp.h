@@ -66,6 +66,8 @@ std::vector<GeneratedFile> generate(const Lowered& l, Target target, const std::
                                     const std::string& source_path);
 // The standalone executable's main (gradc build), beside generate()'s files.
 GeneratedFile generate_main(const Lowered& l, Target target, const std::string& name);
+// Whether the program has a shared input (its class then checks it: check_shared_inputs).
+bool has_shared_input(const Lowered& l);
 // The torch target (codegen/torch.cpp): the Python package NAME/ (docs/torch.md),
 // from the program's two halves (passes/autodiff.h: linearize): forward, whose first
 // `outputs` outputs are the program's, and pullback, which has no outputs when nothing

@@ -58,12 +58,6 @@ std::vector<Value> values_of(const Lowered& l, const std::string& cls, bool inpu
 std::vector<Value> inputs_of(const Lowered& l, const std::string& cls) { return values_of(l, cls, true); }
 std::vector<Value> outputs_of(const Lowered& l, const std::string& cls) { return values_of(l, cls, false); }
 
-// Whether a class checks shared inputs (codegen/cpp.cpp: check_shared_inputs).
-bool checks_shared(const Lowered& l) {
-  return std::any_of(l.inputs.begin(), l.inputs.end(),
-                     [&](const auto& in) { return l.graph[l.buffers[size_t(in.second)].value].attrs.has("shared"); });
-}
-
 std::string dims(const Shape& s) { return fmt::format("{}", fmt::join(s, ", ")); }
 std::string py_list(const Shape& s) { return fmt::format("[{}]", dims(s)); }
 const char* c_type(DType t) { return t == DType::F32 ? "float" : t == DType::F64 ? "double" : "int32_t"; }
@@ -130,8 +124,8 @@ std::string binding(const Lowered& l, const std::string& cls, const std::string&
       "                        bool check) {{\n"
       "  {}& p = gradc::torch_program<{}>(groups, {{{}}});\n",
       fn, cls, cls, fmt::join(splits, ", "));
-  s += checks_shared(l) ? "  p.check_shared_inputs(check ? 1 : 0);  // this call's\n"
-                        : "  (void)check;  // no shared input\n";
+  s += has_shared_input(l) ? "  p.check_shared_inputs(check ? 1 : 0);  // this call's\n"
+                           : "  (void)check;  // no shared input\n";
   const std::vector<Value> ins = inputs_of(l, cls), outs = outputs_of(l, cls);
   for (size_t i = 0; i < ins.size(); ++i)
     s += fmt::format("  p.set_{}(in[{}] ? in[{}]->data_ptr<{}>() : nullptr);\n", ins[i].api, at[i], at[i],
@@ -174,8 +168,8 @@ std::string cuda_entry(const Lowered& l, const std::string& cls, const std::stri
       "void {}(void* comm, int64_t stream, int device, bool check, const void* const* in, void* const* out) {{\n"
       "  gradc::OnDevice on(device);\n  {}& p = gradc::torch_cuda_program<{}>(comm, stream);\n",
       fn, cls, cls);
-  s += checks_shared(l) ? "  p.check_shared_inputs(check ? 1 : 0);  // this call's\n"
-                        : "  (void)check;  // no shared input\n";
+  s += has_shared_input(l) ? "  p.check_shared_inputs(check ? 1 : 0);  // this call's\n"
+                           : "  (void)check;  // no shared input\n";
   const std::vector<Value> ins = inputs_of(l, cls), outs = outputs_of(l, cls);
   for (size_t i = 0; i < ins.size(); ++i)
     s += fmt::format("  p.set_{}(static_cast<const {}*>(in[{}]));\n", ins[i].api, c_type(ins[i].dtype), at[i]);
