@@ -100,12 +100,21 @@ double tolerance_value(const char* key, const std::string& v) {
   return x;
 }
 
+// An option's comma-separated items ("a,b" is {a, b}; "" is {""}).
+std::vector<std::string> comma_items(const std::string& v) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at <= v.size();) {
+    const size_t end = std::min(v.find(',', at), v.size());
+    out.push_back(v.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
+}
+
 std::vector<const PassInfo*> pass_list(const std::string& list) {
   std::vector<const PassInfo*> passes;
-  size_t start = 0;
-  while (start <= list.size() && !list.empty()) {
-    size_t comma = list.find(',', start);
-    std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+  if (list.empty()) return passes;
+  for (const std::string& name : comma_items(list)) {
     const PassInfo* p = find_pass(name);
     if (!p) {
       std::string known;
@@ -113,8 +122,6 @@ std::vector<const PassInfo*> pass_list(const std::string& list) {
       throw UsageError(fmt::format("unknown pass '{}' (known: {})", name, known));
     }
     passes.push_back(p);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
   }
   return passes;
 }
@@ -437,15 +444,12 @@ uint8_t data_parallel_axes(const Options& o, const Graph& g) {
   }
   if (*o.data_parallel == "none") return 0;
   uint8_t mask = 0;
-  for (size_t at = 0; at <= o.data_parallel->size();) {
-    const size_t end = std::min(o.data_parallel->find(',', at), o.data_parallel->size());
-    const std::string axis = o.data_parallel->substr(at, end - at);
+  for (const std::string& axis : comma_items(*o.data_parallel)) {
     const int k = g.mesh.axes.empty() && axis == "world" ? 0 : axis_index(g, axis);
     if (k < 0)
       throw UsageError(fmt::format("--data-parallel: '{}' is not an axis of the program (its axes: {}; or none)", axis,
                                    g.mesh.axes.empty() ? "world" : axes_list(g)));
     mask = uint8_t(mask | (1u << k));
-    at = end + 1;
   }
   return mask;
 }
@@ -725,15 +729,11 @@ const Flag kRanks{"ranks", "N: the number of ranks (default: the program's world
 const Flag kMesh{"mesh", "A=n,B=m: the sizes of the program's mesh axes (docs/language.md section 8)",
                  [](Options& o, const std::string& v) {
                    o.mesh.clear();
-                   size_t at = 0;
-                   while (at <= v.size()) {
-                     const size_t end = std::min(v.find(',', at), v.size());
-                     const std::string item = v.substr(at, end - at);
+                   for (const std::string& item : comma_items(v)) {
                      const size_t eq = item.find('=');
                      if (eq == std::string::npos || eq == 0)
                        throw UsageError(fmt::format("--mesh must be AXIS=SIZE,... (such as dp=2,tp=4), got '{}'", v));
                      o.mesh.push_back({item.substr(0, eq), int_value("mesh", item.substr(eq + 1), 1, kMaxWorld)});
-                     at = end + 1;
                    }
                  }};
 const Flag kDataParallel{"data-parallel",
