@@ -291,8 +291,8 @@ class Body {
         const int64_t len = g_.type(n.args[0]).shape[size_t(axis)];
         std::vector<std::string> at(idx.begin() + axis, idx.begin() + axis + ri);
         std::string ix = value(n.args[1], at);
-        line(fmt::format("if ({} < 0 || {} >= {}) gradc::index_error(\"{}\", rank, {}, {}, {}, \"{}\");", ix, ix, len,
-                         where(n), ix, len, at.empty() ? "0" : flat_index(at, is), dims(is)));
+        line(fmt::format("if ({} < 0 || {} >= {}) gradc::index_error(\"{}\", \"take\", rank, {}, {}, {}, \"{}\");", ix,
+                         ix, len, where(n), ix, len, at.empty() ? "0" : flat_index(at, is), dims(is)));
         std::vector<std::string> in(idx.begin(), idx.begin() + axis);
         in.push_back(ix);
         in.insert(in.end(), idx.begin() + axis + ri, idx.end());
@@ -300,6 +300,12 @@ class Body {
       }
       case Op::CheckLabels: {
         const std::string x = arg(0);
+        if (n.attrs.has("what")) {  // another op's indices, none ignored
+          line(fmt::format(
+              "if ({0} < 0 || {0} >= {1}) gradc::index_error(\"{2}\", \"{3}\", rank, {0}, {1}, {4}, \"{5}\");", x,
+              n.attr_int("n"), where(n), n.attr_sym("what"), flat_index(idx, t.shape), dims(t.shape)));
+          return x;
+        }
         line(
             fmt::format("if ({0} != {1} && ({0} < 0 || {0} >= {2})) gradc::label_error(\"{3}\", rank, {0}, {2}, {1}, "
                         "{4}, \"{5}\");",

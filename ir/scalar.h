@@ -87,6 +87,10 @@ GRADC_HD inline float cos_(float x) { return cosf(x); }
 GRADC_HD inline double cos_(double x) { return ::cos(x); }
 GRADC_HD inline float erf_(float x) { return erff(x); }
 GRADC_HD inline double erf_(double x) { return ::erf(x); }
+GRADC_HD inline float log1p_(float x) { return log1pf(x); }
+GRADC_HD inline double log1p_(double x) { return ::log1p(x); }
+GRADC_HD inline float expm1_(float x) { return expm1f(x); }
+GRADC_HD inline double expm1_(double x) { return ::expm1(x); }
 GRADC_HD inline float pow_(float a, float b) { return powf(a, b); }
 GRADC_HD inline double pow_(double a, double b) { return ::pow(a, b); }
 // i32 operands (the shape rules allow them only where the op is defined on them)
@@ -97,6 +101,8 @@ GRADC_HD inline double tanh_(int32_t x) { return ::tanh(double(x)); }
 GRADC_HD inline double sin_(int32_t x) { return ::sin(double(x)); }
 GRADC_HD inline double cos_(int32_t x) { return ::cos(double(x)); }
 GRADC_HD inline double erf_(int32_t x) { return ::erf(double(x)); }
+GRADC_HD inline double log1p_(int32_t x) { return ::log1p(double(x)); }
+GRADC_HD inline double expm1_(int32_t x) { return ::expm1(double(x)); }
 GRADC_HD inline double pow_(int32_t a, int32_t b) { return ::pow(double(a), double(b)); }
 
 template <class T>
@@ -142,6 +148,14 @@ GRADC_HD T sin(T x) {
 template <class T>
 GRADC_HD T cos(T x) {
   return T(cos_(x));
+}
+template <class T>
+GRADC_HD T log1p(T x) {
+  return T(log1p_(x));
+}
+template <class T>
+GRADC_HD T expm1(T x) {
+  return T(expm1_(x));
 }
 template <class T>
 GRADC_HD T square(T x) {

@@ -128,24 +128,32 @@ Tensor eval_int_division(const Node& n, const Args& a, const EvalCtx& ctx) {
   return eval_binary(n, a, ctx);
 }
 
-// cross_entropy's labels: each in 0..n-1 or the ignored value, else an error at the op
-// naming the label, the rank and the element (PyTorch: "Target 7 is out of bounds").
+// Indices checked where they are made: each in 0..n-1, else an error at the op naming
+// the index, the rank and the element. cross_entropy's labels (PyTorch: "Target 7 is out
+// of bounds") may also be the ignored value (`ignore`); the indices of another op (its
+// name `what`: take_along_axis, scatter_add, ...) may not.
 Type infer_check_labels(const Graph& g, const Node& n) {
   const Type& t = arg_type(g, n, 0);
   if (t.dtype != DType::I32) user_error(n.loc, "check_labels: labels must be i32, got {}", type_str(t));
   n.attr_int("n");
-  n.attr_int("ignore");
+  if (!n.attrs.has("what")) n.attr_int("ignore");
   return t;
 }
 Tensor eval_check_labels(const Node& n, const Args& a, const EvalCtx& ctx) {
-  const int64_t classes = n.attr_int("n"), ignore = n.attr_int("ignore");
+  const int64_t classes = n.attr_int("n");
+  const bool labels = !n.attrs.has("what");
+  const int64_t ignore = labels ? n.attr_int("ignore") : -1;
   const int32_t* x = a[0]->data<int32_t>();
-  for (int64_t i = 0; i < a[0]->size(); ++i)
-    if (x[i] != ignore && (x[i] < 0 || x[i] >= classes))
-      throw UserError(n.loc,
-                      fmt::format("cross_entropy: label {} is out of range 0..{} on rank {}, at element {} of the "
-                                  "labels (ignore_index is {})",
-                                  x[i], classes - 1, ctx.rank, element_str(i, a[0]->shape()), ignore));
+  for (int64_t i = 0; i < a[0]->size(); ++i) {
+    if ((labels && x[i] == ignore) || (x[i] >= 0 && x[i] < classes)) continue;
+    const std::string at = element_str(i, a[0]->shape());
+    if (!labels)
+      throw UserError(n.loc, fmt::format("{}: index {} is out of range 0..{} on rank {}, at element {} of the indices",
+                                         n.attr_sym("what"), x[i], classes - 1, ctx.rank, at));
+    throw UserError(n.loc, fmt::format("cross_entropy: label {} is out of range 0..{} on rank {}, at element {} of the "
+                                       "labels (ignore_index is {})",
+                                       x[i], classes - 1, ctx.rank, at, ignore));
+  }
   return *a[0];
 }
 
@@ -214,6 +222,10 @@ void vjp_erf(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
   const Ex X = ad[ad.arg(0)];
   ct[0] = ad(ad[g] * exp(-(X * X)) * 1.1283791670955126);
 }
+// d/dx log1p(x) = 1 / (1 + x), as PyTorch's
+void vjp_log1p(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad(ad[g] / (ad[ad.arg(0)] + 1.0)); }
+// d/dx expm1(x) = exp(x) = y + 1, as PyTorch's
+void vjp_expm1(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad(ad[g] * (ad[y] + 1.0)); }
 // d/dx cast(x) = 1, in x's dtype
 void vjp_cast(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad.cast(g, ad.dtype(ad.arg(0))); }
 
@@ -292,6 +304,8 @@ void register_elementwise_ops() {
   unary(Op::Square, vjp_square);
   unary(Op::Reciprocal, vjp_reciprocal);
   unary(Op::Erf, vjp_erf);
+  unary(Op::Log1p, vjp_log1p);
+  unary(Op::Expm1, vjp_expm1);
   unary(Op::Sign, nullptr);          // not differentiable: no derivative rule
   unary(Op::StopGradient, nullptr);  // the autodiff pass stops at it
   def(Op::Cast).infer(infer_cast).eval(eval_cast).vjp(vjp_cast).form(KernelForm::Scalar);

@@ -97,16 +97,17 @@ GRADC_HD inline void division_error(const char* where, const char* op, int rank,
                            ", at element " + element_str(element, dims) + " of i32[" + dims + "]");
 #endif
 }
-GRADC_HD inline void index_error(const char* where, int rank, int64_t index, int64_t n, int64_t element,
+// An index of `op` (take, take_along_axis, scatter_add, ...) outside 0..n-1.
+GRADC_HD inline void index_error(const char* where, const char* op, int rank, int64_t index, int64_t n, int64_t element,
                                  const char* dims) {
 #if defined(__CUDA_ARCH__)
-  printf("%s: error: take: index %lld is out of range 0..%lld on rank %d, at element %s of the indices\n", where,
+  printf("%s: error: %s: index %lld is out of range 0..%lld on rank %d, at element %s of the indices\n", where, op,
          (long long)index, (long long)(n - 1), rank, element_text(element, dims).s);
   __trap();
 #else
-  throw std::runtime_error(std::string(where) + ": take: index " + std::to_string(index) + " is out of range 0.." +
-                           std::to_string(n - 1) + " on rank " + std::to_string(rank) + ", at element " +
-                           element_str(element, dims) + " of the indices");
+  throw std::runtime_error(std::string(where) + ": " + op + ": index " + std::to_string(index) +
+                           " is out of range 0.." + std::to_string(n - 1) + " on rank " + std::to_string(rank) +
+                           ", at element " + element_str(element, dims) + " of the indices");
 #endif
 }
 
