@@ -29,12 +29,12 @@ struct Expr {
   Expr(const Expr&) = delete;
   Expr& operator=(const Expr&) = delete;
   ~Expr();  // iterative: a 100k-term chain must not recurse 100k deep
-  enum Kind { Number, Name, Unary, Binary, Call, Subscript, List } kind;
+  enum Kind { Number, Name, Unary, Binary, Call, Subscript, List, String } kind;
   Loc loc;
   bool is_int = false;  // Number
   int64_t ival = 0;
   double fval = 0;
-  std::string text;           // Name, Call's callee, or the operator of Unary/Binary
+  std::string text;           // Name, Call's callee, String's text, or the operator of Unary/Binary
   std::vector<ExprPtr> args;  // operands, positional arguments, list items, or the subscripted value
   std::vector<KwArg> kwargs;  // Call
   std::vector<Index> index;   // Subscript

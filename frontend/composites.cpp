@@ -122,8 +122,102 @@ ValueId dropout(Builder& b, ValueId x, double p, ValueId seed) {
 
 // x sigmoid(x)
 Ex silu(Ex x) { return x * sigmoid(x); }
-// log(1 + exp(x)) = max(x, 0) + log(1 + exp(-|x|)), which never overflows
-Ex softplus(Ex x) { return maximum(x, 0.0) + log(1.0 + exp(-abs(x))); }
+// PyTorch's: x where beta x > threshold, else log(1 + exp(beta x)) / beta, computed as
+// (max(z, 0) + log1p(exp(-|z|))) / beta with z = beta x, which never overflows.
+Ex softplus(Ex x, double beta, double threshold) {
+  const Ex z = beta == 1 ? x : x * beta;
+  const Ex soft = maximum(z, 0.0) + log1p(exp(-abs(z)));
+  return where(z > threshold, x, beta == 1 ? soft : soft / beta);
+}
+// max(a, b) + log1p(exp(-|a - b|)), the difference taken as 0 where a == b: equal
+// infinities give themselves (not inf - inf), and a tie's derivative is 1/2 to each.
+Ex logaddexp(Ex a, Ex b) { return maximum(a, b) + log1p(exp(-abs(where(eq(a, b), 0.0, a - b)))); }
+
+namespace {
+Shape ones(size_t n) { return Shape(n, 1); }
+// s with a 1 inserted before axis `at`.
+Shape insert_one(Shape s, int at) {
+  s.insert(s.begin() + at, 1);
+  return s;
+}
+// iota(n) as the axis `at` of a value whose trailing `rank` axes it lines up with.
+Ex iota_along(int64_t n, int at, int rank) {
+  Shape s = ones(size_t(rank));
+  s[size_t(at)] = n;
+  return reshape(iota(n), s);
+}
+}  // namespace
+
+// x where col - row <= k (tril) or >= k (triu) in its last two axes, else 0.
+ValueId triangle(Builder& b, ValueId x, int64_t k, bool upper) {
+  const Shape s = b.shape(x);
+  const int64_t rows = s[s.size() - 2], cols = s.back();
+  const Ex diag = iota_along(cols, 1, 2) - iota_along(rows, 0, 2);  // [rows, cols]: col - row
+  return b(where(upper ? diag >= double(k) : diag <= double(k), b[x], 0.0));
+}
+
+// out[i] = sum over j <= i of x[j] along `axis`: a reduction over a masked broadcast
+// [..., i, j, ...], which the kernels compute without making it (n^2 adds a row).
+ValueId cumsum(Builder& b, ValueId x, int axis) {
+  const Shape s = b.shape(x);
+  const int64_t n = s[size_t(axis)];
+  const int after = int(s.size()) - axis;                                      // j and the axes after it
+  const Ex upto = iota_along(n, 1, after + 1) <= iota_along(n, 0, after + 1);  // [i, j, 1...]: j <= i
+  return b(reduce_sum(where(upto, reshape(b[x], insert_one(s, axis)), 0.0), {axis + 1}));
+}
+
+// x's elements at `indices` along `axis` (checked, i32, x's shape but along the axis):
+// out[..., i, ...] = sum over j of where(indices[..., i, ...] == j, x[..., j, ...], 0).
+ValueId take_along_axis(Builder& b, ValueId x, ValueId indices, int axis) {
+  const Shape xs = b.shape(x), is = b.shape(indices);
+  const int after = int(xs.size()) - axis;
+  Shape ie = insert_one(is, axis + 1);  // [..., k, 1, ...]
+  const Ex hit = eq(reshape(b[indices], ie), iota_along(xs[size_t(axis)], 0, after));
+  return b(reduce_sum(where(hit, reshape(b[x], insert_one(xs, axis)), 0.0), {axis + 1}));
+}
+
+// x plus src's elements added at `indices` along `axis` (indices: src's shape; src: x's
+// shape but along the axis): repeated indices accumulate.
+ValueId scatter_add(Builder& b, ValueId x, ValueId indices, ValueId src, int axis) {
+  const Shape xs = b.shape(x), ss = b.shape(src);
+  const int after = int(xs.size()) - axis;
+  const Ex hit = eq(reshape(b[indices], insert_one(ss, axis)), iota_along(xs[size_t(axis)], 0, after + 1));
+  return b(b[x] + reduce_sum(where(hit, reshape(b[src], insert_one(ss, axis)), 0.0), {axis + 1}));
+}
+
+// x plus src's slices added at index[i] along `axis` (index: i32[k]; src: x's shape
+// with k along the axis).
+ValueId index_add(Builder& b, ValueId x, ValueId index, ValueId src, int axis) {
+  const Shape xs = b.shape(x), ss = b.shape(src);
+  const int after = int(xs.size()) - axis;
+  Shape ks = ones(size_t(after));
+  ks[0] = ss[size_t(axis)];
+  const Ex hit = eq(reshape(b[index], ks), iota_along(xs[size_t(axis)], 0, after + 1));  // [n, k, 1...]
+  return b(b[x] + reduce_sum(where(hit, reshape(b[src], insert_one(ss, axis)), 0.0), {axis + 1}));
+}
+
+// The first m of x sorted along its last axis, and their indices. Each element's place
+// is the number of elements that go before it: smaller (greater when descending), NaN
+// the greatest (as PyTorch's sort), or equal at a lower index (stable); the outputs
+// select by place. n^2 comparisons a row, without making them: for the short axes of
+// routers and top-k.
+std::pair<ValueId, ValueId> sort_last(Builder& b, ValueId x, int64_t m, bool descending) {
+  const Shape s = b.shape(x);
+  const int r = int(s.size());
+  const int64_t n = s.back();
+  const Ex xi = reshape(b[x], insert_one(s, r)), xj = reshape(b[x], insert_one(s, r - 1));  // [..., i, 1], [..., 1, j]
+  auto nan = [](Ex v) { return ne(v, v); };
+  auto less = [&](Ex p, Ex q) { return maximum(p < q, nan(q) * (1.0 - nan(p))); };  // NaN the greatest
+  const Ex first = descending ? less(xi, xj) : less(xj, xi);                        // x[j] goes before x[i]
+  const Ex same = maximum(eq(xj, xi), nan(xj) * nan(xi));
+  const Ex lower = cast(iota_along(n, 1, 2) < iota_along(n, 0, 2), float_of(b.dtype(x)));    // [i, j]: j < i
+  const ValueId place = b(cast(reduce_sum(maximum(first, same * lower), {r}), DType::I32));  // [..., n]
+  const Ex hit = eq(reshape(b[place], insert_one(s, r - 1)), iota_along(m, 0, 2));           // [..., m, n]
+  const ValueId values = b(reduce_sum(where(hit, xj, 0.0), {r}));
+  const ValueId indices = b(reduce_sum(where(hit, iota_along(n, 1, 2), 0.0), {r}));
+  return {values, indices};
+}
+
 // none: x/2 (1 + erf(x / sqrt(2))), PyTorch's default;
 // tanh: x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 Ex gelu(Ex x, bool tanh_approximation) {

@@ -2,6 +2,7 @@
 // (ir/builder.h). The frontend (lower.cpp) checks a call's arguments, then builds its
 // value here; every node is at the call's place (the builder's).
 #pragma once
+#include <utility>
 #include <vector>
 
 #include "ir/builder.h"
@@ -27,7 +28,17 @@ ValueId layer_norm(Builder& b, ValueId x, const std::vector<int64_t>& axes, doub
 ValueId rms_norm(Builder& b, ValueId x, const std::vector<int64_t>& axes, double eps);
 ValueId dropout(Builder& b, ValueId x, double p, ValueId seed);
 Ex silu(Ex x);
-Ex softplus(Ex x);
+Ex softplus(Ex x, double beta = 1, double threshold = 20);
+Ex logaddexp(Ex a, Ex b);
+// tril (upper false) and triu of the last two axes, diagonal k.
+ValueId triangle(Builder& b, ValueId x, int64_t k, bool upper);
+ValueId cumsum(Builder& b, ValueId x, int axis);
+// PyTorch's gather and scatter_add (indices checked, src's shape), index_add (index i32[k]).
+ValueId take_along_axis(Builder& b, ValueId x, ValueId indices, int axis);
+ValueId scatter_add(Builder& b, ValueId x, ValueId indices, ValueId src, int axis);
+ValueId index_add(Builder& b, ValueId x, ValueId index, ValueId src, int axis);
+// Sorted along the last axis (stable, NaN the greatest): the first m values and their i32 indices.
+std::pair<ValueId, ValueId> sort_last(Builder& b, ValueId x, int64_t m, bool descending);
 Ex gelu(Ex x, bool tanh_approximation);
 
 }  // namespace gradc::composite

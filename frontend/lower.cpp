@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -196,6 +197,8 @@ class Lowerer {
       return V{add(std::move(n))};
     }
     if (name == "world") return V::integer(g_.world);
+    if (name == "inf") return V::real(std::numeric_limits<double>::infinity(), F());  // as math.inf
+    if (name == "nan") return V::real(std::numeric_limits<double>::quiet_NaN(), F());
     if (name == "True" || name == "False")
       user_error(loc, "unknown name '{}': gradc writes {} (an i32 1 or 0)", name, name == "True" ? "true" : "false");
     if (name == "None")
@@ -370,6 +373,7 @@ class Lowerer {
       case Expr::Binary: return binary(e);
       case Expr::Subscript: return subscript(e);
       case Expr::List: return array_literal(e);
+      case Expr::String: user_error(e.loc, "a string is not a value (strings are einsum's equations)");
       case Expr::Call: break;
     }
     return expr(e);
@@ -554,6 +558,14 @@ class Lowerer {
     }
     return axes;
   }
+  // A constant argument (a literal, or literals with + - * /), `dflt` where it is not given.
+  double static_number(const Call& c, const char* param, double dflt) {
+    const Expr* e = c.get(param);
+    if (!e) return dflt;
+    V v = expr(*e);
+    if (!v.is_lit()) user_error(e->loc, "{}: {} must be a constant", c.name, param);
+    return v.num;
+  }
   int axis1(const Call& c, const char* param, const Type& t, int64_t dflt) {
     const Expr* ax = c.get(param);
     int64_t a = ax ? static_int(*ax, param) : dflt;
@@ -614,6 +626,7 @@ class Lowerer {
     auto f = prog_.funcs.find(e.text);
     if (f != prog_.funcs.end()) return inline_call(e, f->second);
     if (e.text == "grad") return grad(e);
+    if (e.text == "sort" || e.text == "topk") return sort_builtin(e);
     return {builtin(e)};
   }
 
@@ -738,6 +751,20 @@ class Lowerer {
   V norm_builtin(const Expr& e);
   V collective_builtin(const Expr& e);
   V mesh_builtin(const Expr& e);
+  V logaddexp_builtin(const Expr& e);
+  V clamp_builtin(const Expr& e);
+  V masked_fill_builtin(const Expr& e);
+  V triangle_builtin(const Expr& e);
+  V variance_builtin(const Expr& e);
+  V cumsum_builtin(const Expr& e);
+  V take_along_axis_builtin(const Expr& e);
+  V scatter_builtin(const Expr& e);
+  V argsort_builtin(const Expr& e);
+  std::vector<V> sort_builtin(const Expr& e);  // sort, topk: values and indices
+  V einsum_builtin(const Expr& e);
+  // The indices of op `what` (i32, each in 0..n-1: checked where they are made).
+  ValueId checked_indices(const Call& c, const char* param, int64_t n);
+  ValueId einsum(const std::string& eq, const std::vector<ValueId>& xs, Loc loc);
 
   // Axis names as an `over` or `shared` attribute: a list of symbols, each an axis
   // of the mesh, none twice (else an error at the name, listing the axes).
@@ -806,7 +833,13 @@ const std::map<std::string, BuiltinFn>& builtins() {
         {"silu", &Lowerer::activation_builtin},     {"softplus", &Lowerer::activation_builtin},
         {"dropout", &Lowerer::dropout_builtin},     {"layer_norm", &Lowerer::norm_builtin},
         {"rms_norm", &Lowerer::norm_builtin},       {"rank", &Lowerer::mesh_builtin},
-        {"size", &Lowerer::mesh_builtin},
+        {"size", &Lowerer::mesh_builtin},           {"logaddexp", &Lowerer::logaddexp_builtin},
+        {"clamp", &Lowerer::clamp_builtin},         {"masked_fill", &Lowerer::masked_fill_builtin},
+        {"tril", &Lowerer::triangle_builtin},       {"triu", &Lowerer::triangle_builtin},
+        {"var", &Lowerer::variance_builtin},        {"std", &Lowerer::variance_builtin},
+        {"cumsum", &Lowerer::cumsum_builtin},       {"take_along_axis", &Lowerer::take_along_axis_builtin},
+        {"scatter_add", &Lowerer::scatter_builtin}, {"index_add", &Lowerer::scatter_builtin},
+        {"argsort", &Lowerer::argsort_builtin},     {"einsum", &Lowerer::einsum_builtin},
     };
     for (int i = 0; i < kNumOps; ++i) {
       const Op op = Op(i);
@@ -1181,11 +1214,20 @@ V Lowerer::take_builtin(const Expr& e) {
 
 V Lowerer::activation_builtin(const Expr& e) {  // gelu, silu, softplus
   const std::string& f = e.text;
-  Call c = bind_args(e, f == "gelu" ? std::vector<std::string>{"x", "approximate"} : std::vector<std::string>{"x"}, 1);
+  Call c = bind_args(e,
+                     f == "gelu"       ? std::vector<std::string>{"x", "approximate"}
+                     : f == "softplus" ? std::vector<std::string>{"x", "beta", "threshold"}
+                                       : std::vector<std::string>{"x"},
+                     1);
   ValueId x = float_tensor(arg(c, "x"), e.loc);
+  if (f == "softplus") {
+    const double beta = static_number(c, "beta", 1), threshold = static_number(c, "threshold", 20);
+    if (beta == 0) user_error(c.loc_of("beta"), "softplus: beta must not be 0");
+    At b = at(e.loc);
+    return V{b(composite::softplus(b[x], beta, threshold))};
+  }
   At b = at(e.loc);
   if (f == "silu") return V{b(composite::silu(b[x]))};
-  if (f == "softplus") return V{b(composite::softplus(b[x]))};
   std::string form = c.get("approximate") ? symbol(*c.get("approximate"), "approximate") : "none";
   if (form != "none" && form != "tanh")
     user_error(c.loc_of("approximate"), "gelu: unknown approximate={} (expected none or tanh)", form);
@@ -1219,6 +1261,321 @@ V Lowerer::norm_builtin(const Expr& e) {  // layer_norm, rms_norm (no affine par
   }
   At b = at(e.loc);
   return V{f == "layer_norm" ? composite::layer_norm(b, x, axes, eps) : composite::rms_norm(b, x, axes, eps)};
+}
+
+V Lowerer::logaddexp_builtin(const Expr& e) {  // log(exp(a) + exp(b)), as PyTorch's
+  Call c = bind_args(e, {"a", "b"}, 2);
+  V a = arg(c, "a");
+  V bv = arg(c, "b");
+  const DType dt = flt(promote(dtype(a), dtype(bv)));
+  const ValueId x = tensor(a, dt, c.loc_of("a")), y = tensor(bv, dt, c.loc_of("b"));
+  At b = at(e.loc);
+  return V{b(composite::logaddexp(b[x], b[y]))};
+}
+
+// min(max(x, min), max) as PyTorch's clamp (max wins where min > max), as wheres: the
+// derivative is 1 on the closed interval and flows to a tensor bound where it is taken.
+V Lowerer::clamp_builtin(const Expr& e) {
+  Call c = bind_args(e, {"x", "min", "max"}, 1);
+  if (!c.get("min") && !c.get("max")) user_error(e.loc, "clamp: give min=, max= or both");
+  V xv = arg(c, "x");
+  std::optional<V> lo, hi;
+  if (c.get("min")) lo = arg(c, "min");
+  if (c.get("max")) hi = arg(c, "max");
+  DType dt = dtype(xv);
+  for (const auto& bound : {lo, hi})
+    if (bound) dt = promote(dt, dtype(*bound));
+  At b = at(e.loc);
+  Ex r = b[tensor(xv, dt, c.loc_of("x"))];
+  if (lo) {
+    const Ex m = b[tensor(*lo, dt, c.loc_of("min"))];
+    r = where(r < m, m, r);
+  }
+  if (hi) {
+    const Ex m = b[tensor(*hi, dt, c.loc_of("max"))];
+    r = where(r > m, m, r);
+  }
+  return V{b(r)};
+}
+
+V Lowerer::masked_fill_builtin(const Expr& e) {  // where(mask, value, x): x's shape and dtype
+  Call c = bind_args(e, {"x", "mask", "value"}, 3);
+  const ValueId x = targ(c, "x");
+  const ValueId mask = targ(c, "mask");
+  const Type t = g_.type(x);
+  if (!broadcasts_to(g_.type(mask).shape, t.shape))
+    user_error(c.loc_of("mask"), "masked_fill: the mask {} does not broadcast to x {}", type_str(g_.type(mask)),
+               type_str(t));
+  const ValueId v = tensor(arg(c, "value"), t.dtype, c.loc_of("value"));
+  if (g_.type(v).rank() != 0)
+    user_error(c.loc_of("value"), "masked_fill: value must be a scalar, got {}", type_str(g_.type(v)));
+  return op(Op::Where, {mask, v, x}, e.loc);
+}
+
+V Lowerer::triangle_builtin(const Expr& e) {  // tril, triu
+  Call c = bind_args(e, {"x", "k"}, 1);
+  const ValueId x = targ(c, "x");
+  if (g_.type(x).rank() < 2) user_error(e.loc, "{}: needs 2 axes or more, got {}", e.text, type_str(g_.type(x)));
+  const int64_t k = c.get("k") ? static_int(*c.get("k"), "k") : 0;
+  At b = at(e.loc);
+  return V{composite::triangle(b, x, k, e.text == "triu")};
+}
+
+// var(x, axis, correction=1, keepdims): sum((x - mean)^2) / max(0, n - correction), as
+// PyTorch's; std is its square root, whose derivative is taken as 0 where it is 0 (as
+// PyTorch's std_backward), not 0 * inf.
+V Lowerer::variance_builtin(const Expr& e) {
+  Call c = bind_args(e, {"x", "axis", "correction", "keepdims"}, 1);
+  const ValueId x = float_tensor(arg(c, "x"), e.loc);
+  const Type t = g_.type(x);
+  const std::vector<int64_t> axes = axes_of(c, t);
+  const double correction = static_number(c, "correction", 1);
+  double n = 1;
+  for (int64_t a : axes) n *= double(t.shape[size_t(a)]);
+  At b = at(e.loc);
+  const Ex d = b[x] - reshape(b[composite::mean(b, x, axes, false)], composite::keep_shape(t.shape, axes));
+  Ex v = reduce_sum(d * d, axes) / std::max(0.0, n - correction);
+  if (e.text == "std") v = where(v > 0.0, sqrt(where(v > 0.0, v, 1.0)), v);
+  return V{composite::finish_reduce(b, b(v), t.shape, axes, keepdims(c))};
+}
+
+V Lowerer::cumsum_builtin(const Expr& e) {
+  Call c = bind_args(e, {"x", "axis"}, 2);
+  const ValueId x = targ(c, "x");
+  if (g_.type(x).rank() == 0) user_error(e.loc, "cumsum: needs an axis, got a scalar");
+  const int axis = axis1(c, "axis", g_.type(x), 0);
+  At b = at(e.loc);
+  return V{composite::cumsum(b, x, axis)};
+}
+
+ValueId Lowerer::checked_indices(const Call& c, const char* param, int64_t n) {
+  V ix = arg(c, param);
+  if (dtype(ix) != DType::I32)
+    user_error(c.loc_of(param), "{}: {} must be i32, got {}", c.name, param,
+               ix.is_lit() ? "a float" : type_str(type(ix)));
+  Attrs a;
+  a.set("n", Attr::of_int(n));
+  a.set("what", Attr::of_sym(c.name));
+  return op(Op::CheckLabels, {tensor(ix, c.loc_of(param))}, c.loc_of(param), a).id;
+}
+
+namespace {
+// Whether a and b have the same shape except along `axis`.
+bool same_but(const Shape& a, const Shape& b, int axis) {
+  if (a.size() != b.size()) return false;
+  for (size_t d = 0; d < a.size(); ++d)
+    if (int(d) != axis && a[d] != b[d]) return false;
+  return true;
+}
+}  // namespace
+
+V Lowerer::take_along_axis_builtin(const Expr& e) {  // PyTorch's gather(x, axis, indices)
+  Call c = bind_args(e, {"x", "indices", "axis"}, 3);
+  const ValueId x = targ(c, "x");
+  const Type t = g_.type(x);
+  if (t.rank() == 0) user_error(e.loc, "take_along_axis: cannot take from a scalar");
+  const int axis = axis1(c, "axis", t, 0);
+  const ValueId ix = checked_indices(c, "indices", t.shape[size_t(axis)]);
+  if (!same_but(g_.type(ix).shape, t.shape, axis))
+    user_error(c.loc_of("indices"), "take_along_axis: indices {} must have x's shape {} except along axis {}",
+               type_str(g_.type(ix)), type_str(t), axis);
+  At b = at(e.loc);
+  return V{composite::take_along_axis(b, x, ix, axis)};
+}
+
+// scatter_add(x, axis, indices, src): indices has src's shape; index_add(x, axis, index,
+// src): index is i32[k], src is x's shape with k along the axis. Both: src's shape is x's
+// except along the axis, and repeated indices accumulate.
+V Lowerer::scatter_builtin(const Expr& e) {
+  const bool scatter = e.text == "scatter_add";
+  const char* ix_name = scatter ? "indices" : "index";
+  Call c = bind_args(e, {"x", "axis", ix_name, "src"}, 4);
+  const ValueId x = targ(c, "x");
+  const Type t = g_.type(x);
+  if (t.rank() == 0) user_error(e.loc, "{}: cannot add into a scalar", e.text);
+  const int axis = axis1(c, "axis", t, 0);
+  const ValueId src = tensor(arg(c, "src"), t.dtype, c.loc_of("src"));
+  const Type st = g_.type(src);
+  if (!same_but(st.shape, t.shape, axis))
+    user_error(c.loc_of("src"), "{}: src {} must have x's shape {} except along axis {}", e.text, type_str(st),
+               type_str(t), axis);
+  const ValueId ix = checked_indices(c, ix_name, t.shape[size_t(axis)]);
+  const Shape want = scatter ? st.shape : Shape{st.shape[size_t(axis)]};
+  if (g_.type(ix).shape != want)
+    user_error(c.loc_of(ix_name), "{}: {} must be i32{}, {}, got {}", e.text, ix_name, shape_str(want),
+               scatter ? "src's shape" : "one per slice of src along the axis", type_str(g_.type(ix)));
+  At b = at(e.loc);
+  return V{scatter ? composite::scatter_add(b, x, ix, src, axis) : composite::index_add(b, x, ix, src, axis)};
+}
+
+// sort(x, axis=-1, descending=false): values and i32 indices, stable; topk(x, k, axis=-1,
+// largest=true): the k greatest (least) and their indices, ties to the lower index. The
+// axis is moved last and back.
+std::vector<V> Lowerer::sort_builtin(const Expr& e) {
+  const bool topk = e.text == "topk";
+  Call c = topk ? bind_args(e, {"x", "k", "axis", "largest"}, 2) : bind_args(e, {"x", "axis", "descending"}, 1);
+  const ValueId x = targ(c, "x");
+  const Type t = g_.type(x);
+  if (t.rank() == 0) user_error(e.loc, "{}: needs an axis, got a scalar", e.text);
+  const int axis = axis1(c, "axis", t, -1);
+  const int64_t n = t.shape[size_t(axis)];
+  int64_t m = n;
+  if (topk) {
+    m = static_int(*c.get("k"), "k");
+    if (m < 0 || m > n) user_error(c.loc_of("k"), "topk: k={} is out of range 0..{} (the axis' size)", m, n);
+  }
+  const char* flag = topk ? "largest" : "descending";
+  const bool descending = c.get(flag) ? static_int(*c.get(flag), flag) != 0 : topk;
+  At b = at(e.loc);
+  std::vector<int64_t> perm;
+  for (int d = 0; d < t.rank(); ++d)
+    if (d != axis) perm.push_back(d);
+  perm.push_back(axis);
+  std::vector<int64_t> back(perm.size());
+  for (size_t d = 0; d < perm.size(); ++d) back[size_t(perm[d])] = int64_t(d);
+  if (axis == t.rank() - 1) {  // already last
+    auto [values, indices] = composite::sort_last(b, x, m, descending);
+    return {V{values}, V{indices}};
+  }
+  auto [values, indices] = composite::sort_last(b, b.transpose(x, perm), m, descending);
+  return {V{b.transpose(values, back)}, V{b.transpose(indices, back)}};
+}
+
+V Lowerer::argsort_builtin(const Expr& e) {
+  return sort_builtin(e)[1];  // its indices
+}
+
+V Lowerer::einsum_builtin(const Expr& e) {
+  if (e.args.empty() || e.args[0]->kind != Expr::String)
+    user_error(e.loc, "einsum: the first argument is the equation, a string such as \"bqd,bkd->bqk\"");
+  if (!e.kwargs.empty()) user_error(e.kwargs[0].loc, "einsum: takes no named arguments");
+  if (e.args.size() < 2) user_error(e.loc, "einsum: needs an operand after the equation");
+  std::vector<ValueId> xs;
+  for (size_t i = 1; i < e.args.size(); ++i) xs.push_back(tensor(expr(*e.args[i]), e.args[i]->loc));
+  return V{einsum(e.args[0]->text, xs, e.args[0]->loc)};
+}
+
+// einsum as transposes, reshapes, sums and (batched) matmuls, operands contracted left
+// to right (as torch.einsum without opt_einsum). In one contraction the letters of both
+// operands and its result are the batch, those of both and not the result are
+// contracted, the others are one operand's own (summed first when the result has none).
+ValueId Lowerer::einsum(const std::string& eq, const std::vector<ValueId>& xs, Loc loc) {
+  std::string spec;
+  for (char ch : eq)
+    if (ch != ' ') spec += ch;
+  const size_t arrow = spec.find("->");
+  std::vector<std::string> ins;
+  const std::string lhs = spec.substr(0, arrow);
+  for (size_t at = 0;;) {
+    const size_t comma = lhs.find(',', at);
+    ins.push_back(lhs.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  if (ins.size() != xs.size())
+    user_error(loc, "einsum: \"{}\" names {} operand{}, but {} {} given", eq, ins.size(), ins.size() == 1 ? "" : "s",
+               xs.size(), xs.size() == 1 ? "is" : "are");
+  std::map<char, int64_t> size;
+  std::map<char, int> uses;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    const Type& t = g_.type(xs[i]);
+    if (t.dtype != g_.type(xs[0]).dtype)
+      user_error(loc, "einsum: the operands' dtypes differ ({} and {})", dtype_name(g_.type(xs[0]).dtype),
+                 dtype_name(t.dtype));
+    for (char ch : ins[i]) {
+      if (ch == '.') user_error(loc, "einsum: \"...\" is not supported; name every axis with a letter");
+      if (!std::isalpha(static_cast<unsigned char>(ch)))
+        user_error(loc, "einsum: '{}' in \"{}\" is not a letter", ch, eq);
+      if (std::count(ins[i].begin(), ins[i].end(), ch) > 1)
+        user_error(loc, "einsum: '{}' is repeated in operand {} (\"{}\"): diagonals are not supported", ch, i + 1,
+                   ins[i]);
+    }
+    if (int(ins[i].size()) != t.rank())
+      user_error(loc, "einsum: operand {} is {}, but \"{}\" names {} axes", i + 1, type_str(t), ins[i], ins[i].size());
+    for (size_t d = 0; d < ins[i].size(); ++d) {
+      const char ch = ins[i][d];
+      auto [it, fresh] = size.emplace(ch, t.shape[d]);
+      if (!fresh && it->second != t.shape[d])
+        user_error(loc, "einsum: '{}' is {} in one operand and {} in another", ch, it->second, t.shape[d]);
+      ++uses[ch];
+    }
+  }
+  std::string out;
+  if (arrow == std::string::npos) {  // NumPy's implicit output: the letters used once, in order
+    for (const auto& [ch, k] : uses)
+      if (k == 1) out += ch;
+  } else {
+    out = spec.substr(arrow + 2);
+    for (char ch : out) {
+      if (!size.count(ch)) user_error(loc, "einsum: the output's '{}' is in no operand", ch);
+      if (std::count(out.begin(), out.end(), ch) > 1) user_error(loc, "einsum: the output names '{}' twice", ch);
+    }
+  }
+  At b = at(loc);
+  auto has = [](const std::string& s, char ch) { return s.find(ch) != std::string::npos; };
+  auto dims = [&](const std::string& letters) {
+    Shape s;
+    for (char ch : letters) s.push_back(size[ch]);
+    return s;
+  };
+  auto permute = [&](ValueId x, const std::string& have, const std::string& want) {
+    if (have == want) return x;  // no copy: a matmul reads its operands where they are
+    std::vector<int64_t> perm;
+    for (char ch : want) perm.push_back(int64_t(have.find(ch)));
+    return b.transpose(x, perm);
+  };
+  // x (letters `have`) with the letters not in `keep` summed out
+  auto sum_out = [&](ValueId x, std::string& have, const std::string& keep) {
+    std::vector<int64_t> axes;
+    std::string kept;
+    for (size_t d = 0; d < have.size(); ++d) {
+      if (has(keep, have[d]))
+        kept += have[d];
+      else
+        axes.push_back(int64_t(d));
+    }
+    have = kept;
+    return axes.empty() ? x : b.reduce_sum(x, axes);
+  };
+  // a (letters la) and c (lc) contracted to the letters `res`
+  auto contract = [&](ValueId a, std::string la, ValueId c, std::string lc, const std::string& res) {
+    a = sum_out(a, la, res + lc);
+    c = sum_out(c, lc, res + la);
+    std::string batch, left, right, inner;
+    for (char ch : res) (has(la, ch) && has(lc, ch) ? batch : has(la, ch) ? left : right) += ch;
+    for (char ch : la)
+      if (!has(res, ch)) inner += ch;
+    auto count = [&](const std::string& letters) { return num_elements(dims(letters)); };
+    Shape as = {count(left), count(inner)}, cs = {count(inner), count(right)};
+    if (!batch.empty()) {
+      as.insert(as.begin(), count(batch));
+      cs.insert(cs.begin(), count(batch));
+    }
+    const ValueId pa = b.reshape(permute(a, la, batch + left + inner), as);
+    const ValueId pc = b.reshape(permute(c, lc, batch + inner + right), cs);
+    const ValueId r = b.reshape(b.emit(Op::Matmul, {pa, pc}), dims(batch + left + right));
+    return permute(r, batch + left + right, res);
+  };
+  std::string have = ins[0];
+  ValueId cur = xs[0];
+  if (xs.size() == 1) {
+    cur = sum_out(cur, have, out);
+    return permute(cur, have, out);
+  }
+  for (size_t i = 1; i < xs.size(); ++i) {
+    std::string res = out;  // what the later operands or the output still need, in order of appearance
+    if (i + 1 < xs.size()) {
+      res.clear();
+      for (char ch : have + ins[i]) {
+        bool later = has(out, ch);
+        for (size_t j = i + 1; j < xs.size(); ++j) later = later || has(ins[j], ch);
+        if (later && !has(res, ch)) res += ch;
+      }
+    }
+    cur = contract(cur, have, xs[i], ins[i], res);
+    have = res;
+  }
+  return cur;
 }
 
 // rank(A): this rank's index along axis A (i32, varying along A only); size(A): A's size, a static integer.
@@ -1294,7 +1651,7 @@ void Lowerer::unknown_function(const Expr& e) {
   // The nearest known names: within a third of the name's length in edits. A collective
   // only for a typo of its name (two edits): scatter_add is no misspelt scatter, and
   // a collective offered for a local op would move data between ranks.
-  std::vector<std::string> known = {"grad"};
+  std::vector<std::string> known = {"grad", "sort", "topk"};  // the builtins with several values, and builtins()
   for (const auto& [k, fn] : builtins()) {
     const std::optional<Op> op = op_by_name(k);
     if (!op || !is_collective(*op) || edit_distance(f, k) <= 2) known.push_back(k);
@@ -1320,6 +1677,7 @@ void Lowerer::unknown_function(const Expr& e) {
 }  // namespace
 
 std::string method_advice(const std::string& attr) {
+  if (attr == "sort" || attr == "topk") return fmt::format("call a function instead, such as {}(x)", attr);
   if (auto a = kAliases.find(attr); a != kAliases.end()) return "call gradc's " + a->second + " instead";
   const bool known = builtins().count(attr) || attr == "grad";
   if (known) return fmt::format("call a function instead, such as {}(x)", attr);

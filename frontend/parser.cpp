@@ -375,6 +375,12 @@ class Parser {
       e->text = n.text;
       return e;
     }
+    if (t.kind == Tok::String) {  // einsum's equation
+      Token n = next();
+      ExprPtr e = make(Expr::String, n.loc);
+      e->text = n.text;
+      return e;
+    }
     if (t.is("(")) {
       open("(");
       ExprPtr e = expr();

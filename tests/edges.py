@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 torch.set_default_dtype(torch.float64)
 INF = math.inf
+NAN = math.nan
 
 # name, the .dg expression of `y` from `x` (and `b`), x, b (or None), the same in PyTorch.
 # The loss is sum(y * c) with c = 1, 2, 3, ... so that every element's cotangent differs.
@@ -61,6 +62,52 @@ ROWS = [
     ("max over a tie", "max(x, axis=-1)", [[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]], None, lambda x, b: torch.amax(x, -1)),
     ("min over a tie", "min(x, axis=-1)", [[1.0, 1.0, 3.0], [2.0, 2.0, 2.0]], None, lambda x, b: torch.amin(x, -1)),
     ("mean of a variance 0", "mean(square(x - mean(x)))", [5.0, 5.0, 5.0], None, lambda x, b: torch.square(x - x.mean()).mean()),
+    ("log1p near 0 and at -1", "log1p(x)", [1e-10, -0.5, 0.0, 3.0, -1.0], None, lambda x, b: torch.log1p(x)),
+    ("expm1 near 0 and far out", "expm1(x)", [1e-10, -50.0, 0.0, 2.0, 800.0], None, lambda x, b: torch.expm1(x)),
+    ("logaddexp far out and at ties", "logaddexp(x, b)", [1.0, INF, 0.0, -INF, 1000.0, 2.0], [2.0, 1.0, 0.0, 3.0, -1000.0, 2.0],
+     lambda x, b: torch.logaddexp(x, b)),
+    ("softplus beta and threshold", "softplus(x, beta=2, threshold=5)", [-100.0, -20.0, 0.0, 2.4, 2.6, 100.0], None,
+     lambda x, b: F.softplus(x, beta=2, threshold=5)),
+    ("clamp at its bounds", "clamp(x, min=1, max=3)", [0.5, 1.0, 2.0, 3.0, 3.5], None, lambda x, b: torch.clamp(x, 1, 3)),
+    ("clamp by a tensor, min > max", "clamp(x, min=b) + clamp(x, min=3, max=1)", [0.5, 1.0, 2.0, 3.0, 3.5],
+     [1.0, 1.0, 2.5, 3.0, 3.0], lambda x, b: torch.clamp(x, min=b) + torch.clamp(x, 3, 1)),
+    ("var and std of constant rows", "var(x, axis=-1) + std(x, axis=-1) + std(x, axis=-1, correction=0)",
+     [[2.0, 2.0, 2.0], [1.0, 2.0, 4.0]], None,
+     lambda x, b: torch.var(x, -1) + torch.std(x, -1) + torch.std(x, -1, unbiased=False)),
+    ("var of one element", "var(x, axis=-1, keepdims=true)", [[3.0], [1.0]], None, lambda x, b: torch.var(x, -1, keepdim=True)),
+    ("masked_fill with -inf", "exp(masked_fill(x, x > 1.5, -inf))", [1.0, 2.0, 3.0, -1.0], None,
+     lambda x, b: torch.exp(x.masked_fill(x > 1.5, -INF))),
+    ("tril and triu", "tril(x, k=-1) + 2 * triu(x, k=1) + 3 * tril(x)", [[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0], [9.0, 1.0, 2.0, 3.0]],
+     None, lambda x, b: torch.tril(x, -1) + 2 * torch.triu(x, 1) + 3 * torch.tril(x)),
+    ("causal softmax (a -inf mask)", "softmax(where(tril(ones([3, 3])) > 0, x, -inf))",
+     [[1.0, 2.0, 3.0], [4.0, 1.0, 0.5], [2.0, 2.0, 9.0]], None,
+     lambda x, b: F.softmax(x.masked_fill(~torch.tril(torch.ones(3, 3)).bool(), -INF), -1)),
+    ("cumsum along each axis", "cumsum(x, axis=1) + 10 * cumsum(x, axis=0)", [[1.0, 2.0, 3.0], [4.0, -INF, 6.0]], None,
+     lambda x, b: torch.cumsum(x, 1) + 10 * torch.cumsum(x, 0)),
+    ("take_along_axis, repeated indices", "take_along_axis(x, [[2, 0, 2], [1, 1, 0]], axis=1)",
+     [[1.0, 2.0, 3.0], [4.0, INF, 6.0]], None, lambda x, b: torch.gather(x, 1, torch.tensor([[2, 0, 2], [1, 1, 0]]))),
+    ("scatter_add, repeated indices", "scatter_add(b, 1, [[0, 2, 2], [1, 1, 1]], x)", [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]],
+     [[0.5, 0.25, 0.0], [1.0, 2.0, 3.0]], lambda x, b: b.scatter_add(1, torch.tensor([[0, 2, 2], [1, 1, 1]]), x)),
+    ("index_add, repeated index", "index_add(b, 0, [2, 0, 2], x)", [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]],
+     [[0.5, 0.25], [0.0, 1.0], [2.0, 3.0]], lambda x, b: b.index_add(0, torch.tensor([2, 0, 2]), x)),
+    # indices join the values as 1000 * index, so that a wrong index shows in y
+    ("sort with ties, NaN and -inf", "v_, i_ = sort(x); v_ + 1000 * cast(i_, f64)", [3.0, NAN, 1.0, 3.0, -INF, 0.0], None,
+     lambda x, b: (lambda r: r.values + 1000 * r.indices)(torch.sort(x, stable=True))),
+    ("sort descending along axis 0", "v_, i_ = sort(x, axis=0, descending=true); v_ + 1000 * cast(i_, f64)",
+     [[3.0, 1.0], [NAN, 2.0], [3.0, 2.0]], None,
+     lambda x, b: (lambda r: r.values + 1000 * r.indices)(torch.sort(x, dim=0, descending=True, stable=True))),
+    ("argsort", "x * cast(argsort(x), f64)", [2.0, -1.0, 5.0, 0.0], None, lambda x, b: x * torch.argsort(x)),
+    ("topk, largest and least", "v_, i_ = topk(x, 2); w_, j_ = topk(x, 2, largest=false); "
+     "v_ + 1000 * cast(i_, f64) + 3 * w_ + 100 * cast(j_, f64)", [[1.0, 5.0, 3.0, 2.0], [-1.0, 7.0, 8.0, 0.5]], None,
+     lambda x, b: (lambda r, q: r.values + 1000 * r.indices + 3 * q.values + 100 * q.indices)(
+         torch.topk(x, 2), torch.topk(x, 2, largest=False))),
+    ("einsum of attention", 'einsum("bhqd,bhkd->bhqk", x, b)', [[[[1.0, 2.0], [3.0, -1.0]]]], [[[[0.5, 1.0], [2.0, 0.0], [1.0, 1.0]]]],
+     lambda x, b: torch.einsum("bhqd,bhkd->bhqk", x, b)),
+    ("einsum: outer, sums, implicit", 'einsum("i,j->ij", x, b) + einsum("ij->j", einsum("i,j", x, b)) + einsum("j", b)',
+     [1.0, 2.0, 3.0], [4.0, 5.0],
+     lambda x, b: torch.einsum("i,j->ij", x, b) + torch.einsum("ij->j", torch.einsum("i,j", x, b)) + torch.einsum("j", b)),
+    ("einsum with a batch axis inside", 'einsum("tec,tm->ecm", x, b)', [[[1.0, 2.0], [3.0, 4.0]], [[5.0, 6.0], [7.0, 8.0]]],
+     [[0.5, -1.0, 2.0], [1.5, 0.0, 1.0]], lambda x, b: torch.einsum("tec,tm->ecm", x, b)),
 ]
 
 
@@ -71,6 +118,8 @@ def dg_literal(v):
         return "1.0 / 0.0"
     if v == -INF:
         return "-1.0 / 0.0"
+    if v != v:
+        return "0.0 / 0.0"
     return repr(float(v))
 
 
@@ -116,8 +165,11 @@ def main():
             np.save(os.path.join(work, f"b{k}.npy"), np.array(b, dtype=np.float64))
             src.append(f"input b{k} : f64[{', '.join(map(str, shape(b)))}]")
         ys = list(y.shape)
-        named = re.sub(r"\b([xb])\b", lambda m: m.group(1) + str(k), expr)  # x is x3 in case 3
-        src.append(f"y{k} = {named}")
+        # x is x3 in case 3, and so are its own names (v_ is v_3); a case may bind names
+        # first, with statements before a `;`
+        named = re.sub(r"\b([xb]|[a-z]+_)(?![\w\"])", lambda m: m.group(1) + str(k), expr).split("; ")
+        src += named[:-1]
+        src.append(f"y{k} = {named[-1]}")
         src.append(f"c{k} = reshape(cast(iota({max(1, y.numel())}) + 1, f64), [{', '.join(map(str, ys))}])")
         src.append(f"dx{k}{f', db{k}' if b is not None else ''} = grad(sum(y{k} * c{k}), x{k}{f', b{k}' if b is not None else ''})")
         outs += list(want)

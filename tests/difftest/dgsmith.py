@@ -335,7 +335,7 @@ def grad_sim(loss, ws, mode, over, create_graph=True):
 
 COMPARE = {"<": torch.lt, "<=": torch.le, ">": torch.gt, ">=": torch.ge, "==": torch.eq, "!=": torch.ne}
 UNARY = ["neg", "exp", "log", "sqrt", "rsqrt", "abs", "relu", "sigmoid", "tanh", "sin", "cos", "square",
-         "reciprocal", "erf", "silu", "softplus", "gelu", "gelu_tanh", "sign"]
+         "reciprocal", "erf", "silu", "softplus", "gelu", "gelu_tanh", "sign", "log1p", "expm1"]
 
 
 def torch_unary(name):
@@ -345,7 +345,7 @@ def torch_unary(name):
         "abs": torch.abs, "relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "sin": torch.sin,
         "cos": torch.cos, "square": torch.square, "reciprocal": torch.reciprocal, "erf": torch.erf,
         "silu": F.silu, "softplus": F.softplus, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
-        "sign": lambda x: torch.sign(x).detach(),
+        "sign": lambda x: torch.sign(x).detach(), "log1p": torch.log1p, "expm1": torch.expm1,
     }[name]
 
 
@@ -470,11 +470,11 @@ class Gen:
         hi = max(float(t.detach().max()) for t in v.ranks) if v.ranks[0].numel() else 1
         fn = torch_unary(op)
         inner, pre = x, lambda t: t
-        if op in ("log", "sqrt", "rsqrt") and lo <= 0.05:
+        if op in ("log", "sqrt", "rsqrt", "log1p") and lo <= 0.05:
             inner, pre = f"abs({x}) + 0.5", lambda t: t.abs() + 0.5
         if op == "reciprocal" and (lo <= 0.05 and hi >= -0.05):
             inner, pre = f"square({x}) + 0.5", lambda t: t * t + 0.5
-        if op == "exp" and hi > 5:
+        if op in ("exp", "expm1") and hi > 5:
             raise Skip("exp of large")
         name = {"gelu": "gelu", "gelu_tanh": "gelu"}.get(op, op)
         extra = ", approximate=tanh" if op == "gelu_tanh" else ""
@@ -755,6 +755,77 @@ class Gen:
                         lambda env, w: Val([F.cross_entropy(env[x].ranks[r], lab(r)) for r in range(w)], dt,
                                            live()))
 
+    def model_op(self):
+        """The ops of MoE routers and attention: cumsum, tril/triu, clamp, var/std, logaddexp,
+        softplus(beta, threshold), masked_fill, einsum; and on an input (whose values are the
+        same bits in PyTorch, so that near ties cannot reorder) sort, topk, argsort with
+        take_along_axis, scatter_add, index_add."""
+        inputs = {i.name for i in self.p.inputs}
+        kind = self.rng.choice(["cumsum", "tril", "clamp", "var", "logaddexp", "softplus", "masked_fill", "einsum",
+                                "sort", "topk", "take_along_axis", "scatter_add", "index_add"])
+        ordered = kind in ("sort", "topk", "take_along_axis", "scatter_add")
+        x = self.pick(lambda v: len(v.shape) >= (2 if kind in ("tril", "einsum") else 1))
+        if ordered:
+            x = self.rng.choice(sorted(n for n in inputs if self.env[n].dtype != "i32"))
+        if x is None:
+            raise Skip("no tensor")
+        v = self.env[x]
+        s, dt, r = v.shape, v.dtype, len(v.shape)
+        ax = self.rng.randrange(-r, r)
+        F = torch.nn.functional
+        one = lambda text, fn: self.add(text, [x], lambda env, w: local(fn, dt, env[x]))
+        if kind == "cumsum":
+            return one(f"cumsum({x}, axis={ax})", lambda t: torch.cumsum(t, ax))
+        if kind == "tril":
+            k = self.rng.randrange(-1, 2)
+            up = self.rng.random() < 0.5
+            return one(f"{'triu' if up else 'tril'}({x}, k={k})", lambda t: torch.triu(t, k) if up else torch.tril(t, k))
+        if kind == "clamp":
+            lo, hi = self.rng.choice([(-0.5, 0.5), (0.0, 1.0), (-1.0, 0.25)])
+            return one(f"clamp({x}, min={lo}, max={hi})", lambda t: torch.clamp(t, lo, hi))
+        if kind == "var":
+            if s[ax] < 2:
+                raise Skip("one element")
+            f = self.rng.choice(["var", "std"])
+            fn = torch.var if f == "var" else torch.std
+            return one(f"{f}({x}, axis={ax})", lambda t: fn(t, ax))
+        if kind == "logaddexp":
+            return one(f"logaddexp({x}, {x} * 0.5 + 0.25)", lambda t: torch.logaddexp(t, t * 0.5 + 0.25))
+        if kind == "softplus":
+            return one(f"softplus({x}, beta=2, threshold=1)", lambda t: F.softplus(t, beta=2, threshold=1))
+        if kind == "masked_fill":
+            return one(f"masked_fill({x}, {x} > 0.5, 0.125)", lambda t: t.masked_fill(t > 0.5, 0.125))
+        if kind == "einsum":
+            if r != 2:
+                return one(f'einsum("{"abcd"[:r]}->{"abcd"[:r][::-1]}", {x})', lambda t: t.permute(*reversed(range(r))))
+            cands = [n for n, u in self.env.items() if u.dtype == dt and len(u.shape) == 2 and u.shape[1] == s[1]]
+            y = self.rng.choice(cands)
+            return self.add(f'einsum("ij,kj->ik", {x}, {y})', [x, y],
+                            lambda env, w: local(lambda a, b: torch.einsum("ij,kj->ik", a, b), dt, env[x], env[y]))
+        if kind == "index_add":
+            n = s[0]
+            idx = [self.rng.randrange(n) for _ in range(n)]
+            return one(f"index_add({x} * 0.5, 0, [{', '.join(map(str, idx))}], {x})",
+                       lambda t: (t * 0.5).index_add(0, torch.tensor(idx), t))
+        sort = lambda t, desc=False: torch.sort(t, dim=ax, descending=desc, stable=True)
+        if kind == "sort":
+            desc = self.rng.random() < 0.5
+            return self.add(f"sv@@, si@@ = sort({x}, axis={ax}, descending={str(desc).lower()})\n"
+                            f"@@ = sv@@ + cast(si@@, {dt})", [x],
+                            lambda env, w: local(lambda t: (lambda q: q.values + q.indices.to(t.dtype))(sort(t, desc)),
+                                                 dt, env[x]), kind="raw")
+        if kind == "topk":
+            k = self.rng.randrange(1, s[ax] + 1)
+            big = self.rng.random() < 0.7
+            pick = lambda t: (lambda q: q.values.narrow(ax, 0, k) + q.indices.narrow(ax, 0, k).to(t.dtype))(sort(t, big))
+            return self.add(f"tv@@, ti@@ = topk({x}, {k}, axis={ax}, largest={str(big).lower()})\n"
+                            f"@@ = tv@@ + cast(ti@@, {dt})", [x], lambda env, w: local(pick, dt, env[x]), kind="raw")
+        if kind == "take_along_axis":
+            return one(f"take_along_axis({x}, argsort({x}, axis={ax}), axis={ax})",
+                       lambda t: torch.gather(t, ax, sort(t).indices))
+        return one(f"scatter_add({x}, {ax}, argsort({x}, axis={ax}), {x} * {x})",
+                   lambda t: t.scatter_add(ax, sort(t).indices, t * t))
+
     def over(self):
         """The axes a collective runs over, and its `over=` text: without a mesh every rank;
         with one, one axis, several in any order, or (without over=) every axis."""
@@ -983,7 +1054,7 @@ def generate(seed, mesh=False):
         # a dimension is written with the sizes it is made of (`2 * size(tp)`) in a mesh program
         g.input(tuple(n for n, _ in shape), shape_text=[t if mesh else str(n) for n, t in shape])
     kinds = [g.unary] * 4 + [g.binary] * 4 + [g.reduction] * 2 + [g.matmul] * 3 + [g.view] * 3 + [g.take] * 2 + \
-            [g.composite] * 2 + [g.collective] * 4 + [g.loop, g.call, g.batched_matmul, g.literal_op]
+            [g.composite] * 2 + [g.collective] * 4 + [g.loop, g.call, g.batched_matmul, g.literal_op, g.model_op]
     if dense:
         kinds += [g.matmul] * 8 + [g.take] * 2
     if mesh:
