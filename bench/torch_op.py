@@ -1,14 +1,18 @@
 """The gradc op against the same loss in PyTorch, eager and torch.compile, with the op's
 shared-input check on and off (docs/torch.md).
 
-usage: python3 bench/torch_op.py [GRADC] [--steps=K]   (default: build/gradc, K = 15)
+usage: python3 bench/torch_op.py [GRADC] [--steps=K] [--only=PROGRAM]   (default: build/gradc, K = 15)
 
 - contrastive: bench/programs/contrastive_op.dg (1024x256 embeddings per rank, a shared
   256x128 projection, all_gather, InfoNCE) on 2 gloo processes, against
   bench/torch_programs.py's contrastive loss with torch.distributed.nn's all_gather;
 - block: bench/programs/block_op.dg (a Megatron MLP block with a layer norm, TP x DP on a
   2 x 2 DeviceMesh, --data-parallel=dp) on 4 gloo processes, against the same block with
-  Megatron's reduce-from-tensor-parallel function (all_reduce forward, identity backward).
+  Megatron's reduce-from-tensor-parallel function (all_reduce forward, identity backward);
+- moe: bench/programs/moe_op.dg (examples/moe_top2.dg's top-2 MoE layer, 512 tokens of
+  256 per rank, 2 experts of 256x512x256 on each of 2 gloo processes, capacity factor 1)
+  against the same layer with torch.topk, torch.cumsum, einsum and torch.distributed.nn's
+  all_to_all_single.
 
 Forward and backward per step (every input's gradient the op gives), 1 thread per process
 (OMP, MKL and OpenBLAS), a barrier before and after each step, medians of K steps after a
@@ -71,6 +75,44 @@ def block(rank, torch, dist, op, mesh):
     return (lambda: op(x, target, w1, b1, w2, g, mesh=mesh)), torch_loss, [w1, b1, w2, g]
 
 
+def moe(rank, torch, dist, op):
+    """examples/moe_top2.dg's layer (bench/programs/moe_op.dg) as a PyTorch user writes it:
+    torch.topk, torch.cumsum, einsum, and torch.distributed.nn's all_to_all_single."""
+    import torch.nn.functional as NF
+    from torch.distributed.nn.functional import all_to_all_single
+    from torch_programs import randn
+
+    world, EL, S, D, F = 2, 2, 512, 256, 512
+    E = EL * world
+    C = 2 * S // E
+    x = randn([S, D], 100 + rank, "cpu").requires_grad_()
+    target = randn([S, D], 200 + rank, "cpu")
+    wg = (randn([D, E], 1, "cpu") / 16).requires_grad_()
+    w1 = (randn([EL, D, F], 10 + rank, "cpu") / 16).requires_grad_()
+    w2 = (randn([EL, F, D], 20 + rank, "cpu") / 16).requires_grad_()
+
+    def torch_loss():
+        probs = NF.softmax(x @ wg, -1)
+        top, idx = torch.topk(probs, 2)
+        gates = top / top.sum(1, keepdim=True)
+        m1, m2 = NF.one_hot(idx[:, 0], E).float(), NF.one_hot(idx[:, 1], E).float()
+        slot1 = ((torch.cumsum(m1, 0) - 1) * m1).sum(1)
+        slot2 = ((torch.cumsum(m2, 0) - 1 + m1.sum(0)) * m2).sum(1)
+        slots = torch.arange(C, dtype=torch.float32)
+        at1 = m1[:, :, None] * (slot1[:, None] == slots).float()[:, None, :]
+        at2 = m2[:, :, None] * (slot2[:, None] == slots).float()[:, None, :]
+        combine = at1 * gates[:, 0, None, None] + at2 * gates[:, 1, None, None]
+        xe = torch.einsum("sec,sd->ecd", at1 + at2, x).contiguous()  # block k: rank k's experts
+        xin = all_to_all_single(torch.empty_like(xe), xe).reshape(world, EL, C, D).transpose(0, 1)
+        out = torch.einsum("ecf,efd->ecd", NF.gelu(torch.einsum("ecd,edf->ecf", xin.reshape(EL, world * C, D), w1)), w2)
+        out = out.reshape(EL, world, C, D).transpose(0, 1).contiguous()
+        back = all_to_all_single(torch.empty_like(out), out).reshape(E, C, D)
+        y = torch.einsum("sec,ecd->sd", combine, back)
+        return ((y - target) ** 2).mean() + 0.01 * E * (probs.mean(0) * m1.mean(0)).sum()
+
+    return (lambda: op(x, target, wg, w1, w2)), torch_loss, [x, wg, w1, w2]
+
+
 def rank_main(rank, world, program, pkg, steps, out):
     import torch
     import torch.distributed as dist
@@ -89,6 +131,8 @@ def rank_main(rank, world, program, pkg, steps, out):
 
         mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
         call, torch_loss, params = block(rank, torch, dist, op, mesh)
+    elif program == "moe_op":
+        call, torch_loss, params = moe(rank, torch, dist, op)
     else:
         call, torch_loss, params = contrastive(rank, torch, dist, op)
 
@@ -139,7 +183,11 @@ def main():
     print("| program | gradc op | gradc op, no check | PyTorch eager | PyTorch torch.compile | check's cost | "
           "torch.compile / op |")
     print("|---|---|---|---|---|---|---|")
-    for program, world, flags in (("contrastive_op", 2, []), ("block_op", 4, ["--data-parallel=dp"])):
+    only = next((a.split("=")[1] for a in sys.argv[1:] if a.startswith("--only=")), None)
+    for program, world, flags in (("contrastive_op", 2, []), ("block_op", 4, ["--data-parallel=dp"]),
+                                  ("moe_op", 2, [])):
+        if only and program != only:
+            continue
         work = tempfile.mkdtemp(prefix="gradc-bench-")
         subprocess.run([GRADC, "emit", os.path.join(HERE, "programs", program + ".dg"), "--target=torch", "-o", work]
                        + flags, check=True)
