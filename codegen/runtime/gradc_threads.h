@@ -207,29 +207,35 @@ class ThreadComm : public Comm {
   void all_to_all(const void* in, void* out, const int64_t* shape, int rank, int split, int concat, DType t) override {
     publish(in, out);
     const int N = size();
-    // The operand's shape is `shape`; the result's has shape[split] / N and shape[concat] * N.
+    // Rank k's operand (shape `shape`) holds, at block `rank_` along split, the box this
+    // rank's result holds at block k along concat; a box is copied a row (its last axis,
+    // contiguous in both) at a time.
     std::vector<int64_t> xs(shape, shape + rank), ys = xs;
     ys[size_t(split)] /= N;
     ys[size_t(concat)] *= N;
-    int64_t count = 1;
-    for (int64_t d : ys) count *= d;
-    const int64_t es = dtype_size(t);
+    std::vector<int64_t> box = xs, xst(size_t(rank), 1), yst(size_t(rank), 1);
+    box[size_t(split)] /= N;
+    for (int d = rank - 2; d >= 0; --d) {
+      xst[size_t(d)] = xst[size_t(d) + 1] * xs[size_t(d) + 1];
+      yst[size_t(d)] = yst[size_t(d) + 1] * ys[size_t(d) + 1];
+    }
+    int64_t rows = 1;
+    for (int d = 0; d + 1 < rank; ++d) rows *= box[size_t(d)];
+    const int64_t es = dtype_size(t), run = box[size_t(rank) - 1] * es;
     std::vector<int64_t> idx(size_t(rank), 0);
-    for (int64_t e = 0; e < count; ++e) {
-      // idx: the result's multi-index of element e; k: the source rank; xi: the operand's index.
-      int64_t rest = e;
-      for (int d = rank - 1; d >= 0; --d) {
-        idx[size_t(d)] = rest % ys[size_t(d)];
-        rest /= ys[size_t(d)];
+    for (int k = 0; k < N && run > 0; ++k) {
+      const char* x = static_cast<const char*>(g_.in(k)) + rank_ * box[size_t(split)] * xst[size_t(split)] * es;
+      char* y = static_cast<char*>(out) + k * box[size_t(concat)] * yst[size_t(concat)] * es;
+      std::fill(idx.begin(), idx.end(), 0);
+      for (int64_t r = 0; r < rows; ++r) {
+        int64_t xo = 0, yo = 0;
+        for (int d = 0; d + 1 < rank; ++d) {
+          xo += idx[size_t(d)] * xst[size_t(d)];
+          yo += idx[size_t(d)] * yst[size_t(d)];
+        }
+        memcpy(y + yo * es, x + xo * es, size_t(run));
+        for (int d = rank - 2; d >= 0 && ++idx[size_t(d)] == box[size_t(d)]; --d) idx[size_t(d)] = 0;
       }
-      const int64_t block = ys[size_t(concat)] / N;  // each rank's part along the concat axis
-      const int k = int(idx[size_t(concat)] / block);
-      std::vector<int64_t> xi = idx;
-      xi[size_t(concat)] -= k * block;
-      xi[size_t(split)] += int64_t(rank_) * (xs[size_t(split)] / N);
-      int64_t off = 0;
-      for (int d = 0; d < rank; ++d) off = off * xs[size_t(d)] + xi[size_t(d)];
-      memcpy(static_cast<char*>(out) + e * es, static_cast<const char*>(g_.in(k)) + off * es, size_t(es));
     }
     g_.barrier();
   }
