@@ -649,6 +649,9 @@ int cmd_build(const Options& o, SourceFile& src) {
   Target target = target_of(o);
   if (!o.out) throw UsageError("-o EXE is needed");
   const std::string exe = *o.out, name = program_name(o);
+  const fs::path folder = fs::absolute(exe).parent_path();
+  if (!fs::is_directory(folder))
+    throw UserError({}, fmt::format("cannot write '{}': the folder '{}' does not exist", exe, folder.string()));
   Toolchain tc = target == Target::Cuda ? cuda_toolchain() : cpu_toolchain();
   if (!tc.found)
     throw UserError({},
