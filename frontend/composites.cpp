@@ -1,5 +1,7 @@
 #include "frontend/composites.h"
 
+#include <cmath>
+
 namespace gradc::composite {
 
 using namespace build;
@@ -156,14 +158,39 @@ ValueId triangle(Builder& b, ValueId x, int64_t k, bool upper) {
   return b(where(upper ? diag >= double(k) : diag <= double(k), b[x], 0.0));
 }
 
-// out[i] = sum over j <= i of x[j] along `axis`: a reduction over a masked broadcast
-// [..., i, j, ...], which the kernels compute without making it (n^2 adds a row).
+namespace {
+// out[i] = sum over j <= i (j < i: exclusive) of x[j] along `axis`: a reduction over a
+// masked broadcast [..., i, j, ...], which the kernels compute without making it.
+ValueId scan(Builder& b, ValueId x, int axis, bool exclusive) {
+  const Shape s = b.shape(x);
+  const int64_t n = s[size_t(axis)];
+  const int after = int(s.size()) - axis;  // j and the axes after it
+  const Ex j = iota_along(n, 1, after + 1), i = iota_along(n, 0, after + 1);
+  return b(reduce_sum(where(exclusive ? j < i : j <= i, reshape(b[x], insert_one(s, axis)), 0.0), {axis + 1}));
+}
+}  // namespace
+
+// Along an axis of n up to 64, n^2 adds a row (scan); longer, in blocks of about
+// sqrt(n): each block's own cumsum, plus the sum of the blocks before it, about
+// 2 n sqrt(n) adds. The axis is padded with zeros to whole blocks, and sliced back.
 ValueId cumsum(Builder& b, ValueId x, int axis) {
   const Shape s = b.shape(x);
   const int64_t n = s[size_t(axis)];
-  const int after = int(s.size()) - axis;                                      // j and the axes after it
-  const Ex upto = iota_along(n, 1, after + 1) <= iota_along(n, 0, after + 1);  // [i, j, 1...]: j <= i
-  return b(reduce_sum(where(upto, reshape(b[x], insert_one(s, axis)), 0.0), {axis + 1}));
+  if (n <= 64) return scan(b, x, axis, false);
+  const int64_t len = int64_t(std::ceil(std::sqrt(double(n)))), blocks = (n + len - 1) / len;
+  std::vector<int64_t> lo(s.size(), 0), hi(s.size(), 0);
+  hi[size_t(axis)] = blocks * len - n;
+  Shape split = s;
+  split[size_t(axis)] = blocks;
+  split.insert(split.begin() + axis + 1, len);  // [..., blocks, len, ...]
+  const ValueId xb = b.reshape(b.pad(x, lo, hi), split);
+  const ValueId inside = scan(b, xb, axis + 1, false);
+  const ValueId before = scan(b, b(reduce_sum(b[xb], {axis + 1})), axis, true);  // [..., blocks, ...]
+  Shape padded = s;
+  padded[size_t(axis)] = blocks * len;
+  const ValueId sum = b.reshape(b(b[inside] + reshape(b[before], insert_one(b.shape(before), axis + 1))), padded);
+  std::vector<int64_t> starts(s.size(), 0);
+  return b.slice(sum, starts, s);
 }
 
 // x's elements at `indices` along `axis` (checked, i32, x's shape but along the axis):

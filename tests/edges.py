@@ -10,6 +10,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -84,6 +85,10 @@ ROWS = [
      lambda x, b: F.softmax(x.masked_fill(~torch.tril(torch.ones(3, 3)).bool(), -INF), -1)),
     ("cumsum along each axis", "cumsum(x, axis=1) + 10 * cumsum(x, axis=0)", [[1.0, 2.0, 3.0], [4.0, -INF, 6.0]], None,
      lambda x, b: torch.cumsum(x, 1) + 10 * torch.cumsum(x, 0)),
+    ("cumsum of 150, in blocks", "cumsum(x, axis=0)", [math.sin(i) * 3 for i in range(150)], None,
+     lambda x, b: torch.cumsum(x, 0)),
+    ("cumsum of 70 rows, in blocks", "cumsum(x, axis=0) + cumsum(x, axis=1)",
+     [[math.cos(i * j + 1) for j in range(3)] for i in range(70)], None, lambda x, b: torch.cumsum(x, 0) + torch.cumsum(x, 1)),
     ("take_along_axis, repeated indices", "take_along_axis(x, [[2, 0, 2], [1, 1, 0]], axis=1)",
      [[1.0, 2.0, 3.0], [4.0, INF, 6.0]], None, lambda x, b: torch.gather(x, 1, torch.tensor([[2, 0, 2], [1, 1, 0]]))),
     ("scatter_add, repeated indices", "scatter_add(b, 1, [[0, 2, 2], [1, 1, 1]], x)", [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]],
@@ -141,6 +146,7 @@ def same(a, b):
 
 def main():
     gradc, work = sys.argv[1], sys.argv[2]
+    shutil.rmtree(work, ignore_errors=True)  # a scratch folder: an earlier run's files would be inputs
     os.makedirs(work, exist_ok=True)
     import numpy as np
     failed = 0
