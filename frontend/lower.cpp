@@ -1538,23 +1538,40 @@ ValueId Lowerer::einsum(const std::string& eq, const std::vector<ValueId>& xs, L
     return axes.empty() ? x : b.reduce_sum(x, axes);
   };
   // a (letters la) and c (lc) contracted to the letters `res`
+  auto count = [&](const std::string& letters) { return num_elements(dims(letters)); };
+  // x (letters `have`) as a [batch, rows, cols] matrix ([rows, cols] without batch
+  // letters): a view where `have` is in that order or has rows and cols swapped (the
+  // matmul folds a transpose of its last two axes into the BLAS call), else a copy.
+  auto matrix = [&](ValueId x, const std::string& have, const std::string& batch, const std::string& rows,
+                    const std::string& cols) {
+    auto shape = [&](const std::string& r, const std::string& c) {
+      Shape s = {count(r), count(c)};
+      if (!batch.empty()) s.insert(s.begin(), count(batch));
+      return s;
+    };
+    if (have != batch + rows + cols && have == batch + cols + rows) {
+      std::vector<int64_t> perm;
+      for (size_t d = 0; d < shape(rows, cols).size(); ++d) perm.push_back(int64_t(d));
+      std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+      return b.transpose(b.reshape(x, shape(cols, rows)), perm);
+    }
+    return b.reshape(permute(x, have, batch + rows + cols), shape(rows, cols));
+  };
+  // a (letters la) and c (lc) contracted to the letters `res`
   auto contract = [&](ValueId a, std::string la, ValueId c, std::string lc, const std::string& res) {
     a = sum_out(a, la, res + lc);
     c = sum_out(c, lc, res + la);
     std::string batch, left, right, inner;
     for (char ch : res) (has(la, ch) && has(lc, ch) ? batch : has(la, ch) ? left : right) += ch;
+    if (res != batch + left + right && res == batch + right + left) {  // c a, whose result is in order
+      std::swap(a, c);
+      std::swap(la, lc);
+      std::swap(left, right);
+    }
     for (char ch : la)
       if (!has(res, ch)) inner += ch;
-    auto count = [&](const std::string& letters) { return num_elements(dims(letters)); };
-    Shape as = {count(left), count(inner)}, cs = {count(inner), count(right)};
-    if (!batch.empty()) {
-      as.insert(as.begin(), count(batch));
-      cs.insert(cs.begin(), count(batch));
-    }
-    const ValueId pa = b.reshape(permute(a, la, batch + left + inner), as);
-    const ValueId pc = b.reshape(permute(c, lc, batch + inner + right), cs);
-    const ValueId r = b.reshape(b.emit(Op::Matmul, {pa, pc}), dims(batch + left + right));
-    return permute(r, batch + left + right, res);
+    const ValueId r = b.emit(Op::Matmul, {matrix(a, la, batch, left, inner), matrix(c, lc, batch, inner, right)});
+    return permute(b.reshape(r, dims(batch + left + right)), batch + left + right, res);
   };
   std::string have = ins[0];
   ValueId cur = xs[0];

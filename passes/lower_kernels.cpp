@@ -280,11 +280,15 @@ class Lowerer {
       add_buffer(v, LBuffer::Const);
       return;
     }
-    if ((n.op == Op::Reshape || n.op == Op::StopGradient) &&
-        buffered_[size_t(n.args[0])]) {  // a view of a buffer is that buffer
-      int b = add_buffer(v, LBuffer::Alias);
-      l_.buffers[size_t(b)].alias_of = l_.buffer_of[size_t(n.args[0])];
-      return;
+    if (n.op == Op::Reshape || n.op == Op::StopGradient) {  // a view of a buffer is that buffer,
+      ValueId src = n.args[0];                                // through reshapes that are not buffered
+      while (!buffered_[size_t(src)] && (g[src].op == Op::Reshape || g[src].op == Op::StopGradient))
+        src = g[src].args[0];
+      if (buffered_[size_t(src)]) {
+        int b = add_buffer(v, LBuffer::Alias);
+        l_.buffers[size_t(b)].alias_of = l_.buffer_of[size_t(src)];
+        return;
+      }
     }
     const ValueId folded = folded_mm_[size_t(v)];  // the matmul this op's BLAS call computes
     const KernelForm f = folded >= 0 ? KernelForm::Gemm : form(n.op);
