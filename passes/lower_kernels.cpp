@@ -281,7 +281,7 @@ class Lowerer {
       return;
     }
     if (n.op == Op::Reshape || n.op == Op::StopGradient) {  // a view of a buffer is that buffer,
-      ValueId src = n.args[0];                                // through reshapes that are not buffered
+      ValueId src = n.args[0];                              // through reshapes that are not buffered
       while (!buffered_[size_t(src)] && (g[src].op == Op::Reshape || g[src].op == Op::StopGradient))
         src = g[src].args[0];
       if (buffered_[size_t(src)]) {
