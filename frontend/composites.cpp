@@ -213,14 +213,12 @@ ValueId scatter_add(Builder& b, ValueId x, ValueId indices, ValueId src, int axi
 }
 
 // x plus src's slices added at index[i] along `axis` (index: i32[k]; src: x's shape
-// with k along the axis).
+// with k along the axis): scatter_add with the index broadcast to src's shape.
 ValueId index_add(Builder& b, ValueId x, ValueId index, ValueId src, int axis) {
-  const Shape xs = b.shape(x), ss = b.shape(src);
-  const int after = int(xs.size()) - axis;
-  Shape ks = ones(size_t(after));
-  ks[0] = ss[size_t(axis)];
-  const Ex hit = eq(reshape(b[index], ks), iota_along(xs[size_t(axis)], 0, after + 1));  // [n, k, 1...]
-  return b(b[x] + reduce_sum(where(hit, reshape(b[src], insert_one(ss, axis)), 0.0), {axis + 1}));
+  const Shape ss = b.shape(src);
+  Shape ks = ones(ss.size());
+  ks[size_t(axis)] = ss[size_t(axis)];
+  return scatter_add(b, x, b.broadcast(b.reshape(index, ks), ss), src, axis);
 }
 
 // The first m of x sorted along its last axis, and their indices. Each element's place
