@@ -928,6 +928,7 @@ class Emitter {
           break;
         }
         case LKernel::Comm: call += collective(k, stream, where); break;
+        case LKernel::Loop: call += loop(k, stream); break;
       }
       if (k.guard >= 0) {
         const std::string& n = g_[out.value].attr_sym("name");
@@ -999,10 +1000,42 @@ class Emitter {
     const RuntimeCall& rc = runtime_calls()[n.op];
     GRADC_ASSERT(rc.fn, "{} has no runtime call", op_name(n.op));
     const int in_b = k.reads.empty() ? k.out : k.reads[0];
-    const Shape& xs = g_.type(n.args[0]).shape;
-    const int N = group_size(g_, n);
     (void)stream;
     std::vector<std::string> args = {comm_for(over_axes(g_, n)), ptr(in_b, true), ptr(k.out, false)}, decls;
+    call_args(n, rc, args, decls);
+    const std::string call = fmt::format("gradc::{}({}, \"{}\");", rc.fn, fmt::join(args, ", "), where);
+    if (decls.empty()) return "  " + call + "\n";
+    std::string out = "  {\n";
+    for (const std::string& d : decls) out += "    " + d + "\n";
+    return out + "    " + call + "\n  }\n";
+  }
+  // A Loop kernel: gradc::FN(stream, ARGS..., operands..., out) (runtime_calls(), from
+  // its block in ops/axis.cpp).
+  std::string loop(const LKernel& k, const std::string& stream) {
+    const Node& n = g_[k.root];
+    const RuntimeCall& rc = runtime_calls()[n.op];
+    GRADC_ASSERT(rc.fn, "{} has no runtime call", op_name(n.op));
+    std::vector<std::string> args = {stream}, decls;
+    call_args(n, rc, args, decls);
+    GRADC_ASSERT(decls.empty(), "{}: a loop's call takes no arrays", op_name(n.op));
+    for (ValueId a : n.args) args.push_back(ptr(l_.buffer_of[size_t(a)], true));
+    args.push_back(ptr(k.out, false));
+    return fmt::format("  gradc::{}({});\n", rc.fn, fmt::join(args, ", "));
+  }
+  // The arguments a RuntimeCall lists for node n, appended to args (with the
+  // declarations of the static arrays some pass, appended to decls).
+  void call_args(const Node& n, const RuntimeCall& rc, std::vector<std::string>& args,
+                 std::vector<std::string>& decls) const {
+    const Shape& xs = g_.type(n.args[0]).shape;
+    const int N = is_collective(n.op) ? group_size(g_, n) : 1;
+    // the result around the axis `key`, as [outer, n, inner]
+    auto around = [&](const char* key, int part, const Shape& s) {
+      const int axis = axis_attr(n, key);
+      int64_t p = 1;
+      for (int d = 0; d < int(s.size()); ++d)
+        if (part == 0 ? d < axis : part == 2 ? d > axis : d == axis) p *= s[size_t(d)];
+      return std::to_string(p);
+    };
     for (const CallArg& a : rc.args) {
       switch (a.kind) {
         case CallArg::Count: args.push_back(std::to_string(g_.type(n.args[0]).size())); break;
@@ -1026,13 +1059,12 @@ class Emitter {
           args.push_back(std::to_string(flat.size()));
           break;
         }
+        case CallArg::Outer: args.push_back(around(a.key, 0, n.type->shape)); break;
+        case CallArg::Len: args.push_back(around(a.key, 1, n.type->shape)); break;
+        case CallArg::SrcLen: args.push_back(around(a.key, 1, g_.type(n.args.back()).shape)); break;
+        case CallArg::Inner: args.push_back(around(a.key, 2, n.type->shape)); break;
       }
     }
-    const std::string call = fmt::format("gradc::{}({}, \"{}\");", rc.fn, fmt::join(args, ", "), where);
-    if (decls.empty()) return "  " + call + "\n";
-    std::string out = "  {\n";
-    for (const std::string& d : decls) out += "    " + d + "\n";
-    return out + "    " + call + "\n  }\n";
   }
 
   const Lowered& l_;

@@ -29,9 +29,9 @@ std::map<std::string, std::string> api_names(const Lowered& l, const std::string
 // order in which the class splits the world (Comm::split) and its Groups' members.
 std::vector<std::vector<int>> mesh_group_axes(const Lowered& l);
 
-// How generated code calls a collective: gradc::FN(comm, in, out, ARGS..., "where"), a
-// function every target's runtime headers define (codegen/runtime/). Each collective's
-// block in ops/collective.cpp gives its call.
+// How generated code calls a collective, gradc::FN(comm, in, out, ARGS..., "where"), or
+// a Loop kernel, gradc::FN(stream, ARGS..., operands..., out): a function every
+// target's runtime headers define (codegen/runtime/). Each op's block in ops/ gives its call.
 struct CallArg {
   enum Kind {
     Count,        // the operand's elements
@@ -43,6 +43,11 @@ struct CallArg {
     Axis,         // the tensor axis `key`, counted from the front
     Shape,        // a static array of the operand's shape, then its rank
     Pairs,        // a static array of pairs= flattened, then their number
+    // A Loop kernel's layout around the axis `key`, the result as [outer, n, inner]:
+    Outer,   // outer
+    Len,     // n
+    SrcLen,  // the length along the axis of its last operand (scatter_add's src)
+    Inner,   // inner
   } kind;
   const char* key = "";
 };

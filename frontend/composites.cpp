@@ -158,58 +158,41 @@ ValueId triangle(Builder& b, ValueId x, int64_t k, bool upper) {
   return b(where(upper ? diag >= double(k) : diag <= double(k), b[x], 0.0));
 }
 
-namespace {
-// out[i] = sum over j <= i (j < i: exclusive) of x[j] along `axis`: a reduction over a
-// masked broadcast [..., i, j, ...], which the kernels compute without making it.
-ValueId scan(Builder& b, ValueId x, int axis, bool exclusive) {
-  const Shape s = b.shape(x);
-  const int64_t n = s[size_t(axis)];
-  const int after = int(s.size()) - axis;  // j and the axes after it
-  const Ex j = iota_along(n, 1, after + 1), i = iota_along(n, 0, after + 1);
-  return b(reduce_sum(where(exclusive ? j < i : j <= i, reshape(b[x], insert_one(s, axis)), 0.0), {axis + 1}));
-}
-}  // namespace
-
-// Along an axis of n up to 64, n^2 adds a row (scan); longer, in blocks of about
-// sqrt(n): each block's own cumsum, plus the sum of the blocks before it, about
-// 2 n sqrt(n) adds. The axis is padded with zeros to whole blocks, and sliced back.
+// The running sum along the axis: one op, a loop down each column.
 ValueId cumsum(Builder& b, ValueId x, int axis) {
-  const Shape s = b.shape(x);
-  const int64_t n = s[size_t(axis)];
-  if (n <= 64) return scan(b, x, axis, false);
-  const int64_t len = int64_t(std::ceil(std::sqrt(double(n)))), blocks = (n + len - 1) / len;
-  std::vector<int64_t> lo(s.size(), 0), hi(s.size(), 0);
-  hi[size_t(axis)] = blocks * len - n;
-  Shape split = s;
-  split[size_t(axis)] = blocks;
-  split.insert(split.begin() + axis + 1, len);  // [..., blocks, len, ...]
-  const ValueId xb = b.reshape(b.pad(x, lo, hi), split);
-  const ValueId inside = scan(b, xb, axis + 1, false);
-  const ValueId before = scan(b, b(reduce_sum(b[xb], {axis + 1})), axis, true);  // [..., blocks, ...]
-  Shape padded = s;
-  padded[size_t(axis)] = blocks * len;
-  const ValueId sum = b.reshape(b(b[inside] + reshape(b[before], insert_one(b.shape(before), axis + 1))), padded);
-  std::vector<int64_t> starts(s.size(), 0);
-  return b.slice(sum, starts, s);
+  Attrs a;
+  a.set("axis", Attr::of_int(axis));
+  a.set("reverse", Attr::of_int(0));
+  return b.emit(Op::Cumsum, {x}, a);
 }
 
 // x's elements at `indices` along `axis` (checked, i32, x's shape but along the axis):
-// out[..., i, ...] = sum over j of where(indices[..., i, ...] == j, x[..., j, ...], 0).
+// take from x flattened, at each element's own position with its index along the
+// axis, a gather that the kernels fuse. (x of 2^31 elements or more: a reduction over
+// a masked broadcast, which the kernels compute without making it.)
 ValueId take_along_axis(Builder& b, ValueId x, ValueId indices, int axis) {
   const Shape xs = b.shape(x), is = b.shape(indices);
-  const int after = int(xs.size()) - axis;
-  Shape ie = insert_one(is, axis + 1);  // [..., k, 1, ...]
-  const Ex hit = eq(reshape(b[indices], ie), iota_along(xs[size_t(axis)], 0, after));
-  return b(reduce_sum(where(hit, reshape(b[x], insert_one(xs, axis)), 0.0), {axis + 1}));
+  const int rank = int(xs.size());
+  if (num_elements(xs) >= (int64_t(1) << 31)) {
+    const Ex hit = eq(reshape(b[indices], insert_one(is, axis + 1)), iota_along(xs[size_t(axis)], 0, rank - axis));
+    return b(reduce_sum(where(hit, reshape(b[x], insert_one(xs, axis)), 0.0), {axis + 1}));
+  }
+  std::vector<double> stride(size_t(rank), 1);  // x's, in elements
+  for (int d = rank - 2; d >= 0; --d) stride[size_t(d)] = stride[size_t(d) + 1] * double(xs[size_t(d) + 1]);
+  Ex pos = stride[size_t(axis)] == 1 ? b[indices] : b[indices] * stride[size_t(axis)];
+  for (int d = 0; d < rank; ++d)
+    if (d != axis) pos = pos + iota_along(is[size_t(d)], d, rank) * stride[size_t(d)];
+  Attrs a;
+  a.set("axis", Attr::of_int(0));
+  return b(Ex(Op::Take, {reshape(b[x], {num_elements(xs)}), pos}, a));
 }
 
 // x plus src's elements added at `indices` along `axis` (indices: src's shape; src: x's
-// shape but along the axis): repeated indices accumulate.
+// shape but along the axis): repeated indices accumulate, in order.
 ValueId scatter_add(Builder& b, ValueId x, ValueId indices, ValueId src, int axis) {
-  const Shape xs = b.shape(x), ss = b.shape(src);
-  const int after = int(xs.size()) - axis;
-  const Ex hit = eq(reshape(b[indices], insert_one(ss, axis)), iota_along(xs[size_t(axis)], 0, after + 1));
-  return b(b[x] + reduce_sum(where(hit, reshape(b[src], insert_one(ss, axis)), 0.0), {axis + 1}));
+  Attrs a;
+  a.set("axis", Attr::of_int(axis));
+  return b.emit(Op::ScatterAdd, {x, indices, src}, a);
 }
 
 // x plus src's slices added at index[i] along `axis` (index: i32[k]; src: x's shape

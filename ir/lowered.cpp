@@ -26,6 +26,7 @@ const char* kind_name(const LKernel& k) {
     case LKernel::Reduce: return "reduce";
     case LKernel::Gemm: return "gemm";
     case LKernel::Comm: return "comm";
+    case LKernel::Loop: return "loop";
   }
   return "?";
 }
@@ -103,10 +104,15 @@ void write_body(Out& out, const Lowered& l, const LKernel& k) {
       if (m.alpha != 1) fmt::format_to(it, " alpha={}", m.alpha);
       return;
     }
-    case LKernel::Comm: {
+    case LKernel::Comm:
+    case LKernel::Loop: {
       const Node& n = g[k.root];
       fmt::format_to(it, "{} = {}(", buf(k.out), op_name(n.op));
-      reads();
+      if (k.kind == LKernel::Loop)  // its operands in order
+        for (size_t i = 0; i < n.args.size(); ++i)
+          fmt::format_to(it, "{}{}", i ? ", " : "", buf(l.buffer_of[size_t(n.args[i])]));
+      else
+        reads();
       fmt::format_to(it, ") {{");
       for (size_t i = 0; i < n.attrs->items.size(); ++i)
         fmt::format_to(it, "{}{}={}", i ? ", " : "", n.attrs->items[i].first, attr_str(n.attrs->items[i].second));

@@ -9,6 +9,8 @@
 //   gemm    matmul as one BLAS call, transposes folded into its flags, a product
 //           with a scalar constant into its alpha, batched as a strided-batched call
 //   comm    a collective on buffers (in place where the semantics allow)
+//   loop    a runtime call down each column of one axis, on buffers (cumsum,
+//           scatter_add; in place of its first operand where nothing else reads it)
 // Consecutive map and reduce kernels that each work on whole rows of one [rows,
 // len] layout (a reduction over trailing axes, the elementwise ops around it)
 // form a row group, run as one kernel: per row, each member in turn (softmax,
@@ -57,10 +59,10 @@ struct LGemm {
 // Kept small (the passes over the kernels stream them): what only some kernels
 // need sits beside them (a gemm's call in Lowered::gemms).
 struct LKernel {
-  enum Kind : uint8_t { Map, Reduce, Gemm, Comm } kind = Map;
+  enum Kind : uint8_t { Map, Reduce, Gemm, Comm, Loop } kind = Map;
   enum Stream : uint8_t { Compute, Communication } stream = Compute;
   int out = -1;       // the buffer it writes (the kernel is named by it)
-  ValueId root = -1;  // the value it computes (the reduce, matmul or collective node for those)
+  ValueId root = -1;  // the value it computes (the reduce, matmul, collective or loop node for those)
   int guard = -1;     // an input buffer: the kernel computes its default, only when it is not given
   int gemm = -1;      // gemm: its call, Lowered::gemms[gemm]
   // A row group's members: the index of its first kernel, and the layout. A map

@@ -33,6 +33,7 @@ void register_leaf_ops();
 void register_elementwise_ops();
 void register_reduce_ops();
 void register_shape_ops();
+void register_axis_ops();
 void register_collective_ops();
 void register_grad_op();
 

@@ -18,6 +18,7 @@ void register_all() {
     register_elementwise_ops();
     register_reduce_ops();
     register_shape_ops();
+    register_axis_ops();
     register_collective_ops();
     register_grad_op();
   });
@@ -33,6 +34,8 @@ std::vector<std::string> missing_rules() {
     if (op == Op::Grad) continue;  // replaced by the autodiff pass before any backend runs
     if (is_collective(op) && !kernels()[op].collective)
       out.push_back(fmt::format("{}: no collective kernel", op_name(op)));
+    if (kernel_forms()[op] == KernelForm::Loop && !runtime_calls()[op].fn)
+      out.push_back(fmt::format("{}: no runtime call (a Loop kernel)", op_name(op)));
     if (is_collective(op) && (!collective_rules()[op].routing || !bytes_sent()[op] || !runtime_calls()[op].fn))
       out.push_back(fmt::format("{}: no routing, byte count or runtime call (ops/collective.cpp)", op_name(op)));
     if (!is_collective(op) && !kernels()[op].local)

@@ -277,24 +277,19 @@ Tensor eval_take(const Node& nd, const Args& a, const EvalCtx& ctx) {
 }
 
 // d/dx take(x, ix): the cotangent's rows added into the rows they were taken from,
-// repeated indices accumulating: dx[o, :, i] = one_hot(ix, n)^T @ g[o, :, i], a
-// matmul (batched over the outer axes) so that every backend has it already.
+// repeated indices accumulating in order: a scatter_add into zeros, x as [outer, n,
+// inner], the indices spread over [outer, count, inner].
 void vjp_take(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
   if (!ad.needs(0)) return;
   const ValueId x = ad.arg(0), ix = ad.arg(1);
-  const Shape xs = ad.shape(x);
   TakeLayout L(ad.type(x), ad.shape(ix), ad.y().attr_int("axis"), ad.y());
-  Attrs na;
-  na.set("n", Attr::of_int(L.n));
-  ValueId iota = ad.reshape(ad.emit(Op::Iota, {}, na), {1, L.n});
-  ValueId hot = ad.cast(ad.cmp(Op::Eq, ad.reshape(ix, {L.count, 1}), iota), ad.dtype(x));  // [count, n]
-  ValueId hot_t = ad.transpose(hot, {1, 0});                                               // [n, count]
-  ValueId gi = ad.reshape(g, {L.outer, L.count, L.inner});
-  if (L.outer > 1)
-    hot_t = ad.broadcast(hot_t, {L.outer, L.n, L.count});
-  else
-    gi = ad.reshape(g, {L.count, L.inner});
-  ct[0] = ad.reshape(ad.emit(Op::Matmul, {hot_t, gi}), xs);
+  const Shape cols{L.outer, L.count, L.inner};
+  Attrs a;
+  a.set("axis", Attr::of_int(1));
+  const ValueId at = ad.broadcast(ad.reshape(ix, {1, L.count, 1}), cols);
+  const ValueId sum =
+      ad.emit(Op::ScatterAdd, {ad.zeros(Type{ad.dtype(x), {L.outer, L.n, L.inner}}), at, ad.reshape(g, cols)}, a);
+  ct[0] = ad.reshape(sum, ad.shape(x));
 }
 
 void register_shape_ops() {

@@ -21,6 +21,8 @@ double node_flops(const Graph& g, const Node& n) {
     case Op::ReduceSum:
     case Op::ReduceMax:
     case Op::ReduceMin: return double(g.type(n.args[0]).size());
+    case Op::Cumsum: return double(n.type->size());
+    case Op::ScatterAdd: return double(g.type(n.args[2]).size());  // an add per element of src
     case Op::Matmul: {
       const Shape& a = g.type(n.args[0]).shape;
       return 2.0 * double(n.type->size()) * double(a.back());

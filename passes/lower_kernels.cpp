@@ -120,6 +120,8 @@ class Lowerer {
           if (op.trans) gemm_flag[size_t(a)] = true;
         }
       if (f == KernelForm::Comm) buffered_[size_t(n.args[0])] = true;
+      if (f == KernelForm::Loop)
+        for (ValueId a : n.args) buffered_[size_t(a)] = true;
       // A one-element result of a reduction, BLAS call, collective or input is one load
       // wherever it is read (cross_entropy's count of labels, a learning rate): as cheap.
       const bool one_load = n.type->size() == 1 && (f == KernelForm::Reduce || f == KernelForm::Gemm ||
@@ -173,7 +175,7 @@ class Lowerer {
       // BLAS call): recomputed, never copied, however many read it.
       const bool view = n.op == Op::Transpose && buffered_[size_t(n.args[0])];
       if (folded_mm_[i] >= 0 || n.op == Op::Input || (n.op == Op::Const && !splat_const(n)) ||
-          f == KernelForm::Reduce || f == KernelForm::Gemm || f == KernelForm::Comm ||
+          f == KernelForm::Reduce || f == KernelForm::Gemm || f == KernelForm::Comm || f == KernelForm::Loop ||
           (l_.check_finite && !is_cheap(n) && !view && n.op != Op::Const) || (uses[i] > 1 && !leaf_ops[i] && !view))
         buffered_[i] = true;
       // The folded matmul is read by this op alone: it is no buffer (and no kernel).
@@ -292,8 +294,9 @@ class Lowerer {
     }
     const ValueId folded = folded_mm_[size_t(v)];  // the matmul this op's BLAS call computes
     const KernelForm f = folded >= 0 ? KernelForm::Gemm : form(n.op);
-    const int operand = f == KernelForm::Comm ? l_.buffer_of[size_t(n.args[0])] : -1;
-    if (n.op == Op::AllReduce && l_.buffers[size_t(operand)].kind == LBuffer::Work && uses_[size_t(n.args[0])] == 1) {
+    const int operand = f == KernelForm::Comm || f == KernelForm::Loop ? l_.buffer_of[size_t(n.args[0])] : -1;
+    if ((n.op == Op::AllReduce || f == KernelForm::Loop) && l_.buffers[size_t(operand)].kind == LBuffer::Work &&
+        uses_[size_t(n.args[0])] == 1) {
       k.out = add_buffer(v, LBuffer::Alias);  // in place: the operand is used by nothing else
       l_.buffers[size_t(k.out)].alias_of = operand;
     } else {
@@ -336,6 +339,8 @@ class Lowerer {
       l_.gemms.push_back(call);
     } else if (f == KernelForm::Comm) {
       k.kind = LKernel::Comm;
+    } else if (f == KernelForm::Loop) {
+      k.kind = LKernel::Loop;
     } else if (f == KernelForm::Reduce) {
       k.kind = LKernel::Reduce;
       k.fused = fuse(v, false);

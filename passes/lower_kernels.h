@@ -14,8 +14,10 @@ namespace gradc {
 //   Reduce  a reduction over axes, of a fused expression
 //   Gemm    a BLAS call
 //   Comm    a collective on buffers
+//   Loop    a runtime call on buffers that runs down each column of one axis in order
+//           (cumsum, scatter_add: codegen/cpp.h's runtime_calls gives it)
 //   Removed replaced by a pass before lowering (grad)
-enum class KernelForm : uint8_t { None, Leaf, Scalar, View, Reduce, Gemm, Comm, Removed };
+enum class KernelForm : uint8_t { None, Leaf, Scalar, View, Reduce, Gemm, Comm, Loop, Removed };
 OpTable<KernelForm>& kernel_forms();
 
 // With `check_finite` (gradc run --check-finite), every value but constants, views and

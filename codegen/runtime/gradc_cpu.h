@@ -191,6 +191,64 @@ inline void gemm(Blas, Stream, bool ta, bool tb, int64_t m, int64_t n, int64_t k
   }
 }
 
+// Loops down each column of [outer, n, inner], a column's elements in order (the
+// interpreter's order: every backend gives the same values).
+// out = running sums of in down each column (from its end with reverse), summed in
+// the accumulator type and rounded once per element. Columns side by side: inner
+// ones 64 at a time (contiguous loads, vectorised); for short rows, 8 columns at a
+// time, so that their chains of additions overlap.
+template <class T>
+inline void cumsum(Stream, int64_t outer, int64_t n, int64_t inner, int64_t reverse, const T* in, T* out) {
+  using A = typename Acc<T>::type;
+  const int64_t step = reverse ? -inner : inner, first = reverse ? (n - 1) * inner : 0;
+  if (inner >= 16) {
+    constexpr int64_t W = 64;
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i0 = 0; i0 < inner; i0 += W) {
+        const int64_t w = inner - i0 < W ? inner - i0 : W;
+        A acc[W] = {};
+        int64_t e = o * n * inner + first + i0;
+        for (int64_t s = 0; s < n; ++s, e += step)
+          for (int64_t i = 0; i < w; ++i) {
+            acc[i] += A(in[e + i]);
+            out[e + i] = T(acc[i]);
+          }
+      }
+    return;
+  }
+  constexpr int64_t W = 8;
+  const int64_t columns = outer * inner;
+  for (int64_t c0 = 0; c0 < columns; c0 += W) {
+    const int64_t w = columns - c0 < W ? columns - c0 : W;
+    A acc[W] = {};
+    int64_t e[W] = {};
+    for (int64_t c = 0; c < w; ++c) e[c] = (c0 + c) / inner * n * inner + (c0 + c) % inner + first;
+    for (int64_t s = 0; s < n; ++s)
+      for (int64_t c = 0; c < w; ++c) {
+        acc[c] += A(in[e[c]]);
+        out[e[c]] = T(acc[c]);
+        e[c] += step;
+      }
+  }
+}
+// out = x, then src[o, j, i] added at out[o, idx[o, j, i], i] for j = 0, 1, .. m-1
+// (src and idx: [outer, m, inner]), in the value's type. The indices were checked
+// where they were made; one out of range is skipped, never written through.
+template <class T>
+inline void scatter_add(Stream, int64_t outer, int64_t n, int64_t m, int64_t inner, const T* x, const int32_t* idx,
+                        const T* src, T* out) {
+  if (out != x) memcpy(out, x, size_t(outer * n * inner) * sizeof(T));
+  for (int64_t o = 0; o < outer; ++o) {
+    T* to = out + o * n * inner;
+    for (int64_t j = 0; j < m; ++j) {
+      const int32_t* k = idx + (o * m + j) * inner;
+      const T* from = src + (o * m + j) * inner;
+      for (int64_t i = 0; i < inner; ++i)
+        if (k[i] >= 0 && k[i] < n) to[k[i] * inner + i] += from[i];
+    }
+  }
+}
+
 inline void* alloc(int64_t bytes) { return bytes ? aligned_alloc(256, size_t((bytes + 255) / 256 * 256)) : nullptr; }
 inline void release(void* p) { free(p); }
 inline void fill_zero(Stream, void* p, int64_t bytes) { memset(p, 0, size_t(bytes)); }

@@ -184,6 +184,53 @@ inline void reduce_leading(cudaStream_t s, Partials scratch, ROp op, int64_t n_o
   if (parts > 1) combine_parts(s, op, n_out, parts, scratch, out);
 }
 
+// Loops down each column of [outer, n, inner], a thread per column taking its
+// elements in order (the interpreter's order: every backend gives the same values).
+// out = running sums of in down each column (from its end with reverse), summed in
+// the accumulator type and rounded once per element.
+template <class T, class A = typename Acc<T>::type>
+__global__ void cumsum_kernel(int64_t outer, int64_t n, int64_t inner, int64_t reverse, const T* in, T* out) {
+  const int64_t stride = int64_t(blockDim.x) * gridDim.x, step = reverse ? -inner : inner;
+  for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < outer * inner; c += stride) {
+    int64_t e = c / inner * n * inner + c % inner + (reverse ? (n - 1) * inner : 0);
+    A acc = 0;
+    for (int64_t s = 0; s < n; ++s, e += step) {
+      acc += A(in[e]);
+      out[e] = T(acc);
+    }
+  }
+}
+template <class T>
+inline void cumsum(cudaStream_t s, int64_t outer, int64_t n, int64_t inner, int64_t reverse, const T* in, T* out) {
+  if (outer * inner * n == 0) return;
+  cumsum_kernel<<<grid(outer * inner), 256, 0, s>>>(outer, n, inner, reverse, in, out);
+  GRADC_CUDA(cudaGetLastError(), "a cumsum launch");
+}
+// out = x, then src[o, j, i] added at out[o, idx[o, j, i], i] for j = 0, 1, .. m-1, a
+// thread per column (o, i): no two threads write one element, and no atomics. An
+// index out of range (checked where it was made) is skipped.
+template <class T>
+__global__ void scatter_add_kernel(int64_t outer, int64_t n, int64_t m, int64_t inner, const int32_t* idx, const T* src,
+                                   T* out) {
+  const int64_t stride = int64_t(blockDim.x) * gridDim.x;
+  for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < outer * inner; c += stride) {
+    const int64_t o = c / inner, i = c % inner;
+    for (int64_t j = 0; j < m; ++j) {
+      const int64_t e = (o * m + j) * inner + i;
+      const int32_t k = idx[e];
+      if (k >= 0 && k < n) out[(o * n + k) * inner + i] += src[e];
+    }
+  }
+}
+template <class T>
+inline void scatter_add(cudaStream_t s, int64_t outer, int64_t n, int64_t m, int64_t inner, const T* x,
+                        const int32_t* idx, const T* src, T* out) {
+  copy(s, out, x, outer * n * inner * int64_t(sizeof(T)));
+  if (outer * inner * m == 0) return;
+  scatter_add_kernel<<<grid(outer * inner), 256, 0, s>>>(outer, n, m, inner, idx, src, out);
+  GRADC_CUDA(cudaGetLastError(), "a scatter_add launch");
+}
+
 // A row group: a block per row runs every member on that row in turn.
 template <class T, class F>
 struct MapRow {
