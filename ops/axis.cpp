@@ -122,10 +122,11 @@ void vjp_scatter_add(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
 void register_axis_ops() {
   using A = CallArg;
   def(Op::Cumsum).infer(infer_cumsum).eval(eval_cumsum).vjp(vjp_cumsum).form(KernelForm::Loop);
-  runtime_calls()[Op::Cumsum] = {"cumsum", {{A::Outer, "axis"}, {A::Len, "axis"}, {A::Inner, "axis"}, {A::Int, "reverse"}}};
+  runtime_calls()[Op::Cumsum] = {"cumsum",
+                                 {{A::Outer, "axis"}, {A::Len, "axis"}, {A::Inner, "axis"}, {A::Int, "reverse"}}};
   def(Op::ScatterAdd).infer(infer_scatter_add).eval(eval_scatter_add).vjp(vjp_scatter_add).form(KernelForm::Loop);
-  runtime_calls()[Op::ScatterAdd] = {
-      "scatter_add", {{A::Outer, "axis"}, {A::Len, "axis"}, {A::SrcLen, "axis"}, {A::Inner, "axis"}}};
+  runtime_calls()[Op::ScatterAdd] = {"scatter_add",
+                                     {{A::Outer, "axis"}, {A::Len, "axis"}, {A::SrcLen, "axis"}, {A::Inner, "axis"}}};
 }
 
 }  // namespace gradc
