@@ -193,6 +193,11 @@ class Body {
     if (m.flat) {  // reshape: the same flat element
       const Shape& in = g_.type(n.args[0]).shape;
       if (in == out) return value(n.args[0], idx);
+      const int b = l_.buffer_of[size_t(n.args[0])];
+      if (!fused_.count(n.args[0]) && b >= 0 && !l_.buffers[size_t(base_buffer(l_, b))].row_local) {
+        reads.insert(b);  // a buffer: read at the flat element itself
+        return fmt::format("b_{}[{}]", l_.buffers[size_t(b)].name, flat_index(idx, out));
+      }
       std::string flat = fmt::format("f{}", counter_++);
       line(fmt::format("const int64_t {} = {};", flat, flat_index(idx, out)));
       return value(n.args[0], unflatten(flat, in, fmt::format("r{}_", counter_++)));
@@ -1063,6 +1068,11 @@ class Emitter {
         case CallArg::Len: args.push_back(around(a.key, 1, n.type->shape)); break;
         case CallArg::SrcLen: args.push_back(around(a.key, 1, g_.type(n.args.back()).shape)); break;
         case CallArg::Inner: args.push_back(around(a.key, 2, n.type->shape)); break;
+        case CallArg::PerSlice: {
+          const Shape &ix = g_.type(n.args[1]).shape, &src = g_.type(n.args.back()).shape;
+          args.push_back(ix != src && ix.size() == 1 ? "1" : "0");
+          break;
+        }
       }
     }
   }

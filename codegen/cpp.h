@@ -44,10 +44,12 @@ struct CallArg {
     Shape,        // a static array of the operand's shape, then its rank
     Pairs,        // a static array of pairs= flattened, then their number
     // A Loop kernel's layout around the axis `key`, the result as [outer, n, inner]:
-    Outer,   // outer
-    Len,     // n
-    SrcLen,  // the length along the axis of its last operand (scatter_add's src)
-    Inner,   // inner
+    Outer,     // outer
+    Len,       // n
+    SrcLen,    // the length along the axis of its last operand (scatter_add's src)
+    Inner,     // inner
+    PerSlice,  // 1 when the second operand is one index per slice along the axis (i32[n]
+               // beside a larger last operand), else 0
   } kind;
   const char* key = "";
 };

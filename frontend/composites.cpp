@@ -196,12 +196,9 @@ ValueId scatter_add(Builder& b, ValueId x, ValueId indices, ValueId src, int axi
 }
 
 // x plus src's slices added at index[i] along `axis` (index: i32[k]; src: x's shape
-// with k along the axis): scatter_add with the index broadcast to src's shape.
+// with k along the axis): scatter_add with one index per slice.
 ValueId index_add(Builder& b, ValueId x, ValueId index, ValueId src, int axis) {
-  const Shape ss = b.shape(src);
-  Shape ks = ones(ss.size());
-  ks[size_t(axis)] = ss[size_t(axis)];
-  return scatter_add(b, x, b.broadcast(b.reshape(index, ks), ss), src, axis);
+  return scatter_add(b, x, index, src, axis);
 }
 
 // The first m of x sorted along its last axis, and their indices. Each element's place

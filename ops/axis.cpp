@@ -65,7 +65,10 @@ void vjp_cumsum(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
 
 // ---- scatter_add(x, indices, src, axis) ---------------------------------------
 // x, then src[.., j, ..] added at [.., indices[.., j, ..], ..] for j = 0, 1, ..: the
-// additions in the result's dtype, in order of j (PyTorch's CPU order).
+// additions in the result's dtype, in order of j (PyTorch's CPU order). indices has
+// src's shape, or is one index per slice of src along the axis, i32[m] (index_add's).
+bool per_slice(const Shape& indices, const Shape& src) { return indices != src && indices.size() == 1; }
+
 Type infer_scatter_add(const Graph& g, const Node& n) {
   const Type& x = arg_type(g, n, 0);
   const Type& ix = arg_type(g, n, 1);
@@ -77,8 +80,9 @@ Type infer_scatter_add(const Graph& g, const Node& n) {
   if (!ok)
     user_error(n.loc, "scatter_add: src {} must be {} with x's shape {} except along axis {}", type_str(src),
                dtype_name(x.dtype), type_str(x), axis);
-  if (ix.dtype != DType::I32 || ix.shape != src.shape)
-    user_error(n.loc, "scatter_add: indices must be i32{} (src's shape), got {}", shape_str(src.shape), type_str(ix));
+  if (ix.dtype != DType::I32 || (ix.shape != src.shape && ix.shape != Shape{src.shape[size_t(axis)]}))
+    user_error(n.loc, "scatter_add: indices must be i32{} (src's shape) or i32[{}] (one per slice), got {}",
+               shape_str(src.shape), src.shape[size_t(axis)], type_str(ix));
   return x;
 }
 
@@ -88,6 +92,7 @@ Tensor eval_scatter_add(const Node& n, const Args& a, const EvalCtx& ctx) {
   const Columns c(x.shape(), axis);
   const int64_t m = src.shape()[size_t(axis)];
   const int32_t* k = ix.data<int32_t>();
+  const bool slices = per_slice(ix.shape(), src.shape());
   for (int64_t e = 0; e < ix.size(); ++e)
     if (k[e] < 0 || k[e] >= c.n)
       throw UserError(n.loc, fmt::format("scatter_add: index {} is out of range 0..{} on rank {}, at element {} of "
@@ -103,18 +108,26 @@ Tensor eval_scatter_add(const Node& n, const Args& a, const EvalCtx& ctx) {
       for (int64_t j = 0; j < m; ++j)
         for (int64_t i = 0; i < c.inner; ++i) {
           const int64_t e = (o * m + j) * c.inner + i;
-          T& to = py[(o * c.n + k[e]) * c.inner + i];
+          T& to = py[(o * c.n + k[slices ? j : e]) * c.inner + i];
           to = T(to + ps[e]);
         }
   });
   return y;
 }
 
-// d/dx is the identity; d/dsrc gathers the cotangent where each element went.
+// d/dx is the identity; d/dsrc gathers the cotangent where each element went (its
+// slices, for one index per slice: take).
 void vjp_scatter_add(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
   const int axis = norm_axis(ad.y(), ad.y().attr_int("axis"), ad.type(ad.arg(0)));
   if (ad.needs(0)) ct[0] = g;
-  if (ad.needs(2)) ct[2] = composite::take_along_axis(ad, g, ad.arg(1), axis);
+  if (!ad.needs(2)) return;
+  if (per_slice(ad.shape(ad.arg(1)), ad.shape(ad.arg(2)))) {
+    Attrs a;
+    a.set("axis", Attr::of_int(axis));
+    ct[2] = ad.emit(Op::Take, {g, ad.arg(1)}, a);
+  } else {
+    ct[2] = composite::take_along_axis(ad, g, ad.arg(1), axis);
+  }
 }
 
 }  // namespace
@@ -125,8 +138,8 @@ void register_axis_ops() {
   runtime_calls()[Op::Cumsum] = {"cumsum",
                                  {{A::Outer, "axis"}, {A::Len, "axis"}, {A::Inner, "axis"}, {A::Int, "reverse"}}};
   def(Op::ScatterAdd).infer(infer_scatter_add).eval(eval_scatter_add).vjp(vjp_scatter_add).form(KernelForm::Loop);
-  runtime_calls()[Op::ScatterAdd] = {"scatter_add",
-                                     {{A::Outer, "axis"}, {A::Len, "axis"}, {A::SrcLen, "axis"}, {A::Inner, "axis"}}};
+  runtime_calls()[Op::ScatterAdd] = {
+      "scatter_add", {{A::Outer, "axis"}, {A::Len, "axis"}, {A::SrcLen, "axis"}, {A::Inner, "axis"}, {A::PerSlice}}};
 }
 
 }  // namespace gradc

@@ -278,7 +278,7 @@ Tensor eval_take(const Node& nd, const Args& a, const EvalCtx& ctx) {
 
 // d/dx take(x, ix): the cotangent's rows added into the rows they were taken from,
 // repeated indices accumulating in order: a scatter_add into zeros, x as [outer, n,
-// inner], the indices spread over [outer, count, inner].
+// inner], one index per slice of the cotangent [outer, count, inner].
 void vjp_take(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
   if (!ad.needs(0)) return;
   const ValueId x = ad.arg(0), ix = ad.arg(1);
@@ -286,7 +286,7 @@ void vjp_take(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
   const Shape cols{L.outer, L.count, L.inner};
   Attrs a;
   a.set("axis", Attr::of_int(1));
-  const ValueId at = ad.broadcast(ad.reshape(ix, {1, L.count, 1}), cols);
+  const ValueId at = ad.reshape(ix, {L.count});
   const ValueId sum =
       ad.emit(Op::ScatterAdd, {ad.zeros(Type{ad.dtype(x), {L.outer, L.n, L.inner}}), at, ad.reshape(g, cols)}, a);
   ct[0] = ad.reshape(sum, ad.shape(x));

@@ -127,9 +127,11 @@ class Lowerer {
       const bool one_load = n.type->size() == 1 && (f == KernelForm::Reduce || f == KernelForm::Gemm ||
                                                     f == KernelForm::Comm || n.op == Op::Input);
       // Labels are checked once each, into a buffer, however many elements read them
-      // (a loss's one-hot mask reads each label once per class).
-      if (n.op == Op::CheckLabels) buffered_[i] = true;
-      if (is_cheap(n) || one_load || n.op == Op::CheckLabels) {
+      // (a loss's one-hot mask reads each label once per class). Another op's indices
+      // (what=) are checked where they are read, as any elementwise value.
+      const bool labels = n.op == Op::CheckLabels && !n.attrs.has("what");
+      if (labels) buffered_[i] = true;
+      if (is_cheap(n) || one_load || labels) {
         leaf_ops[i] = 1;
       } else if (is_elementwise(n.op) || n.op == Op::Reshape || n.op == Op::BroadcastTo) {
         int ops = 1;

@@ -232,17 +232,24 @@ inline void cumsum(Stream, int64_t outer, int64_t n, int64_t inner, int64_t reve
   }
 }
 // out = x, then src[o, j, i] added at out[o, idx[o, j, i], i] for j = 0, 1, .. m-1
-// (src and idx: [outer, m, inner]), in the value's type. The indices were checked
-// where they were made; one out of range is skipped, never written through.
+// (src and idx: [outer, m, inner]; per_slice: idx[j] for the whole slice, the adds
+// contiguous and vectorised), in the value's type. The indices were checked where
+// they were made; one out of range is skipped, never written through.
 template <class T>
-inline void scatter_add(Stream, int64_t outer, int64_t n, int64_t m, int64_t inner, const T* x, const int32_t* idx,
-                        const T* src, T* out) {
+inline void scatter_add(Stream, int64_t outer, int64_t n, int64_t m, int64_t inner, int64_t per_slice, const T* x,
+                        const int32_t* idx, const T* src, T* out) {
   if (out != x) memcpy(out, x, size_t(outer * n * inner) * sizeof(T));
   for (int64_t o = 0; o < outer; ++o) {
     T* to = out + o * n * inner;
     for (int64_t j = 0; j < m; ++j) {
-      const int32_t* k = idx + (o * m + j) * inner;
       const T* from = src + (o * m + j) * inner;
+      if (per_slice) {
+        if (idx[j] < 0 || idx[j] >= n) continue;
+        T* __restrict__ row = to + idx[j] * inner;
+        for (int64_t i = 0; i < inner; ++i) row[i] += from[i];
+        continue;
+      }
+      const int32_t* k = idx + (o * m + j) * inner;
       for (int64_t i = 0; i < inner; ++i)
         if (k[i] >= 0 && k[i] < n) to[k[i] * inner + i] += from[i];
     }
