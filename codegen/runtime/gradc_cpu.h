@@ -195,25 +195,46 @@ inline void gemm(Blas, Stream, bool ta, bool tb, int64_t m, int64_t n, int64_t k
 // interpreter's order: every backend gives the same values).
 // out = running sums of in down each column (from its end with reverse), summed in
 // the accumulator type and rounded once per element. Columns side by side: inner
-// ones 64 at a time (contiguous loads, vectorised); for short rows, 8 columns at a
-// time, so that their chains of additions overlap.
+// ones 64 at a time (contiguous loads, vectorised; a large result not in place is
+// written with streaming stores, as map's); for short rows, 8 columns at a time, so
+// that their chains of additions overlap.
 template <class T>
 inline void cumsum(Stream, int64_t outer, int64_t n, int64_t inner, int64_t reverse, const T* in, T* out) {
   using A = typename Acc<T>::type;
   const int64_t step = reverse ? -inner : inner, first = reverse ? (n - 1) * inner : 0;
   if (inner >= 16) {
     constexpr int64_t W = 64;
+#if defined(__AVX__)
+    const bool stream = out != in && outer * n * inner * int64_t(sizeof(T)) >= kStreamBytes;
+#endif
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t i0 = 0; i0 < inner; i0 += W) {
         const int64_t w = inner - i0 < W ? inner - i0 : W;
         A acc[W] = {};
         int64_t e = o * n * inner + first + i0;
-        for (int64_t s = 0; s < n; ++s, e += step)
+        for (int64_t s = 0; s < n; ++s, e += step) {
+#if defined(__AVX__)
+          if (stream && w == W && reinterpret_cast<uintptr_t>(out + e) % 32 == 0) {
+            alignas(32) T row[W];
+            for (int64_t i = 0; i < W; ++i) {
+              acc[i] += A(in[e + i]);
+              row[i] = T(acc[i]);
+            }
+            for (int64_t j = 0; j < W; j += 32 / int64_t(sizeof(T)))
+              _mm256_stream_si256(reinterpret_cast<__m256i*>(out + e + j),
+                                  _mm256_load_si256(reinterpret_cast<const __m256i*>(row + j)));
+            continue;
+          }
+#endif
           for (int64_t i = 0; i < w; ++i) {
             acc[i] += A(in[e + i]);
             out[e + i] = T(acc[i]);
           }
+        }
       }
+#if defined(__AVX__)
+    if (stream) _mm_sfence();
+#endif
     return;
   }
   constexpr int64_t W = 8;
