@@ -1033,14 +1033,7 @@ class Emitter {
                  std::vector<std::string>& decls) const {
     const Shape& xs = g_.type(n.args[0]).shape;
     const int N = is_collective(n.op) ? group_size(g_, n) : 1;
-    // the result around the axis `key`, as [outer, n, inner]
-    auto around = [&](const char* key, int part, const Shape& s) {
-      const int axis = axis_attr(n, key);
-      int64_t p = 1;
-      for (int d = 0; d < int(s.size()); ++d)
-        if (part == 0 ? d < axis : part == 2 ? d > axis : d == axis) p *= s[size_t(d)];
-      return std::to_string(p);
-    };
+    auto around = [&](const char* key, const Shape& s) { return AxisSplit(s, int(axis_attr(n, key))); };
     for (const CallArg& a : rc.args) {
       switch (a.kind) {
         case CallArg::Count: args.push_back(std::to_string(g_.type(n.args[0]).size())); break;
@@ -1064,10 +1057,10 @@ class Emitter {
           args.push_back(std::to_string(flat.size()));
           break;
         }
-        case CallArg::Outer: args.push_back(around(a.key, 0, n.type->shape)); break;
-        case CallArg::Len: args.push_back(around(a.key, 1, n.type->shape)); break;
-        case CallArg::SrcLen: args.push_back(around(a.key, 1, g_.type(n.args.back()).shape)); break;
-        case CallArg::Inner: args.push_back(around(a.key, 2, n.type->shape)); break;
+        case CallArg::Outer: args.push_back(std::to_string(around(a.key, n.type->shape).outer)); break;
+        case CallArg::Len: args.push_back(std::to_string(around(a.key, n.type->shape).n)); break;
+        case CallArg::SrcLen: args.push_back(std::to_string(around(a.key, g_.type(n.args.back()).shape).n)); break;
+        case CallArg::Inner: args.push_back(std::to_string(around(a.key, n.type->shape).inner)); break;
         case CallArg::PerSlice: {
           const Shape &ix = g_.type(n.args[1]).shape, &src = g_.type(n.args.back()).shape;
           args.push_back(ix != src && ix.size() == 1 ? "1" : "0");

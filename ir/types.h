@@ -20,6 +20,15 @@ bool parse_dtype(const std::string& s, DType& out);
 using Shape = std::vector<int64_t>;
 
 int64_t num_elements(const Shape& s);
+// A value of shape s as [outer, n, inner] around `axis` (0 <= axis < rank): the
+// elements before the axis, along it, and after it.
+struct AxisSplit {
+  int64_t outer = 1, n = 1, inner = 1;
+  AxisSplit(const Shape& s, int axis) : n(s[size_t(axis)]) {
+    for (int d = 0; d < axis; ++d) outer *= s[size_t(d)];
+    for (size_t d = size_t(axis) + 1; d < s.size(); ++d) inner *= s[d];
+  }
+};
 // Row-major strides in elements: the last axis is contiguous.
 // Whether a value of shape `from` broadcasts (NumPy rules) to exactly `to`.
 bool broadcasts_to(const Shape& from, const Shape& to);

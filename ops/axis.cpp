@@ -13,15 +13,6 @@
 namespace gradc {
 namespace {
 
-// A value of shape s as [outer, n, inner] around `axis`.
-struct Columns {
-  int64_t outer = 1, n = 1, inner = 1;
-  Columns(const Shape& s, int axis) : n(s[size_t(axis)]) {
-    for (int d = 0; d < axis; ++d) outer *= s[size_t(d)];
-    for (size_t d = size_t(axis) + 1; d < s.size(); ++d) inner *= s[d];
-  }
-};
-
 // ---- cumsum(x, axis, reverse) ------------------------------------------------
 // y[.., j, ..] = sum over k <= j (k >= j: reverse) of x[.., k, ..], summed in double
 // (int64 for i32) down the column and rounded once per element, as reductions.
@@ -34,7 +25,7 @@ Type infer_cumsum(const Graph& g, const Node& n) {
 
 Tensor eval_cumsum(const Node& n, const Args& a, const EvalCtx&) {
   const Tensor& x = *a[0];
-  const Columns c(x.shape(), norm_axis(n, n.attr_int("axis"), x.type));
+  const AxisSplit c(x.shape(), norm_axis(n, n.attr_int("axis"), x.type));
   const bool reverse = n.attr_int("reverse") != 0;
   Tensor y = Tensor::empty(n.type);
   dispatch(x.dtype(), [&](auto tag) {
@@ -89,7 +80,7 @@ Type infer_scatter_add(const Graph& g, const Node& n) {
 Tensor eval_scatter_add(const Node& n, const Args& a, const EvalCtx& ctx) {
   const Tensor &x = *a[0], &ix = *a[1], &src = *a[2];
   const int axis = norm_axis(n, n.attr_int("axis"), x.type);
-  const Columns c(x.shape(), axis);
+  const AxisSplit c(x.shape(), axis);
   const int64_t m = src.shape()[size_t(axis)];
   const int32_t* k = ix.data<int32_t>();
   const bool slices = per_slice(ix.shape(), src.shape());

@@ -246,14 +246,12 @@ Type infer_take(const Graph& g, const Node& n) {
   return t;
 }
 // The layout both take and its gradient use: x as [outer, n, inner], indices flat.
-struct TakeLayout {
+struct TakeLayout : AxisSplit {
   int axis;
-  int64_t outer = 1, n, inner = 1, count;
+  int64_t count;
   TakeLayout(const Type& x, const Shape& indices, int64_t axis_attr, const Node& node)
-      : axis(norm_axis(node, axis_attr, x)), n(x.shape[size_t(axis)]), count(num_elements(indices)) {
-    for (int d = 0; d < axis; ++d) outer *= x.shape[size_t(d)];
-    for (int d = axis + 1; d < x.rank(); ++d) inner *= x.shape[size_t(d)];
-  }
+      : TakeLayout(x.shape, norm_axis(node, axis_attr, x), indices) {}
+  TakeLayout(const Shape& x, int a, const Shape& indices) : AxisSplit(x, a), axis(a), count(num_elements(indices)) {}
 };
 // An index outside 0..n-1 is an error naming the index and the rank (not wrapped).
 Tensor eval_take(const Node& nd, const Args& a, const EvalCtx& ctx) {
