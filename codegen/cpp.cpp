@@ -1061,11 +1061,9 @@ class Emitter {
         case CallArg::Len: args.push_back(std::to_string(around(a.key, n.type->shape).n)); break;
         case CallArg::SrcLen: args.push_back(std::to_string(around(a.key, g_.type(n.args.back()).shape).n)); break;
         case CallArg::Inner: args.push_back(std::to_string(around(a.key, n.type->shape).inner)); break;
-        case CallArg::PerSlice: {
-          const Shape &ix = g_.type(n.args[1]).shape, &src = g_.type(n.args.back()).shape;
-          args.push_back(ix != src && ix.size() == 1 ? "1" : "0");
+        case CallArg::PerSlice:
+          args.push_back(one_index_per_slice(g_.type(n.args[1]).shape, g_.type(n.args.back()).shape) ? "1" : "0");
           break;
-        }
       }
     }
   }

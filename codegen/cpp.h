@@ -53,6 +53,11 @@ struct CallArg {
   } kind;
   const char* key = "";
 };
+// scatter_add's indices: one per slice along the axis (i32[m], index_add's) rather
+// than one per element of src.
+inline bool one_index_per_slice(const Shape& indices, const Shape& src) {
+  return indices != src && indices.size() == 1;
+}
 struct RuntimeCall {
   const char* fn = nullptr;
   std::vector<CallArg> args;

@@ -58,8 +58,6 @@ void vjp_cumsum(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
 // x, then src[.., j, ..] added at [.., indices[.., j, ..], ..] for j = 0, 1, ..: the
 // additions in the result's dtype, in order of j (PyTorch's CPU order). indices has
 // src's shape, or is one index per slice of src along the axis, i32[m] (index_add's).
-bool per_slice(const Shape& indices, const Shape& src) { return indices != src && indices.size() == 1; }
-
 Type infer_scatter_add(const Graph& g, const Node& n) {
   const Type& x = arg_type(g, n, 0);
   const Type& ix = arg_type(g, n, 1);
@@ -83,7 +81,7 @@ Tensor eval_scatter_add(const Node& n, const Args& a, const EvalCtx& ctx) {
   const AxisSplit c(x.shape(), axis);
   const int64_t m = src.shape()[size_t(axis)];
   const int32_t* k = ix.data<int32_t>();
-  const bool slices = per_slice(ix.shape(), src.shape());
+  const bool slices = one_index_per_slice(ix.shape(), src.shape());
   for (int64_t e = 0; e < ix.size(); ++e)
     if (k[e] < 0 || k[e] >= c.n)
       throw UserError(n.loc, fmt::format("scatter_add: index {} is out of range 0..{} on rank {}, at element {} of "
@@ -112,7 +110,7 @@ void vjp_scatter_add(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
   const int axis = norm_axis(ad.y(), ad.y().attr_int("axis"), ad.type(ad.arg(0)));
   if (ad.needs(0)) ct[0] = g;
   if (!ad.needs(2)) return;
-  if (per_slice(ad.shape(ad.arg(1)), ad.shape(ad.arg(2)))) {
+  if (one_index_per_slice(ad.shape(ad.arg(1)), ad.shape(ad.arg(2)))) {
     Attrs a;
     a.set("axis", Attr::of_int(axis));
     ct[2] = ad.emit(Op::Take, {g, ad.arg(1)}, a);
