@@ -11,6 +11,7 @@ set(files
     "gradc_cuda.h=codegen/runtime/gradc_cuda.h"
     "gradc_nccl.h=codegen/runtime/gradc_nccl.h"
     "gradc_torch.h=codegen/runtime/gradc_torch.h"
+    "gradc_torch.cpp=codegen/runtime/gradc_torch.cpp"
     "gradc_torch_cuda.h=codegen/runtime/gradc_torch_cuda.h"
     "torch_init.py.in=codegen/templates/torch_init.py.in"
     "gradc_main.h=codegen/runtime/gradc_main.h"

@@ -61,7 +61,6 @@ std::vector<Value> outputs_of(const Lowered& l, const std::string& cls) { return
 std::string dims(const Shape& s) { return fmt::format("{}", fmt::join(s, ", ")); }
 std::string py_list(const Shape& s) { return fmt::format("[{}]", dims(s)); }
 const char* c_type(DType t) { return t == DType::F32 ? "float" : t == DType::F64 ? "double" : "int32_t"; }
-const char* at_type(DType t) { return t == DType::F32 ? "at::kFloat" : t == DType::F64 ? "at::kDouble" : "at::kInt"; }
 
 std::vector<std::string> split_names(const Lowered& l) {
   std::vector<std::string> out;
@@ -103,151 +102,80 @@ struct Package {
   }
 };
 
-// The outputs as PyTorch allocates them: `options` is "" (CPU) or "on." (a CUDA device).
-std::string allocations(const std::vector<Value>& outs, const std::string& options) {
+// What an op's entry does with the tensors' addresses `in` and `out` (the op's
+// arguments in order, nullptr for None; the outputs __init__.py allocated): set the
+// class's inputs and outputs, and run it. Indented as the body of c_call's lambda.
+std::string run_class(const Lowered& l, const std::string& cls, const std::vector<size_t>& at) {
+  std::string s = has_shared_input(l) ? "    p.check_shared_inputs(check ? 1 : 0);  // this call's\n"
+                                      : "    (void)check;  // no shared input\n";
+  const std::vector<Value> ins = inputs_of(l, cls), outs = outputs_of(l, cls);
+  for (size_t i = 0; i < ins.size(); ++i)
+    s += fmt::format("    p.set_{}(static_cast<const {}*>(in[{}]));\n", ins[i].api, c_type(ins[i].dtype), at[i]);
+  for (size_t i = 0; i < outs.size(); ++i)
+    s += fmt::format("    p.set_{}_out(static_cast<{}*>(out[{}]));\n", outs[i].api, c_type(outs[i].dtype), i);
+  return s + "    p.run();\n  });\n}\n";
+}
+
+// One op's entry, with a C interface: 0, or 1 with what went wrong in error[0..size).
+// CPU: the class on the process groups of `groups`; CUDA: the cuda class on PyTorch's
+// stream and the process group's NCCL communicator.
+std::string entry(const Lowered& l, const std::string& name, const std::string& cls, const char* fn, Target target,
+                  const std::vector<size_t>& at) {
   std::string s;
-  for (const Value& o : outs)
-    s +=
-        fmt::format("      at::empty({}, {}),  // {}\n",
-                    o.shape.empty() ? "at::IntArrayRef{}" : fmt::format("{{{}}}", dims(o.shape)),
-                    options.empty() ? at_type(o.dtype) : fmt::format("{}dtype({})", options, at_type(o.dtype)), o.name);
-  return s;
+  if (target == Target::Cuda) {
+    s = fmt::format(
+        "int {0}_op_{1}(void* comm, int64_t stream, int device, int check, const void* const* in, void* const* out,\n"
+        "{2:>{3}}char* error, int64_t error_size) {{\n"
+        "  return gradc::c_call(error, error_size, [&] {{\n"
+        "    gradc::OnDevice on(device);\n"
+        "    {4}& p = gradc::torch_cuda_program<{4}>(comm, stream);\n",
+        name, fn, "", name.size() + std::string_view(fn).size() + 9, cls);
+  } else {
+    std::vector<std::string> splits;
+    for (const std::string& sp : split_names(l)) splits.push_back(fmt::format("\"{}\"", sp));
+    s = fmt::format(
+        "int {0}_op_{1}(const void* const* in, void* const* out, const char* groups, int check, char* error,\n"
+        "{2:>{3}}int64_t error_size) {{\n"
+        "  return gradc::c_call(error, error_size, [&] {{\n"
+        "    {4}& p = gradc::torch_program<{4}>(groups, {{{5}}});\n",
+        name, fn, "", name.size() + std::string_view(fn).size() + 9, cls, fmt::join(splits, ", "));
+  }
+  return s + run_class(l, cls, at);
 }
 
-// One op's C++ function: set the class's inputs (nullptr: its default) from in[at[i]]
-// for its i-th input, allocate the outputs with PyTorch's allocator, run.
-std::string binding(const Lowered& l, const std::string& cls, const std::string& fn, const std::vector<size_t>& at) {
-  std::vector<std::string> splits;
-  for (const std::string& s : split_names(l)) splits.push_back(fmt::format("\"{}\"", s));
-  std::string s = fmt::format(
-      "std::vector<at::Tensor> {}(const std::vector<std::optional<at::Tensor>>& in, const std::string& groups,\n"
-      "                        bool check) {{\n"
-      "  {}& p = gradc::torch_program<{}>(groups, {{{}}});\n",
-      fn, cls, cls, fmt::join(splits, ", "));
-  s += has_shared_input(l) ? "  p.check_shared_inputs(check ? 1 : 0);  // this call's\n"
-                           : "  (void)check;  // no shared input\n";
-  const std::vector<Value> ins = inputs_of(l, cls), outs = outputs_of(l, cls);
-  for (size_t i = 0; i < ins.size(); ++i)
-    s += fmt::format("  p.set_{}(in[{}] ? in[{}]->data_ptr<{}>() : nullptr);\n", ins[i].api, at[i], at[i],
-                     c_type(ins[i].dtype));
-  s += "  std::vector<at::Tensor> out = {\n" + allocations(outs, "") + "  };\n";
-  for (size_t i = 0; i < outs.size(); ++i)
-    s += fmt::format("  p.set_{}_out(out[{}].data_ptr<{}>());\n", outs[i].api, i, c_type(outs[i].dtype));
-  return s + "  p.run();\n  return out;\n}\n";
-}
-
-std::string ops_source(const Package& p, const std::string& source) {
+// NAME_ops.cpp or NAME_cuda.cu: the ops __init__.py calls through ctypes, with no
+// PyTorch or Python header (the CPU ops' collectives are in gradc_torch.cpp).
+std::string ops_source(const Package& p, const std::string& source, Target target) {
   const std::string& name = p.name;
-  const bool grad = !p.pb.outputs.empty();
+  const bool grad = !p.pb.outputs.empty(), cuda = target == Target::Cuda;
   std::string s = fmt::format(
-      "// Generated by gradc from {}: the C++ of the package {}'s ops (gradc emit --target=torch).\n"
-      "// forward runs the program's class {}, whose outputs are the program's, then the\n"
-      "// values the pullback reads; pullback{}. Each takes the inputs in\n"
-      "// declaration order (None: the input's default), as the package's __init__.py\n"
-      "// checked them, and the op's process groups (gradc_torch.h: torch_program).\n"
-      "#include <torch/python.h>\n\n#include \"{}.h\"\n{}#include \"gradc_torch.h\"\n\nnamespace {{\n\n",
-      source, name, name,
-      grad ? fmt::format(" runs {}_pullback, whose inputs are the\n// program's, its float outputs' cotangents and "
-                         "the saved values, and whose outputs are\n// the float inputs' gradients",
+      "// Generated by gradc from {0}: the package {1}'s {2} (gradc emit\n"
+      "// --target=torch), which its __init__.py calls through ctypes.\n"
+      "// {1}_op_forward runs the class {1}: the program's outputs, then the values the\n"
+      "// pullback reads.{3}\n"
+      "// Each takes the addresses of the inputs in declaration order (nullptr: the input's\n"
+      "// default) and of the outputs, which __init__.py checked and allocated, {4}.\n"
+      "#include \"{1}.h\"\n{5}#include \"{6}\"\n\nextern \"C\" {{\n\n",
+      source, name, cuda ? "CUDA ops, for nvcc" : "ops",
+      grad ? fmt::format(" {0}_op_pullback runs {0}_pullback: from the program's inputs,\n"
+                         "// its float outputs' cotangents and the saved values, the float inputs' gradients.",
                          name)
-           : ": none (nothing in the program is differentiable)",
-      name, grad ? fmt::format("#include \"{}_pullback.h\"\n", name) : "");
-  s += binding(p.fwd, name, "forward", p.fwd_at);
-  if (grad) s += fmt::format("\n{}", binding(p.pb, name + "_pullback", "pullback", p.pb_at));
-  s += "\n}  // namespace\n\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n";
-  s += "  // the collectives wait with Python's lock released\n";
-  s += "  m.def(\"forward\", &forward, pybind11::call_guard<pybind11::gil_scoped_release>());\n";
-  if (grad) s += "  m.def(\"pullback\", &pullback, pybind11::call_guard<pybind11::gil_scoped_release>());\n";
-  return s + "}\n";
-}
-
-// The CUDA ops' entry points, in NAME_cuda.cu (nvcc, no PyTorch header): the class on
-// the communicator and stream, its inputs in[at[i]] and its outputs out[i].
-std::string cuda_entry(const Lowered& l, const std::string& cls, const std::string& fn, const std::vector<size_t>& at) {
-  std::string s = fmt::format(
-      "void {}(void* comm, int64_t stream, int device, bool check, const void* const* in, void* const* out) {{\n"
-      "  gradc::OnDevice on(device);\n  {}& p = gradc::torch_cuda_program<{}>(comm, stream);\n",
-      fn, cls, cls);
-  s += has_shared_input(l) ? "  p.check_shared_inputs(check ? 1 : 0);  // this call's\n"
-                           : "  (void)check;  // no shared input\n";
-  const std::vector<Value> ins = inputs_of(l, cls), outs = outputs_of(l, cls);
-  for (size_t i = 0; i < ins.size(); ++i)
-    s += fmt::format("  p.set_{}(static_cast<const {}*>(in[{}]));\n", ins[i].api, c_type(ins[i].dtype), at[i]);
-  for (size_t i = 0; i < outs.size(); ++i)
-    s += fmt::format("  p.set_{}_out(static_cast<{}*>(out[{}]));\n", outs[i].api, c_type(outs[i].dtype), i);
-  return s + "  p.run();\n}\n";
-}
-
-const char* kCudaSignature =
-    "void* comm, int64_t stream, int device, bool check, const void* const* in, void* const* out";
-
-std::string cuda_source(const Package& p, const std::string& source) {
-  const bool grad = !p.pb.outputs.empty();
-  std::string s = fmt::format(
-      "// Generated by gradc from {0}.\n"
-      "// The package {1}'s CUDA ops, compiled by nvcc with no PyTorch header\n"
-      "// ({1}_cuda_ops.cpp binds them): the program's cuda class{2} on PyTorch's\n"
-      "// current stream and the process group's NCCL communicator (gradc_torch_cuda.h).\n"
-      "#include \"{1}.h\"\n{3}#include \"gradc_torch_cuda.h\"\n\nnamespace {1}_cuda {{\n\n"
-      "void nccl_id(char* out) {{ gradc::torch_nccl_id(out); }}\n"
-      "void* nccl_comm(const char* id, int rank, int size, int device) {{\n"
-      "  return gradc::torch_nccl_comm(id, rank, size, device);\n}}\n\n",
-      source, p.name, grad ? " and its pullback's" : "",
-      grad ? fmt::format("#include \"{}_pullback.h\"\n", p.name) : "");
-  s += cuda_entry(p.fwd, p.name, "forward", p.fwd_at);
-  if (grad) s += fmt::format("\n{}", cuda_entry(p.pb, p.name + "_pullback", "pullback", p.pb_at));
-  return s + fmt::format("\n}}  // namespace {}_cuda\n", p.name);
-}
-
-// The CUDA ops' Python binding (the host compiler, with PyTorch's headers): the outputs
-// allocated on the inputs' device, with PyTorch's allocator on its current stream.
-std::string cuda_ops_source(const Package& p, const std::string& source) {
-  const std::string& name = p.name;
-  const bool grad = !p.pb.outputs.empty();
-  std::string s = fmt::format(
-      "// Generated by gradc from {0}.\n"
-      "// The Python binding of the package {1}'s CUDA ops ({1}_cuda.cu). Each takes the\n"
-      "// op's arguments as {1}_ops.cpp does, the process group's NCCL communicator\n"
-      "// (nccl_comm), PyTorch's current stream and the device.\n"
-      "#include <torch/python.h>\n\nnamespace {1}_cuda {{  // {1}_cuda.cu\n"
-      "void nccl_id(char* out);\nvoid* nccl_comm(const char* id, int rank, int size, int device);\n"
-      "void forward({2});\n{3}}}  // namespace {1}_cuda\n\nnamespace {{\n\n"
-      "using Entry = void (*)({2});\n\n"
-      "std::vector<at::Tensor> run(Entry entry, const std::vector<std::optional<at::Tensor>>& in,\n"
-      "                            std::vector<at::Tensor> out, int64_t comm, int64_t stream, int64_t device,\n"
-      "                            bool check) {{\n"
-      "  std::vector<const void*> ins;\n  for (const auto& t : in) ins.push_back(t ? t->data_ptr() : nullptr);\n"
-      "  std::vector<void*> outs;\n  for (at::Tensor& t : out) outs.push_back(t.data_ptr());\n"
-      "  entry(reinterpret_cast<void*>(comm), stream, int(device), check, ins.data(), outs.data());\n"
-      "  return out;\n}}\n",
-      source, name, kCudaSignature, grad ? fmt::format("void pullback({});\n", kCudaSignature) : "");
-  // outputs allocated in the order the entry point sets them (cuda_entry: outputs_of)
-  auto op = [&](const char* fn, const Lowered& l, const std::string& cls) {
+           : " No pullback: nothing in the program is differentiable.",
+      cuda ? "the process\n// group's NCCL communicator (NAME_op_nccl_comm) and PyTorch's current stream"
+           : "and the op's\n// process groups (gradc_torch.h: torch_program)",
+      grad ? fmt::format("#include \"{}_pullback.h\"\n", name) : "", cuda ? "gradc_torch_cuda.h" : "gradc_torch.h");
+  if (cuda)
     s += fmt::format(
-        "\nstd::vector<at::Tensor> {0}(const std::vector<std::optional<at::Tensor>>& in, int64_t comm, int64_t "
-        "stream,\n"
-        "                                int64_t device, bool check) {{\n"
-        "  const at::TensorOptions on = at::TensorOptions().device(at::kCUDA, device);\n"
-        "  std::vector<at::Tensor> out = {{\n{2}  }};\n"
-        "  return run({1}_cuda::{0}, in, std::move(out), comm, stream, device, check);\n}}\n",
-        fn, name, allocations(outputs_of(l, cls), "on."));
-  };
-  op("forward", p.fwd, name);
-  if (grad) op("pullback", p.pb, name + "_pullback");
-  s += fmt::format(
-      "\npybind11::bytes nccl_id() {{\n  char id[128];  // NCCL_UNIQUE_ID_BYTES\n"
-      "  {0}_cuda::nccl_id(id);\n  return pybind11::bytes(id, sizeof id);\n}}\n\n"
-      "int64_t nccl_comm(const std::string& id, int64_t rank, int64_t size, int64_t device) {{\n"
-      "  TORCH_CHECK(id.size() == 128, \"gradc: an NCCL id is 128 bytes\");\n"
-      "  return reinterpret_cast<int64_t>({0}_cuda::nccl_comm(id.data(), int(rank), int(size), int(device)));\n}}\n",
-      name);
-  s += "\n}  // namespace\n\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n";
-  s += "  m.def(\"nccl_id\", &nccl_id);\n";
-  s += "  // the communicator is made, and the ops run, with Python's lock released\n";
-  s += "  m.def(\"nccl_comm\", &nccl_comm, pybind11::call_guard<pybind11::gil_scoped_release>());\n";
-  s += "  m.def(\"forward\", &forward, pybind11::call_guard<pybind11::gil_scoped_release>());\n";
-  if (grad) s += "  m.def(\"pullback\", &pullback, pybind11::call_guard<pybind11::gil_scoped_release>());\n";
-  return s + "}\n";
+        "int {0}_op_nccl_id(char* id, char* error, int64_t error_size) {{\n"
+        "  return gradc::c_call(error, error_size, [&] {{ gradc::torch_nccl_id(id); }});\n}}\n\n"
+        "int {0}_op_nccl_comm(const char* id, int rank, int size, int device, void** comm, char* error,\n"
+        "{1:>{2}}int64_t error_size) {{\n"
+        "  return gradc::c_call(error, error_size, [&] {{ *comm = gradc::torch_nccl_comm(id, rank, size, device); "
+        "}});\n}}\n\n",
+        name, "", name.size() + 18);
+  s += entry(p.fwd, name, name, "forward", target, p.fwd_at);
+  if (grad) s += fmt::format("\n{}", entry(p.pb, name, name + "_pullback", "pullback", target, p.pb_at));
+  return s + "\n}  // extern \"C\"\n";
 }
 
 std::string fake_dims(const std::vector<Value>& vs) {
@@ -268,24 +196,26 @@ std::string python_ops(const Package& p) {
   for (const Value& v : ins) args.push_back(v.py);
   const std::string a = fmt::format("{}", fmt::join(args, ", "));
   std::string s = fmt::format(
+      "_FORWARD_OUT = {1}\n\n\n"
       "@torch.library.custom_op(\"gradc_{0}::forward\", mutates_args=())\n"
       "def _forward(args: List[Optional[Tensor]], groups: str) -> List[Tensor]:\n"
       "    \"\"\"The program's inputs, in order (None: the default) -> its outputs, then the saved values.\"\"\"\n"
-      "    return _run(\"forward\", args, groups)\n\n\n"
+      "    return _run(\"forward\", args, groups, _FORWARD_OUT)\n\n\n"
       "@_forward.register_fake\n"
       "def _(args, groups):\n"
-      "    return _fake(args, {1})\n\n\n",
+      "    return _empty(args, _FORWARD_OUT)\n\n\n",
       name, fake_dims(results));
   if (!p.pb.outputs.empty()) {
     s += fmt::format(
+        "_PULLBACK_OUT = {1}\n\n\n"
         "@torch.library.custom_op(\"gradc_{0}::pullback\", mutates_args=())\n"
         "def _pullback(args: List[Optional[Tensor]], groups: str) -> List[Tensor]:\n"
         "    \"\"\"The inputs, the float outputs' cotangents, the saved values -> the float inputs' "
         "gradients.\"\"\"\n"
-        "    return _run(\"pullback\", args, groups)\n\n\n"
+        "    return _run(\"pullback\", args, groups, _PULLBACK_OUT)\n\n\n"
         "@_pullback.register_fake\n"
         "def _(args, groups):\n"
-        "    return _fake(args, {1})\n\n\n"
+        "    return _empty(args, _PULLBACK_OUT)\n\n\n"
         "torch.library.register_autograd(\"gradc_{0}::forward\", _derivative, setup_context=_setup_context)\n"
         "torch.library.register_autograd(\"gradc_{0}::pullback\", _no_double_backward, "
         "setup_context=_no_context)\n\n\n",
@@ -377,12 +307,12 @@ std::vector<GeneratedFile> generate_torch(const Lowered& fwd, const Lowered& pb,
   };
   add_classes(Target::Cpu, name + "/csrc/");
   out.push_back({name + "/csrc/gradc_torch.h", embedded_file("gradc_torch.h")});
-  out.push_back({name + "/csrc/" + name + "_ops.cpp", ops_source(p, source_path)});
+  out.push_back({name + "/csrc/gradc_torch.cpp", embedded_file("gradc_torch.cpp")});
+  out.push_back({name + "/csrc/" + name + "_ops.cpp", ops_source(p, source_path, Target::Cpu)});
   // csrc/cuda/: the same classes for CUDA tensors (the cuda target's), built on first use
   add_classes(Target::Cuda, name + "/csrc/cuda/");
   out.push_back({name + "/csrc/cuda/gradc_torch_cuda.h", embedded_file("gradc_torch_cuda.h")});
-  out.push_back({name + "/csrc/cuda/" + name + "_cuda.cu", cuda_source(p, source_path)});
-  out.push_back({name + "/csrc/cuda/" + name + "_cuda_ops.cpp", cuda_ops_source(p, source_path)});
+  out.push_back({name + "/csrc/cuda/" + name + "_cuda.cu", ops_source(p, source_path, Target::Cuda)});
 
   // The sets of axes either class splits the world into, each once.
   std::vector<std::string> splits = split_names(fwd);

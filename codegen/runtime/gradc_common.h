@@ -344,4 +344,19 @@ void check_finite_values(const T* data, int64_t n, int rank, const char* where, 
   }
 }
 
+// For a function with a C interface (the torch target's ops, called through ctypes):
+// runs f, and returns 0, or 1 with the message of what it threw in error[0..size).
+template <class F>
+int c_call(char* error, int64_t size, F&& f) {
+  try {
+    f();
+    return 0;
+  } catch (const std::exception& e) {
+    snprintf(error, size_t(size), "%s", e.what());
+  } catch (...) {
+    snprintf(error, size_t(size), "gradc: an unknown exception");
+  }
+  return 1;
+}
+
 }  // namespace gradc

@@ -1,8 +1,8 @@
 // gradc's runtime for the torch target's CUDA ops (gradc emit --target=torch): the
 // program's cuda classes (the cuda target's, the same kernels) on PyTorch's current
 // stream, and an NCCL communicator per process group and device. Compiled by nvcc, with
-// no PyTorch header: the package's NAME_cuda.cu includes it, and NAME_cuda_ops.cpp binds
-// that file's functions to Python with plain pointers and integers.
+// no PyTorch header: the package's NAME_cuda.cu includes it, and its functions, with a C
+// interface of plain pointers and integers, are what __init__.py calls (ctypes).
 //
 // The communicator is the package's own, not the process group's: PyTorch 2.5 keeps
 // ProcessGroupNCCL's communicators protected. Every rank of the group makes it at once
