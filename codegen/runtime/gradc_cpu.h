@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <thread>
+#include <type_traits>
 
 #include "gradc_common.h"
 #if defined(__AVX__)
@@ -198,6 +199,67 @@ inline void gemm(Blas, Stream, bool ta, bool tb, int64_t m, int64_t n, int64_t k
 // ones 64 at a time (contiguous loads, vectorised; a large result not in place is
 // written with streaming stores, as map's); for short rows, 8 columns at a time, so
 // that their chains of additions overlap.
+#if defined(__AVX2__)
+// 8 rows of f32 (each `n` long, `stride` apart) summed along the rows together: an 8x8
+// transpose puts element s of the 8 rows in one vector, added to their running sums
+// (in double, two vectors of 4) and rounded once, and a transpose back stores them.
+// Each row's additions are the scalar loop's, in the same order.
+inline void transpose8x8(__m256 r[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20), r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20), r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31), r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31), r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+// Elements s0 .. s0+7 of the 8 rows (from s0+7 down with Reverse).
+template <bool Reverse>
+inline void cumsum_8x8(int64_t s0, int64_t stride, const float* in, float* out, __m256d& lo, __m256d& hi) {
+  __m256 r[8];
+  for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(in + k * stride + s0);
+  transpose8x8(r);
+  auto step = [&lo, &hi](__m256& v) __attribute__((always_inline)) {
+    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+    v = _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo));
+  };
+  if constexpr (Reverse) {
+    step(r[7]), step(r[6]), step(r[5]), step(r[4]), step(r[3]), step(r[2]), step(r[1]), step(r[0]);
+  } else {
+    step(r[0]), step(r[1]), step(r[2]), step(r[3]), step(r[4]), step(r[5]), step(r[6]), step(r[7]);
+  }
+  transpose8x8(r);
+  for (int k = 0; k < 8; ++k) _mm256_storeu_ps(out + k * stride + s0, r[k]);
+}
+// Element s of the 8 rows (the ends that are not a whole 8x8 block).
+inline void cumsum_8x1(int64_t s, int64_t stride, const float* in, float* out, __m256d& lo, __m256d& hi) {
+  alignas(32) double acc[8];
+  _mm256_store_pd(acc, lo), _mm256_store_pd(acc + 4, hi);
+  for (int k = 0; k < 8; ++k) {
+    acc[k] += double(in[k * stride + s]);
+    out[k * stride + s] = float(acc[k]);
+  }
+  lo = _mm256_load_pd(acc), hi = _mm256_load_pd(acc + 4);
+}
+inline void cumsum_rows8(int64_t n, bool reverse, const float* in, float* out) {
+  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+  const int64_t whole = n / 8 * 8;
+  if (!reverse) {
+    for (int64_t s = 0; s < whole; s += 8) cumsum_8x8<false>(s, n, in, out, lo, hi);
+    for (int64_t s = whole; s < n; ++s) cumsum_8x1(s, n, in, out, lo, hi);
+  } else {
+    for (int64_t s = n - 1; s >= whole; --s) cumsum_8x1(s, n, in, out, lo, hi);
+    for (int64_t s = whole - 8; s >= 0; s -= 8) cumsum_8x8<true>(s, n, in, out, lo, hi);
+  }
+}
+#endif
+
 template <class T>
 inline void cumsum(Stream, int64_t outer, int64_t n, int64_t inner, int64_t reverse, const T* in, T* out) {
   using A = typename Acc<T>::type;
@@ -239,7 +301,13 @@ inline void cumsum(Stream, int64_t outer, int64_t n, int64_t inner, int64_t reve
   }
   constexpr int64_t W = 8;
   const int64_t columns = outer * inner;
-  for (int64_t c0 = 0; c0 < columns; c0 += W) {
+  int64_t c0 = 0;
+#if defined(__AVX2__)
+  if constexpr (std::is_same_v<T, float>)
+    if (inner == 1)  // rows: 8 at a time, as vectors
+      for (; c0 + W <= columns; c0 += W) cumsum_rows8(n, reverse, in + c0 * n, out + c0 * n);
+#endif
+  for (; c0 < columns; c0 += W) {
     const int64_t w = columns - c0 < W ? columns - c0 : W;
     A acc[W] = {};
     int64_t e[W] = {};
@@ -259,20 +327,27 @@ inline void cumsum(Stream, int64_t outer, int64_t n, int64_t inner, int64_t reve
 template <class T>
 inline void scatter_add(Stream, int64_t outer, int64_t n, int64_t m, int64_t inner, int64_t per_slice, const T* x,
                         const int32_t* idx, const T* src, T* out) {
-  if (out != x) memcpy(out, x, size_t(outer * n * inner) * sizeof(T));
+  const uint64_t len = uint64_t(n);  // an index k is in range when uint64_t(k) < len
   for (int64_t o = 0; o < outer; ++o) {
+    // each slab copied just before its adds, which then find it in cache
     T* to = out + o * n * inner;
+    if (out != x) memcpy(to, x + o * n * inner, size_t(n * inner) * sizeof(T));
     for (int64_t j = 0; j < m; ++j) {
       const T* from = src + (o * m + j) * inner;
       if (per_slice) {
-        if (idx[j] < 0 || idx[j] >= n) continue;
+        if (uint64_t(int64_t(idx[j])) >= len) continue;
         T* __restrict__ row = to + idx[j] * inner;
         for (int64_t i = 0; i < inner; ++i) row[i] += from[i];
         continue;
       }
       const int32_t* k = idx + (o * m + j) * inner;
+      if (inner == 1) {  // an index per element of a row: the adds one after another
+        for (; j < m; ++j, ++k, ++from)
+          if (uint64_t(int64_t(*k)) < len) to[*k] += *from;
+        break;
+      }
       for (int64_t i = 0; i < inner; ++i)
-        if (k[i] >= 0 && k[i] < n) to[k[i] * inner + i] += from[i];
+        if (uint64_t(int64_t(k[i])) < len) to[k[i] * inner + i] += from[i];
     }
   }
 }
