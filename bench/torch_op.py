@@ -18,7 +18,8 @@ Forward and backward per step (every input's gradient the op gives), 1 thread pe
 (OMP, MKL and OpenBLAS), a barrier before and after each step, medians of K steps after a
 warm-up one (torch.compile's warm-up compiles; TORCHINDUCTOR_COMPILE_THREADS=1, so that
 no compile workers run beside the steps). The four variants run in the same processes,
-one after the other, after a check that the op's loss and gradients are PyTorch's.
+taking turns step by step (so that the machine's other load falls on all of them alike),
+after a check that the op's loss and gradients are PyTorch's.
 PyTorch: PyPI's, in the virtual environment scripts/torch_venv.sh makes. Prints Markdown
 for bench/README.md.
 """
@@ -118,7 +119,7 @@ def rank_main(rank, world, program, pkg, steps, out):
     import torch.distributed as dist
 
     sys.path.insert(0, HERE)
-    from torch_programs import median_step_ms
+    from torch_programs import median_steps_ms
 
     torch.set_num_threads(1)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(29490 + world))
@@ -156,9 +157,9 @@ def rank_main(rank, world, program, pkg, steps, out):
             gradients(loss)
         return one
 
-    ms = {name: median_step_ms(fn, steps)
-          for name, fn in (("gradc op", step(call)), ("gradc op, no shared-input check", step(call, False)),
-                           ("PyTorch eager", step(torch_loss)), ("PyTorch torch.compile", step(compiled)))}
+    variants = (("gradc op", step(call)), ("gradc op, no shared-input check", step(call, False)),
+                ("PyTorch eager", step(torch_loss)), ("PyTorch torch.compile", step(compiled)))
+    ms = median_steps_ms(variants, steps)
     if rank == 0:
         with open(out, "w") as f:
             f.write(repr(ms))

@@ -110,5 +110,22 @@ def median_step_ms(one_step, steps):
     return statistics.median(times)
 
 
+def median_steps_ms(variants, steps):
+    """Each variant's (name, one_step) median of `steps` timed steps, after a warm-up one,
+    the variants taking turns step by step (so that the machine's other load, which comes
+    and goes, falls on all of them alike), a barrier before and after each step."""
+    for _, one_step in variants:
+        one_step()
+    times = {name: [] for name, _ in variants}
+    for _ in range(steps):
+        for name, one_step in variants:
+            dist.barrier()
+            t0 = time.perf_counter()
+            one_step()
+            dist.barrier()
+            times[name].append((time.perf_counter() - t0) * 1e3)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
 if __name__ == "__main__":
     main(int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4])
