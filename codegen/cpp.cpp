@@ -829,8 +829,11 @@ class Emitter {
   }
   // The shared inputs `bs` checked, in one gradc::check_shared (when this run checks):
   // each one's group communicator, data and slot among its groups, and the
-  // interpreter's words for it (shared_words).
-  std::string shared_check(const std::vector<int>& bs) {
+  // interpreter's words for it (shared_words). `whole_step`: the given inputs' check,
+  // started before the step's kernels and finished after them where the communicator
+  // can leave its all_reduce running meanwhile (the torch target's), so that its
+  // latency is hidden; run() ends it with shared_check_end().
+  std::string shared_check(const std::vector<int>& bs, bool whole_step = false) {
     std::vector<std::string> entries;
     for (int b : bs) {
       const LBuffer& x = l_.buffers[size_t(b)];
@@ -847,11 +850,27 @@ class Emitter {
                                     loc_str(source_, n.loc), w.note, fmt::join(x.type->shape, ", ")));
     }
     if (entries.empty()) return "";
+    if (whole_step) {
+      shared_inputs_ = entries.size();
+      return fmt::format(
+          "  // the shared inputs' check: one all_reduce of their hashes, under way while the\n"
+          "  // step's kernels run where the communicator can (gradc::start_check_shared)\n"
+          "  const gradc::SharedInput<gradc::Comm> shared[] = {{\n      {}}};\n"
+          "  gradc::HashMessage hashes(shared, {});\n"
+          "  const bool checking = check_shared && gradc::start_check_shared(comm_, stream_, shared, {}, rank_, "
+          "hashes);\n",
+          fmt::join(entries, ",\n      "), entries.size(), entries.size());
+    }
     return fmt::format(
         "  if (check_shared) {{  // one all_reduce of the inputs' hashes\n"
         "    const gradc::SharedInput<gradc::Comm> shared[] = {{\n      {}}};\n"
         "    gradc::check_shared(comm_, stream_, shared, {}, rank_);\n  }}\n",
         fmt::join(entries, ",\n      "), entries.size());
+  }
+  std::string shared_check_end() const {
+    if (!shared_inputs_) return "";
+    return fmt::format("  if (checking) gradc::finish_check_shared(comm_, stream_, shared, {}, rank_, hashes);\n",
+                       shared_inputs_);
   }
 
   // The memory the application gave for outputs must not overlap its inputs' or
@@ -883,7 +902,7 @@ class Emitter {
     std::vector<int> given;  // a default is checked where it is computed
     for (const auto& [n, b] : l_.inputs)
       if (g_[l_.buffers[size_t(b)].value].args.empty()) given.push_back(b);
-    s += shared_check(given);
+    s += shared_check(given, true);
     s += step_begin();
     for (size_t i = 0; i < l_.kernels.size(); ++i) {
       const LKernel& k = l_.kernels[i];
@@ -944,6 +963,7 @@ class Emitter {
       s += record(i, stream, where);
     }
     s += step_end();
+    s += shared_check_end();
     // Outputs no kernel writes in place (an input, a constant, a view, a second name
     // for one value) are copied where the caller asked for them.
     std::set<int> first;
@@ -1072,6 +1092,7 @@ class Emitter {
   const Graph& g_;
   std::string name_, source_;
   std::optional<std::map<int, Functor>> functors_;
+  size_t shared_inputs_ = 0;                // the given shared inputs run() checks (shared_check)
   std::map<std::string, std::string> api_;  // an input's or output's name in the API, by its name
   const std::string& api(const std::string& n) const { return api_.at(n); }
 };

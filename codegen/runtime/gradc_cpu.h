@@ -427,6 +427,14 @@ class Comm {
   // y_r = x_src for the pair (src, r), zeros where none ends at r.
   virtual void permute(const void* in, void* out, int64_t count, DType t, const int* pairs, int n_pairs) = 0;
   virtual void abort_all(const char* why) = 0;  // a failing rank stops every rank
+  // An all_reduce that may still be under way when it returns true: the caller overlaps
+  // it with its work, keeps `out` alive, and calls finish_started() before reading it.
+  // By default it is all_reduce, done when it returns (false).
+  virtual bool start_all_reduce(const void* in, void* out, int64_t count, DType t, ROp op) {
+    all_reduce(in, out, count, t, op);
+    return false;
+  }
+  virtual void finish_started() {}
   // The communicator of this rank's group (a mesh's axes): the ranks that give the same
   // color, ordered by key, as MPI_Comm_split. Every rank calls it, once per group kind,
   // in the same order; a failing rank still stops every rank of the world.
@@ -469,11 +477,32 @@ inline void copy(Stream, void* dst, const void* src, int64_t bytes) {
 
 // The shared inputs' check (gradc_common.h): every input's hash in one all_reduce over
 // the world; for an input whose hashes differ, its data compared element by element.
-inline void check_shared(Comm& world, Stream compute, const SharedInput<Comm>* in, int n, int32_t world_rank) {
+// In two halves where the communicator starts the all_reduce and lets it run while the
+// step's kernels do (Comm::start_all_reduce: the torch target's): start_check_shared
+// returns true while it is under way, and finish_check_shared, at the step's end,
+// compares. Elsewhere start_check_shared does the whole check.
+inline void compare_shared(Comm& world, const SharedInput<Comm>* in, int n, int32_t world_rank, const HashMessage& msg);
+inline bool start_check_shared(Comm& world, Stream compute, const SharedInput<Comm>* in, int n, int32_t world_rank,
+                               HashMessage& msg) {
   (void)compute;
-  HashMessage msg(in, n);
   for (int k = 0; k < n; ++k) msg.put(k, in[k].slot, hash_bytes(in[k].data, in[k].count * dtype_size(in[k].t)));
-  world.all_reduce(msg.m.data(), msg.m.data(), int64_t(msg.m.size()), DType::I32, ROp::Max);
+  if (world.start_all_reduce(msg.m.data(), msg.m.data(), int64_t(msg.m.size()), DType::I32, ROp::Max)) return true;
+  compare_shared(world, in, n, world_rank, msg);
+  return false;
+}
+inline void finish_check_shared(Comm& world, Stream compute, const SharedInput<Comm>* in, int n, int32_t world_rank,
+                                const HashMessage& msg) {
+  (void)compute;
+  world.finish_started();
+  compare_shared(world, in, n, world_rank, msg);
+}
+inline void check_shared(Comm& world, Stream compute, const SharedInput<Comm>* in, int n, int32_t world_rank) {
+  HashMessage msg(in, n);
+  if (start_check_shared(world, compute, in, n, world_rank, msg))
+    finish_check_shared(world, compute, in, n, world_rank, msg);
+}
+inline void compare_shared(Comm& world, const SharedInput<Comm>* in, int n, int32_t world_rank,
+                           const HashMessage& msg) {
   for (int k = 0; k < n; ++k) {
     if (!msg.differs(k)) continue;
     const SharedInput<Comm>& x = in[k];

@@ -215,5 +215,13 @@ inline void check_shared(Comm& world, Stream compute, const SharedInput<Comm>* i
   }
   release(dev);
 }
+// The check in one piece: the CPU target's can leave its all_reduce running while the
+// step's kernels do (gradc_cpu.h); NCCL's is ordered on the stream already.
+inline bool start_check_shared(Comm& world, Stream compute, const SharedInput<Comm>* in, int n, int32_t world_rank,
+                               HashMessage&) {
+  check_shared(world, compute, in, n, world_rank);
+  return false;
+}
+inline void finish_check_shared(Comm&, Stream, const SharedInput<Comm>*, int, int32_t, const HashMessage&) {}
 
 }  // namespace gradc

@@ -169,6 +169,28 @@ class TorchComm : public Comm {
     for (auto& w : work) w->wait();
     if (!received) memset(out, 0, size_t(count * dtype_size(t)));
   }
+  // The shared-input check's all_reduce runs while the step's kernels do: on a copy of
+  // its own, finished (and copied back) by finish_started, or by the next start after
+  // a step that failed before finishing it (every rank started it, so it completes).
+  bool start_all_reduce(const void* in, void* out, int64_t count, DType t, ROp op) override {
+    finish_started();
+    started_ = at::empty({count}, options(t));
+    memcpy(started_.data_ptr(), in, size_t(count * dtype_size(t)));
+    std::vector<at::Tensor> ts = {started_};
+    c10d::AllreduceOptions o;
+    o.reduceOp = reduce_op(op);
+    work_ = pg_->allreduce(ts, o);
+    started_out_ = out, started_t_ = t, started_op_ = op;
+    return true;
+  }
+  void finish_started() override {
+    if (!work_) return;
+    c10::intrusive_ptr<c10d::Work> w = std::move(work_);
+    work_.reset();
+    w->wait();
+    memcpy(started_out_, started_.data_ptr(), started_.nbytes());
+    if (started_op_ == ROp::Avg) divide(started_out_, started_.numel(), started_t_);
+  }
   // A failing rank raises in its own process: the op's caller gets the message (the
   // other ranks wait in their next collective, as for any failed PyTorch collective).
   void abort_all(const char* why) override { throw std::runtime_error(why); }
@@ -227,6 +249,11 @@ class TorchComm : public Comm {
   }
   void divide(void* p, int64_t count, DType t) { divide_by_ranks(p, count, t, size()); }
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;
+  c10::intrusive_ptr<c10d::Work> work_;  // the started all_reduce, if any
+  at::Tensor started_;
+  void* started_out_ = nullptr;
+  DType started_t_ = DType::I32;
+  ROp started_op_ = ROp::Sum;
   std::vector<int> order_;
   std::vector<TorchGroup> splits_;
   size_t next_ = 0;
