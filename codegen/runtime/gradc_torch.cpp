@@ -170,10 +170,15 @@ class TorchComm : public Comm {
     if (!received) memset(out, 0, size_t(count * dtype_size(t)));
   }
   // The shared-input check's all_reduce runs while the step's kernels do: on a copy of
-  // its own, finished (and copied back) by finish_started, or by the next start after
-  // a step that failed before finishing it (every rank started it, so it completes).
+  // its own, finished (and copied back) by finish_started. One that a failed step left
+  // is waited for by the next start (every rank started it, so it completes) and
+  // dropped: the buffer it was for is gone.
   bool start_all_reduce(const void* in, void* out, int64_t count, DType t, ROp op) override {
-    finish_started();
+    if (work_) {
+      c10::intrusive_ptr<c10d::Work> left = std::move(work_);
+      work_.reset();
+      left->wait();
+    }
     started_ = at::empty({count}, options(t));
     memcpy(started_.data_ptr(), in, size_t(count * dtype_size(t)));
     std::vector<at::Tensor> ts = {started_};

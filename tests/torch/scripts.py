@@ -225,6 +225,10 @@ def errors(gather_layer, collectives, rank, g, world):
     if DEVICE.type == "cpu":  # an index out of range inside the op, on every rank: gradc run's message
         expect_raises(RuntimeError, ["collectives.dg:31:", "take: index 7 is out of range 0..3"],
                       lambda: collectives.collectives(x, w, labels, idx=torch.tensor([7, 0]), group=g))
+        # the failed call's shared-input check (its all_reduce started before the kernels)
+        # is finished by the next call, which gives the first call's values
+        again = collectives.collectives(x, w, labels, group=g)
+        assert all(torch.equal(a, b) for a, b in zip(again, out)), "a call after a failed one"
     # double backward
     z = torch.ones(2, 2, device=DEVICE, requires_grad=True)
     out = gather_layer.gather_layer(z * z, group=g)
