@@ -827,13 +827,9 @@ class Emitter {
                        fmt::format(fmt::runtime(size), group_name(axes)), axes_size(g_, axes), group_axes(axes));
     return s;
   }
-  // The shared inputs `bs` checked, in one gradc::check_shared (when this run checks):
-  // each one's group communicator, data and slot among its groups, and the
-  // interpreter's words for it (shared_words). `whole_step`: the given inputs' check,
-  // started before the step's kernels and finished after them where the communicator
-  // can leave its all_reduce running meanwhile (the torch target's), so that its
-  // latency is hidden; run() ends it with shared_check_end().
-  std::string shared_check(const std::vector<int>& bs, bool whole_step = false) {
+  // The shared inputs among `bs`, each as a gradc::SharedInput: its group communicator,
+  // data and slot among its groups, and the interpreter's words for it (shared_words).
+  std::vector<std::string> shared_entries(const std::vector<int>& bs) {
     std::vector<std::string> entries;
     for (int b : bs) {
       const LBuffer& x = l_.buffers[size_t(b)];
@@ -849,28 +845,36 @@ class Emitter {
                                     group_rank_code(g_, others, "rank_"), g_.world / axes_size(g_, axes), w.what,
                                     loc_str(source_, n.loc), w.note, fmt::join(x.type->shape, ", ")));
     }
+    return entries;
+  }
+  // The shared inputs `entries` checked at once, in one gradc::check_shared (when this
+  // run checks): a default's, where it is computed.
+  static std::string shared_check(const std::vector<std::string>& entries) {
     if (entries.empty()) return "";
-    if (whole_step) {
-      shared_inputs_ = entries.size();
-      return fmt::format(
-          "  // the shared inputs' check: one all_reduce of their hashes, under way while the\n"
-          "  // step's kernels run where the communicator can (gradc::start_check_shared)\n"
-          "  const gradc::SharedInput<gradc::Comm> shared[] = {{\n      {}}};\n"
-          "  gradc::HashMessage hashes(shared, {});\n"
-          "  const bool checking = check_shared && gradc::start_check_shared(comm_, stream_, shared, {}, rank_, "
-          "hashes);\n",
-          fmt::join(entries, ",\n      "), entries.size(), entries.size());
-    }
     return fmt::format(
         "  if (check_shared) {{  // one all_reduce of the inputs' hashes\n"
         "    const gradc::SharedInput<gradc::Comm> shared[] = {{\n      {}}};\n"
         "    gradc::check_shared(comm_, stream_, shared, {}, rank_);\n  }}\n",
         fmt::join(entries, ",\n      "), entries.size());
   }
-  std::string shared_check_end() const {
-    if (!shared_inputs_) return "";
+  // The given inputs' check, started before the step's kernels and finished after them
+  // (shared_check_end), where the communicator can leave its all_reduce running
+  // meanwhile (the torch target's), so that its latency is hidden.
+  static std::string shared_check_start(const std::vector<std::string>& entries) {
+    if (entries.empty()) return "";
+    return fmt::format(
+        "  // the shared inputs' check: one all_reduce of their hashes, under way while the\n"
+        "  // step's kernels run where the communicator can (gradc::start_check_shared)\n"
+        "  const gradc::SharedInput<gradc::Comm> shared[] = {{\n      {}}};\n"
+        "  gradc::HashMessage hashes;\n"
+        "  const bool checking = check_shared && gradc::start_check_shared(comm_, stream_, shared, {}, rank_, "
+        "hashes);\n",
+        fmt::join(entries, ",\n      "), entries.size());
+  }
+  static std::string shared_check_end(const std::vector<std::string>& entries) {
+    if (entries.empty()) return "";
     return fmt::format("  if (checking) gradc::finish_check_shared(comm_, stream_, shared, {}, rank_, hashes);\n",
-                       shared_inputs_);
+                       entries.size());
   }
 
   // The memory the application gave for outputs must not overlap its inputs' or
@@ -902,7 +906,8 @@ class Emitter {
     std::vector<int> given;  // a default is checked where it is computed
     for (const auto& [n, b] : l_.inputs)
       if (g_[l_.buffers[size_t(b)].value].args.empty()) given.push_back(b);
-    s += shared_check(given, true);
+    const std::vector<std::string> given_shared = shared_entries(given);
+    s += shared_check_start(given_shared);
     s += step_begin();
     for (size_t i = 0; i < l_.kernels.size(); ++i) {
       const LKernel& k = l_.kernels[i];
@@ -959,11 +964,11 @@ class Emitter {
         call = fmt::format("  if (!in_{}_) {{  // the default of {}\n{}  }}\n", n, n, indent(call));
       }
       s += fmt::format("  // {} ({})\n", out.name, where) + call + finite_check(k.out, stream);
-      if (k.guard >= 0) s += shared_check({k.guard});
+      if (k.guard >= 0) s += shared_check(shared_entries({k.guard}));
       s += record(i, stream, where);
     }
     s += step_end();
-    s += shared_check_end();
+    s += shared_check_end(given_shared);
     // Outputs no kernel writes in place (an input, a constant, a view, a second name
     // for one value) are copied where the caller asked for them.
     std::set<int> first;
@@ -1092,7 +1097,6 @@ class Emitter {
   const Graph& g_;
   std::string name_, source_;
   std::optional<std::map<int, Functor>> functors_;
-  size_t shared_inputs_ = 0;                // the given shared inputs run() checks (shared_check)
   std::map<std::string, std::string> api_;  // an input's or output's name in the API, by its name
   const std::string& api(const std::string& n) const { return api_.at(n); }
 };

@@ -275,10 +275,12 @@ struct SharedInput {
   const char *what, *where, *note, *dims;
 };
 
-// The all_reduce(max) message of the inputs' hashes: four i32 per slot.
+// The all_reduce(max) message of the inputs' hashes: four i32 per slot (empty until
+// made for the inputs: a step that does not check allocates nothing).
 struct HashMessage {
   std::vector<int32_t> m;
   std::vector<size_t> at;  // each input's first slot
+  HashMessage() = default;
   template <class In>
   HashMessage(const In* in, int n) : at(size_t(n) + 1) {
     for (int k = 0; k < n; ++k) at[size_t(k) + 1] = at[size_t(k)] + size_t(in[k].slots);

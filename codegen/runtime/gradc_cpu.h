@@ -192,13 +192,6 @@ inline void gemm(Blas, Stream, bool ta, bool tb, int64_t m, int64_t n, int64_t k
   }
 }
 
-// Loops down each column of [outer, n, inner], a column's elements in order (the
-// interpreter's order: every backend gives the same values).
-// out = running sums of in down each column (from its end with reverse), summed in
-// the accumulator type and rounded once per element. Columns side by side: inner
-// ones 64 at a time (contiguous loads, vectorised; a large result not in place is
-// written with streaming stores, as map's); for short rows, 8 columns at a time, so
-// that their chains of additions overlap.
 #if defined(__AVX2__)
 // 8 rows of f32 (each `n` long, `stride` apart) summed along the rows together: an 8x8
 // transpose puts element s of the 8 rows in one vector, added to their running sums
@@ -260,6 +253,13 @@ inline void cumsum_rows8(int64_t n, bool reverse, const float* in, float* out) {
 }
 #endif
 
+// Loops down each column of [outer, n, inner], a column's elements in order (the
+// interpreter's order: every backend gives the same values).
+// out = running sums of in down each column (from its end with reverse), summed in
+// the accumulator type and rounded once per element. Columns side by side: inner
+// ones 64 at a time (contiguous loads, vectorised; a large result not in place is
+// written with streaming stores, as map's); for short rows, 8 columns at a time, so
+// that their chains of additions overlap.
 template <class T>
 inline void cumsum(Stream, int64_t outer, int64_t n, int64_t inner, int64_t reverse, const T* in, T* out) {
   using A = typename Acc<T>::type;
@@ -332,6 +332,13 @@ inline void scatter_add(Stream, int64_t outer, int64_t n, int64_t m, int64_t inn
     // each slab copied just before its adds, which then find it in cache
     T* to = out + o * n * inner;
     if (out != x) memcpy(to, x + o * n * inner, size_t(n * inner) * sizeof(T));
+    if (!per_slice && inner == 1) {  // an index per element of a row: the adds one after another
+      const int32_t* k = idx + o * m;
+      const T* from = src + o * m;
+      for (int64_t j = 0; j < m; ++j)
+        if (uint64_t(int64_t(k[j])) < len) to[k[j]] += from[j];
+      continue;
+    }
     for (int64_t j = 0; j < m; ++j) {
       const T* from = src + (o * m + j) * inner;
       if (per_slice) {
@@ -341,11 +348,6 @@ inline void scatter_add(Stream, int64_t outer, int64_t n, int64_t m, int64_t inn
         continue;
       }
       const int32_t* k = idx + (o * m + j) * inner;
-      if (inner == 1) {  // an index per element of a row: the adds one after another
-        for (; j < m; ++j, ++k, ++from)
-          if (uint64_t(int64_t(*k)) < len) to[*k] += *from;
-        break;
-      }
       for (int64_t i = 0; i < inner; ++i)
         if (uint64_t(int64_t(k[i])) < len) to[k[i] * inner + i] += from[i];
     }
@@ -485,6 +487,7 @@ inline void compare_shared(Comm& world, const SharedInput<Comm>* in, int n, int3
 inline bool start_check_shared(Comm& world, Stream compute, const SharedInput<Comm>* in, int n, int32_t world_rank,
                                HashMessage& msg) {
   (void)compute;
+  msg = HashMessage(in, n);
   for (int k = 0; k < n; ++k) msg.put(k, in[k].slot, hash_bytes(in[k].data, in[k].count * dtype_size(in[k].t)));
   if (world.start_all_reduce(msg.m.data(), msg.m.data(), int64_t(msg.m.size()), DType::I32, ROp::Max)) return true;
   compare_shared(world, in, n, world_rank, msg);
@@ -497,7 +500,7 @@ inline void finish_check_shared(Comm& world, Stream compute, const SharedInput<C
   compare_shared(world, in, n, world_rank, msg);
 }
 inline void check_shared(Comm& world, Stream compute, const SharedInput<Comm>* in, int n, int32_t world_rank) {
-  HashMessage msg(in, n);
+  HashMessage msg;
   if (start_check_shared(world, compute, in, n, world_rank, msg))
     finish_check_shared(world, compute, in, n, world_rank, msg);
 }

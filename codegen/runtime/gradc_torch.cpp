@@ -25,7 +25,8 @@ struct TorchGroup {
 };
 
 // gradc's collectives on a process group: gloo for CPU tensors. Every call waits for
-// its work. The backend reads and writes the op's own buffers (at::from_blob), except
+// its work, except start_all_reduce (the shared-input check's), which finish_started
+// waits for. The backend reads and writes the op's own buffers (at::from_blob), except
 // where the blocks of a non-leading axis must be rearranged around its collectives, as
 // MpiComm does; the ranks' blocks are placed by gradc's group order where it is not the
 // process group's (over=[tp, dp]).
@@ -174,11 +175,7 @@ class TorchComm : public Comm {
   // is waited for by the next start (every rank started it, so it completes) and
   // dropped: the buffer it was for is gone.
   bool start_all_reduce(const void* in, void* out, int64_t count, DType t, ROp op) override {
-    if (work_) {
-      c10::intrusive_ptr<c10d::Work> left = std::move(work_);
-      work_.reset();
-      left->wait();
-    }
+    if (work_) wait_started();
     started_ = at::empty({count}, options(t));
     memcpy(started_.data_ptr(), in, size_t(count * dtype_size(t)));
     std::vector<at::Tensor> ts = {started_};
@@ -190,9 +187,7 @@ class TorchComm : public Comm {
   }
   void finish_started() override {
     if (!work_) return;
-    c10::intrusive_ptr<c10d::Work> w = std::move(work_);
-    work_.reset();
-    w->wait();
+    wait_started();
     memcpy(started_out_, started_.data_ptr(), started_.nbytes());
     if (started_op_ == ROp::Avg) divide(started_out_, started_.numel(), started_t_);
   }
@@ -207,6 +202,12 @@ class TorchComm : public Comm {
   }
 
  private:
+  // The started all_reduce waited for, and no longer pending (also when the wait throws).
+  void wait_started() {
+    c10::intrusive_ptr<c10d::Work> w = std::move(work_);
+    work_.reset();
+    w->wait();
+  }
   // Whether a collective whose whole is `all` ([outer, size, block]) can run on views
   // of it: its blocks are the leading axis (outer = 1), and the rank's own buffer
   // (`mine`) is not inside it.
