@@ -612,8 +612,10 @@ class Emitter {
     std::vector<std::string> mesh;
     for (size_t k = 0; k < g_.mesh.axes.size(); ++k)
       mesh.push_back(fmt::format("{{\"{}\", {}}}", g_.mesh.axes[k], g_.mesh.sizes[k]));
-    return fmt::format("\"{}\", \"{}\", {}, {{{}}}, {{{}}}, {{{}}}", name_ + ".dg", name_, g_.world,
-                       fmt::join(ins, ", "), fmt::join(outs, ", "), fmt::join(mesh, ", "));
+    std::vector<std::string> sizes;
+    for (const auto& [size, value] : g_.sizes) sizes.push_back(fmt::format("{} = {}", size, value));
+    return fmt::format("\"{}\", \"{}\", {}, {{{}}}, {{{}}}, {{{}}}, \"{}\"", name_ + ".dg", name_, g_.world,
+                       fmt::join(ins, ", "), fmt::join(outs, ", "), fmt::join(mesh, ", "), fmt::join(sizes, ", "));
   }
   // The main template's @BIND@: the shared inputs' check, then each input and output bound.
   std::string bind() {

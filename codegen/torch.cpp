@@ -355,12 +355,15 @@ std::vector<GeneratedFile> generate_torch(const Lowered& fwd, const Lowered& pb,
   for (int k = 0; k < num_axes(g); ++k)
     if (data_parallel & (1u << k)) dp_axes.push_back(fmt::format("\"{}\"", axis_name(g, k)));
   const std::string dp_list = fmt::format("[{}]", fmt::join(dp_axes, ", "));
+  std::vector<std::string> size_items;
+  for (const auto& [size, value] : g.sizes) size_items.push_back(fmt::format("\"{}\": {}", size, value));
   out.push_back({name + "/__init__.py",
                  fill(embedded_file("torch_init.py.in"), {{"NAME", name},
                                                           {"SOURCE", source_path},
                                                           {"CALL", call},
                                                           {"MESH_NOTE", mesh_note},
                                                           {"WORLD", std::to_string(g.world)},
+                                                          {"SIZES", fmt::format("{{{}}}", fmt::join(size_items, ", "))},
                                                           {"MESH", fmt::format("[{}]", fmt::join(mesh, ", "))},
                                                           {"SPLITS", fmt::format("[{}]", fmt::join(split_lists, ", "))},
                                                           {"INPUTS", py_values(ins, true)},

@@ -52,10 +52,10 @@ struct TypeExpr {
 };
 
 struct Stmt {
-  enum Kind { World, Mesh, Input, Assign, Output, For } kind;
+  enum Kind { World, Mesh, Size, Input, Assign, Output, For } kind;
   Loc loc;
-  std::vector<Name> names;        // targets, outputs, the input's name, or the mesh's axes
-  ExprPtr value;                  // the assigned value, the input's default, or world's count
+  std::vector<Name> names;        // targets, outputs, the input's or size's name, or the mesh's axes
+  ExprPtr value;                  // the assigned value, the input's or size's default, or world's count
   std::vector<ExprPtr> sizes;     // Mesh: each axis's size
   TypeExpr type;                  // Input
   bool shared = false;            // Input

@@ -67,7 +67,8 @@ struct Call {
 
 class Lowerer {
  public:
-  Lowerer(const ast::Program& p, int world, const Mesh& mesh, bool f64) : prog_(p), f64_(f64) {
+  Lowerer(const ast::Program& p, int world, const Mesh& mesh, const LowerOptions& opt)
+      : prog_(p), f64_(opt.f64), given_sizes_(opt.sizes) {
     g_.world = world;
     g_.mesh = mesh;
   }
@@ -219,6 +220,7 @@ class Lowerer {
     switch (s.kind) {
       case ast::Stmt::World:
       case ast::Stmt::Mesh: return;  // read before lowering (declared_world, declared_mesh)
+      case ast::Stmt::Size: return size_param(s);
       case ast::Stmt::Input: return input(s);
       case ast::Stmt::Assign: {
         std::vector<V> vals = expr_multi(*s.value, s.names.size());
@@ -264,6 +266,38 @@ class Lowerer {
     }
   }
   static constexpr int64_t kMaxIterations = 1000000;
+
+  // size B = 8: a static integer whose value the caller gives (--size B=32, or the
+  // shape of an input file declared with it); the default when none is given.
+  void size_param(const ast::Stmt& s) {
+    const ast::Name& name = s.names[0];
+    if (find(name.text))
+      user_error(name.loc, "'{}' is already bound (at line {}); each name is bound once", name.text,
+                 find(name.text)->second.line);
+    int64_t value = 0;
+    auto given =
+        std::find_if(given_sizes_.begin(), given_sizes_.end(), [&](const auto& g) { return g.first == name.text; });
+    if (given != given_sizes_.end()) {
+      value = given->second;
+    } else if (s.value) {
+      Scope defaults;  // as an input's default: static integers and world
+      defaults.names = statics_;
+      scopes_.push_back(&defaults);
+      in_default_ = true;
+      value = static_int(*s.value, "a size's default");
+      in_default_ = false;
+      scopes_.pop_back();
+      if (value < 1 || value > kMaxSize)
+        user_error(s.value->loc, "size {} must be from 1 to {}, got {}", name.text, kMaxSize, value);
+    } else {
+      user_error(name.loc,
+                 "size {} has no value: give it with --size {}=N, or in the shape of an input file (--inputs), or "
+                 "declare a default (size {} = N)",
+                 name.text, name.text, name.text);
+    }
+    g_.sizes.push_back({name.text, value});
+    bind(name, V::integer(value, name.loc));
+  }
 
   void input(const ast::Stmt& s) {
     const ast::Name& name = s.names[0];
@@ -799,6 +833,7 @@ class Lowerer {
   const ast::Program& prog_;
   uint16_t site_ = 0;  // the def calls being lowered (a call_site), 0 at the top level
   bool f64_;
+  const std::vector<std::pair<std::string, int64_t>>& given_sizes_;
   Graph g_;
   std::vector<Scope*> scopes_;
   NameMap<Binding> statics_;  // the program's static integers, kept by bind
@@ -1746,6 +1781,15 @@ Mesh declared_mesh(const ast::Program& p) {
 }
 
 Graph lower_program(const ast::Program& p, const LowerOptions& opt) {
+  const std::vector<std::string> sizes = declared_sizes(p);
+  for (const auto& [name, value] : opt.sizes) {
+    if (std::find(sizes.begin(), sizes.end(), name) == sizes.end())
+      throw UserError(Loc{}, sizes.empty()
+                                 ? fmt::format("--size {}: this program declares no size", name)
+                                 : fmt::format("--size {}: this program's sizes are {}", name, fmt::join(sizes, ", ")));
+    if (value < 1 || value > kMaxSize)
+      throw UserError(Loc{}, fmt::format("--size {}: must be from 1 to {}, got {}", name, kMaxSize, value));
+  }
   Mesh mesh = declared_mesh(p);
   if (!mesh.axes.empty()) {
     if (opt.ranks > 0)
@@ -1766,14 +1810,21 @@ Graph lower_program(const ast::Program& p, const LowerOptions& opt) {
     }
     int world = 1;
     for (int n : mesh.sizes) world *= n;
-    return Lowerer(p, world, mesh, opt.f64).run();
+    return Lowerer(p, world, mesh, opt).run();
   }
   if (!opt.mesh.empty())
     throw UserError(Loc{}, "--mesh: this program declares no mesh (use --ranks, or declare `mesh dp=2, tp=2`)");
   int world = declared_world(p);
   if (opt.ranks > 0) world = opt.ranks;
   if (world == 0) world = 1;
-  return Lowerer(p, world, mesh, opt.f64).run();
+  return Lowerer(p, world, mesh, opt).run();
+}
+
+std::vector<std::string> declared_sizes(const ast::Program& p) {
+  std::vector<std::string> names;
+  for (const ast::Stmt& s : p.stmts)
+    if (s.kind == ast::Stmt::Size) names.push_back(s.names[0].text);
+  return names;
 }
 
 }  // namespace gradc

@@ -148,6 +148,11 @@ class Parser {
         expect("=");
         s.sizes.push_back(expr());
       } while (accept(","));
+    } else if (peek().is_ident("size") && peek(1).kind == Tok::Ident) {  // size B = 8 (`size = ...` assigns)
+      next();
+      s.kind = Stmt::Size;
+      s.names.push_back(name("a size's name"));
+      if (accept("=")) s.value = expr();
     } else if (peek().is_ident("input")) {
       next();
       s.kind = Stmt::Input;

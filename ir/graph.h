@@ -152,6 +152,9 @@ inline constexpr int kMaxAxes = 7;  // Rep's bits
 struct Graph {
   int world = 1;  // the number of ranks this graph is specialised for, 1 to kMaxWorld
   Mesh mesh;      // its axes (ir/mesh.h reads them)
+  // The program's size parameters (`size B = 8`), in order, with the values this
+  // graph is specialised for.
+  std::vector<std::pair<std::string, int64_t>> sizes;
   std::vector<Node> nodes;
   std::vector<std::pair<std::string, ValueId>> outputs;
 

@@ -55,29 +55,30 @@ struct UsageError : std::runtime_error {
 // takes (commands()) to its field here with CLI11, converting and checking the value
 // in gradc's words as it is parsed.
 struct Options {
-  std::vector<std::string> files;                 // the positional arguments: FILE.dg (opt: FILE.ir)
-  int ranks = 0;                                  // --ranks: 0 is the program's world, else 1
-  std::vector<std::pair<std::string, int>> mesh;  // --mesh=dp=2,tp=2: the sizes of a program's mesh axes
-  std::string format = "text";                    // --format: each command checks the ones it can print
-  bool verbose = false;                           // check -v
-  bool no_grad = false;                           // emit --no-grad (torch: no backward)
-  bool main = false;                              // emit --main (cpu, cuda: the executable's main too)
-  std::optional<std::string> data_parallel;       // emit, verify --data-parallel: the torch op's convention
-  std::string stage = "parsed";                   // ir --stage
-  bool loc = false;                               // ir, opt --loc
-  PipelineOptions pipeline;                       // --print-after-all, --time-passes, run --check-finite
-  std::vector<const PassInfo*> passes;            // opt --pass
-  std::string inputs;                             // run, verify --inputs (empty: the defaults)
-  std::optional<std::string> outputs;             // run --outputs
-  std::string backend;                            // run --backend (empty: native where its compiler is found)
-  int iters = 0;                                  // run --iters
-  bool quiet = false;                             // run --quiet
-  GradCheckOptions check;                         // verify --rtol, --atol, --samples
-  std::string op;                                 // prove --op (empty: all)
-  int max_ranks = 8;                              // prove --max-ranks
-  std::optional<Target> target;                   // emit, build --target
-  std::optional<std::string> out;                 // emit, build -o
-  std::optional<std::string> name;                // emit --name
+  std::vector<std::string> files;                      // the positional arguments: FILE.dg (opt: FILE.ir)
+  int ranks = 0;                                       // --ranks: 0 is the program's world, else 1
+  std::vector<std::pair<std::string, int>> mesh;       // --mesh=dp=2,tp=2: the sizes of a program's mesh axes
+  std::vector<std::pair<std::string, int64_t>> sizes;  // --size=B=32: values of the program's size parameters
+  std::string format = "text";                         // --format: each command checks the ones it can print
+  bool verbose = false;                                // check -v
+  bool no_grad = false;                                // emit --no-grad (torch: no backward)
+  bool main = false;                                   // emit --main (cpu, cuda: the executable's main too)
+  std::optional<std::string> data_parallel;            // emit, verify --data-parallel: the torch op's convention
+  std::string stage = "parsed";                        // ir --stage
+  bool loc = false;                                    // ir, opt --loc
+  PipelineOptions pipeline;                            // --print-after-all, --time-passes, run --check-finite
+  std::vector<const PassInfo*> passes;                 // opt --pass
+  std::string inputs;                                  // run, verify --inputs (empty: the defaults)
+  std::optional<std::string> outputs;                  // run --outputs
+  std::string backend;                                 // run --backend (empty: native where its compiler is found)
+  int iters = 0;                                       // run --iters
+  bool quiet = false;                                  // run --quiet
+  GradCheckOptions check;                              // verify --rtol, --atol, --samples
+  std::string op;                                      // prove --op (empty: all)
+  int max_ranks = 8;                                   // prove --max-ranks
+  std::optional<Target> target;                        // emit, build --target
+  std::optional<std::string> out;                      // emit, build -o
+  std::optional<std::string> name;                     // emit --name
 
   const std::string& one_file(const char* what) const {
     if (files.size() != 1) throw UsageError(fmt::format("expected one {}", what));
@@ -140,11 +141,62 @@ void bury(T&& value) {
     delete p;
 }
 
-// Reads FILE.dg into `src` (which main's diagnostics quote) and lowers it for the ranks asked for.
+// The .npy files --inputs holds for input `name`: DIR/name.npy and DIR/rank<r>/name.npy.
+std::vector<std::string> input_files(const std::string& dir, const std::string& name) {
+  std::vector<std::string> paths;
+  std::error_code ec;
+  if (dir.empty() || !fs::is_directory(dir, ec)) return paths;
+  if (fs::exists(fmt::format("{}/{}.npy", dir, name), ec)) paths.push_back(fmt::format("{}/{}.npy", dir, name));
+  for (int r = 0; r < kMaxWorld; ++r) {
+    const std::string sub = fmt::format("{}/rank{}", dir, r);
+    if (!fs::is_directory(sub, ec)) continue;
+    if (fs::exists(fmt::format("{}/{}.npy", sub, name), ec)) paths.push_back(fmt::format("{}/{}.npy", sub, name));
+  }
+  return paths;
+}
+
+// The values of the program's size parameters: --size's, then for each size it does
+// not give, the files of the inputs whose declared shape has the size's name as a
+// dimension (input x : f32[B, 16] and x.npy of shape [32, 16] give B = 32), which
+// must agree on every rank. A size neither gives takes its default (frontend/lower.cpp).
+std::vector<std::pair<std::string, int64_t>> size_values(const ast::Program& p, const Options& o) {
+  std::vector<std::pair<std::string, int64_t>> values = o.sizes;
+  const std::vector<std::string> declared = declared_sizes(p);
+  std::map<std::string, std::pair<int64_t, std::string>> found;  // size: its value, and the file that gave it
+  for (const ast::Stmt& s : p.stmts) {
+    if (s.kind != ast::Stmt::Input) continue;
+    for (size_t k = 0; k < s.type.dims.size(); ++k) {
+      const ast::Expr& d = *s.type.dims[k];
+      if (d.kind != ast::Expr::Name || std::find(declared.begin(), declared.end(), d.text) == declared.end()) continue;
+      if (std::any_of(o.sizes.begin(), o.sizes.end(), [&](const auto& v) { return v.first == d.text; })) continue;
+      for (const std::string& path : input_files(o.inputs, s.names[0].text)) {
+        const Tensor t = read_npy(path);
+        if (t.type.shape.size() != s.type.dims.size()) continue;  // load_inputs says what is wrong with it
+        const int64_t n = t.type.shape[k];
+        auto [at, fresh] = found.try_emplace(d.text, n, path);
+        if (!fresh && at->second.first != n)
+          throw UserError({}, fmt::format("size {} is {} in {} but {} in {}: a size is the same in every input "
+                                          "file of every rank",
+                                          d.text, at->second.first, at->second.second, n, path));
+      }
+    }
+  }
+  for (const auto& [name, v] : found) {
+    if (v.first < 1 || v.first > kMaxSize)
+      throw UserError(
+          {}, fmt::format("{}: gives size {} = {}, but a size is from 1 to {}", v.second, name, v.first, kMaxSize));
+    values.push_back({name, v.first});
+  }
+  return values;
+}
+
+// Reads FILE.dg into `src` (which main's diagnostics quote) and lowers it for the
+// ranks and sizes asked for.
 Graph load_program(const Options& o, SourceFile& src, bool f64 = false) {
   src.path = o.one_file("FILE.dg");
   src.text = read_file(src.path);
-  return lower_program(parse_program(src.text), LowerOptions{o.ranks, f64, o.mesh});
+  const ast::Program p = parse_program(src.text);
+  return lower_program(p, LowerOptions{o.ranks, f64, o.mesh, size_values(p, o)});
 }
 
 void check_text_or_json(const std::string& format) {
@@ -162,7 +214,7 @@ std::string format_graph(const Graph& g, const std::string& format, const std::s
 // ---- commands ---------------------------------------------------------------
 
 const char* kCheckHelp =
-    "usage: gradc check FILE.dg [--ranks=N | --mesh=A=n,...] [-v]\n"
+    "usage: gradc check FILE.dg [--ranks=N | --mesh=A=n,...] [--size=B=n,...] [-v]\n"
     "Parse and type-check FILE.dg for N ranks (default: its `world`, else 1).\n"
     "Prints diagnostics only; exit 1 if there are any. -v also prints one line per\n"
     "input, collective (those of the derived backward too) and output: types, where\n"
@@ -189,6 +241,7 @@ int cmd_check(const Options& o, SourceFile& src) {
   auto rep = [&](const Node& n) { return n.rep == Rep::Unknown ? std::string() : rep_str(g, n.rep); };
   std::string s = fmt::format("{}: {} rank{}{}\n", src.path, g.world, g.world == 1 ? "" : "s",
                               g.mesh.axes.empty() ? "" : fmt::format(" (mesh {})", mesh_option(g.mesh)));
+  for (const auto& [name, value] : g.sizes) s += fmt::format("size       {} = {}\n", name, value);
   for (const Node& n : g.nodes)
     if (n.op == Op::Input)
       s += fmt::format("input      {}: {} {}{}, at {}\n", n.attr_sym("name"), type_str(n.type), shared_str(g, n),
@@ -218,7 +271,7 @@ int cmd_check(const Options& o, SourceFile& src) {
 
 const char* kIrHelp =
     "usage: gradc ir FILE.dg [--stage=parsed|grad|opt] [--format=text|dot|json] [--ranks=N | --mesh=A=n,...] [--loc]\n"
-    "                [--print-after-all] [--time-passes]\n"
+    "                [--size=B=n,...] [--print-after-all] [--time-passes]\n"
     "Print the graph after a stage:\n"
     "  parsed  the forward graph as written, defs inlined, composites expanded\n"
     "  grad    every grad replaced by its derived backward graph; each value marked\n"
@@ -289,7 +342,7 @@ int cmd_opt(const Options& o, SourceFile& src) {
 
 const char* kRunHelp =
     "usage: gradc run FILE.dg [--ranks=N | --mesh=A=n,...] [--inputs=DIR] [--outputs=DIR] [--format=text|json]\n"
-    "                 [--backend=native|interp] [--iters=K] [--quiet] [--check-finite]\n"
+    "                 [--size=B=n,...] [--backend=native|interp] [--iters=K] [--quiet] [--check-finite]\n"
     "Run FILE.dg on this machine's CPU with N ranks in one process and print every\n"
     "output of every rank. Input x of rank r comes from DIR/rank<r>/x.npy, else\n"
     "DIR/x.npy, else its default. --outputs writes DIR/rank<r>/<name>.npy.\n"
@@ -300,6 +353,13 @@ const char* kRunHelp =
     "--quiet prints no outputs (errors, and --iters' median, still go to stderr).\n"
     "--check-finite stops at the first op whose result holds a NaN or an infinity\n"
     "(inputs and gradients included), naming the op, its location and the rank.\n";
+
+// For an input file of another shape: the sizes the program was given, where it has any.
+std::string sizes_note(const Graph& g) {
+  std::vector<std::string> sizes;
+  for (const auto& [size, value] : g.sizes) sizes.push_back(fmt::format("{} = {}", size, value));
+  return sizes.empty() ? "" : fmt::format(" (with {})", fmt::join(sizes, ", "));
+}
 
 // Reads each input's .npy files; with `widen`, f32 data are read into f64 inputs
 // (for checks that run an f32 program in f64).
@@ -335,8 +395,8 @@ RankInputs load_inputs(const Graph& g, const std::string& dir, bool widen = fals
                                           type_str(n.type), np));
         }
         if (t.type != n.type)
-          throw UserError({}, fmt::format("{}: holds {}, but input '{}' is declared {}", path, type_str(t.type), name,
-                                          type_str(n.type)));
+          throw UserError({}, fmt::format("{}: holds {}, but input '{}' is declared {}{}", path, type_str(t.type), name,
+                                          type_str(n.type), sizes_note(g)));
         in[size_t(r)][name] = t;
         break;
       }
@@ -457,7 +517,7 @@ uint8_t data_parallel_axes(const Options& o, const Graph& g) {
 const char* kVerifyHelp =
     "usage: gradc verify FILE.dg [--ranks=N | --mesh=A=n,...] [--rtol=R] [--atol=A] [--samples=K] "
     "[--format=text|json]\n"
-    "                    [--inputs=DIR]\n"
+    "                    [--inputs=DIR] [--size=B=n,...]\n"
     "Check every grad of FILE.dg two ways, in f64: against central finite differences\n"
     "of the objective on at most K elements per gradient (default 64, chosen at random\n"
     "with a fixed seed; all of them when fewer), and against the single-process reference\n"
@@ -537,7 +597,7 @@ int cmd_verify(const Options& o, SourceFile& src) {
 }
 
 const char* kCostHelp =
-    "usage: gradc cost FILE.dg [--ranks=N | --mesh=A=n,...] [--format=text|json]\n"
+    "usage: gradc cost FILE.dg [--ranks=N | --mesh=A=n,...] [--size=B=n,...] [--format=text|json]\n"
     "For every collective of the forward and of the derived backward graph, named by\n"
     "its source value and line (a backward one by the forward op it differentiates): the bytes\n"
     "each rank sends and receives under ring algorithms (all_reduce 2(N-1)/N of its\n"
@@ -593,7 +653,7 @@ void write_sources(const std::string& dir, const std::vector<GeneratedFile>& fil
 
 const char* kEmitHelp =
     "usage: gradc emit FILE.dg --target=cuda|cpu|torch -o DIR [--name=NAME] [--main] [--no-grad]\n"
-    "                  [--data-parallel=AXES] [--ranks=N | --mesh=A=n,...]\n"
+    "                  [--data-parallel=AXES] [--ranks=N | --mesh=A=n,...] [--size=B=n,...]\n"
     "Write sources for embedding into DIR: NAME.h (one class: constructed on a communicator\n"
     "and stream, pointer setters and getters, run() that allocates nothing, constexpr shapes),\n"
     "NAME.cpp or NAME.cu, the runtime headers they include, and a CMakeLists.txt defining the\n"
@@ -638,7 +698,7 @@ int cmd_emit(const Options& o, SourceFile& src) {
 }
 
 const char* kBuildHelp =
-    "usage: gradc build FILE.dg --target=cuda|cpu -o EXE [--ranks=N | --mesh=A=n,...]\n"
+    "usage: gradc build FILE.dg --target=cuda|cpu -o EXE [--ranks=N | --mesh=A=n,...] [--size=B=n,...]\n"
     "Emit FILE.dg and compile it into a standalone executable, built for N ranks (default:\n"
     "the program's world):  EXE [--ranks=N] [--inputs=DIR] [--outputs=DIR] [--iters=K]\n"
     "[--format=text|json], with gradc run's input and output rules. cpu: the ranks are\n"
@@ -739,6 +799,16 @@ const Flag kMesh{"mesh", "A=n,B=m: the sizes of the program's mesh axes (docs/la
                      o.mesh.push_back({item.substr(0, eq), int_value("mesh", item.substr(eq + 1), 1, kMaxWorld)});
                    }
                  }};
+const Flag kSize{"size", "B=n,C=m: values of the program's size parameters (docs/language.md section 3)",
+                 [](Options& o, const std::string& v) {
+                   o.sizes.clear();
+                   for (const std::string& item : comma_items(v)) {
+                     const size_t eq = item.find('=');
+                     if (eq == std::string::npos || eq == 0)
+                       throw UsageError(fmt::format("--size must be NAME=VALUE,... (such as B=32), got '{}'", v));
+                     o.sizes.push_back({item.substr(0, eq), int_value("size", item.substr(eq + 1), 1, INT32_MAX)});
+                   }
+                 }};
 const Flag kDataParallel{"data-parallel",
                          "AXES: the axes the training framework reduces gradients over (dp,tp or none)",
                          [](Options& o, const std::string& v) { o.data_parallel = v; }};
@@ -774,6 +844,7 @@ const std::vector<Command>& commands() {
        kCheckHelp,
        {kRanks,
         kMesh,
+        kSize,
         {"verbose", "-v: one line per input, output and collective",
          [](Options& o, const std::string&) { o.verbose = true; }, true}}},
       {"ir",
@@ -788,6 +859,7 @@ const std::vector<Command>& commands() {
         format_flag("text, dot or json"),
         kRanks,
         kMesh,
+        kSize,
         kLoc,
         kPrintAfterAll,
         time_passes_flag("time each pass (and parsing, lowering to kernels, printing)")}},
@@ -805,6 +877,7 @@ const std::vector<Command>& commands() {
        kRunHelp,
        {kRanks,
         kMesh,
+        kSize,
         kInputs,
         {"outputs", "DIR: write the outputs as .npy files", [](Options& o, const std::string& v) { o.outputs = v; }},
         format_flag("text or json"),
@@ -824,6 +897,7 @@ const std::vector<Command>& commands() {
        kVerifyHelp,
        {kRanks,
         kMesh,
+        kSize,
         {"rtol", "relative tolerance",
          [](Options& o, const std::string& v) { o.check.rtol = tolerance_value("rtol", v); }},
         {"atol", "absolute tolerance",
@@ -833,7 +907,7 @@ const std::vector<Command>& commands() {
          [](Options& o, const std::string& v) { o.check.samples = int_value("samples", v, 1, 1 << 30); }},
         kDataParallel,
         format_flag("text or json")}},
-      {"cost", cmd_cost, kCostHelp, {kRanks, kMesh, format_flag("text or json")}},
+      {"cost", cmd_cost, kCostHelp, {kRanks, kMesh, kSize, format_flag("text or json")}},
       {"prove",
        cmd_prove,
        kProveHelp,
@@ -853,8 +927,9 @@ const std::vector<Command>& commands() {
          [](Options& o, const std::string&) { o.main = true; }, true},
         kDataParallel,
         kRanks,
-        kMesh}},
-      {"build", cmd_build, kBuildHelp, {kTarget, out_flag("EXE: the executable"), kRanks, kMesh}},
+        kMesh,
+        kSize}},
+      {"build", cmd_build, kBuildHelp, {kTarget, out_flag("EXE: the executable"), kRanks, kMesh, kSize}},
   };
   return cmds;
 }

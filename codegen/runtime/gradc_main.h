@@ -40,6 +40,7 @@ struct Program {
   int world;
   std::vector<Arg> inputs, outputs;
   std::vector<std::pair<const char*, int>> mesh;  // a mesh's axes and their sizes (none without one)
+  const char* sizes;                              // the size parameters it is built for ("B = 8"; empty without any)
 };
 
 // One rank's host data: inputs (null where the default applies) and outputs.
@@ -197,7 +198,7 @@ inline bool exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 // Rank r's value of input a from path, read and checked as gradc run does (gradc_npy.h).
-inline std::vector<char> read_npy(const std::string& path, const Arg& a) {
+inline std::vector<char> read_npy(const std::string& path, const Arg& a, const char* sizes) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error{"cannot read '" + path + "'"};
   std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -217,7 +218,11 @@ inline std::vector<char> read_npy(const std::string& path, const Arg& a) {
                                          : "int32") +
                 ")"};
   const std::string got = type_str(t, x.shape.data(), int(x.shape.size()));
-  if (got != want) throw Error{path + ": holds " + got + ", but input '" + a.name + "' is declared " + want};
+  if (got != want)
+    throw Error{path + ": holds " + got + ", but input '" + a.name + "' is declared " + want +
+                (*sizes ? std::string(" (the executable is built for ") + sizes +
+                              ": `gradc build --size` makes one for other sizes)"
+                        : "")};
   return std::vector<char>(x.data.begin(), x.data.end());
 }
 inline std::string npy_bytes(const Arg& a, const std::vector<char>& data) {
@@ -300,7 +305,7 @@ inline RankData load_rank(const Program& p, const Options& o, int r) {
       for (std::string path :
            {o.inputs + "/rank" + std::to_string(r) + "/" + a.name + ".npy", o.inputs + "/" + a.name + ".npy"}) {
         if (o.inputs.empty() || !exists(path)) continue;
-        data = read_npy(path, a);
+        data = read_npy(path, a, p.sizes);
         found = true;
         break;
       }

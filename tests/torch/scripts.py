@@ -14,7 +14,8 @@ from them, where no gradc is: scripts/gpu_check.sh.)
 - torch.compile(fullgraph=True) of a function that calls the op: no graph break, the
   same values and gradients as eager;
 - a wrong dtype or shape, a mesh= on a program without one, an i32 input out of range:
-  ValueError naming the input; a float input of another dtype is never converted;
+  ValueError naming the input (and, for a shape, the size B the package is emitted for);
+  a float input of another dtype is never converted;
 - an index out of range inside the op: RuntimeError with the source location;
 - double backward: RuntimeError saying it is not supported.
 - the default group, of 4 ranks, for a 2-rank program: ValueError.
@@ -206,7 +207,7 @@ def compiled(gather_layer, rank, g):
 def errors(gather_layer, collectives, rank, g, world):
     expect_raises(ValueError, ["input 'z'", "f32[2, 2]", "float64[2, 2]"],
                   lambda: gather_layer.gather_layer(torch.zeros(2, 2, dtype=torch.float64, device=DEVICE), group=g))
-    expect_raises(ValueError, ["input 'z'", "f32[2, 2]", "float32[3, 2]"],
+    expect_raises(ValueError, ["input 'z'", "f32[2, 2]", "float32[3, 2]", "emitted for B = 2", "gradc emit --size"],
                   lambda: gather_layer.gather_layer(torch.zeros(3, 2, device=DEVICE), group=g))
     expect_raises(ValueError, ["input 'z'", "list"], lambda: gather_layer.gather_layer([[1.0, 2.0], [3.0, 4.0]], group=g))
     expect_raises(TypeError, ["missing input 'z'"], lambda: gather_layer.gather_layer(group=g))
