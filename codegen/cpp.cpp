@@ -1332,7 +1332,19 @@ class CudaEmitter final : public Emitter {
   }
 };
 
+// bf16 and f16 run on the interpreter only so far: the first value of either is an
+// error at its source, before anything is written.
+void check_dtypes(const Lowered& l) {
+  for (const Node& n : l.graph.nodes)
+    if (is_low_precision(n.type->dtype))
+      throw UserError(n.loc, fmt::format("{} values run on the interpreter only (gradc run --backend=interp, "
+                                         "verify, cost); the code generators and the native backend take f32, f64 "
+                                         "and i32",
+                                         dtype_name(n.type->dtype)));
+}
+
 std::unique_ptr<Emitter> emitter(const Lowered& l, Target target, const std::string& name, const std::string& source) {
+  check_dtypes(l);
   if (target == Target::Cuda) return std::make_unique<CudaEmitter>(l, name, source);
   return std::make_unique<CpuEmitter>(l, name, source);
 }
@@ -1349,6 +1361,7 @@ GeneratedFile generate_main(const Lowered& l, Target target, const std::string& 
 }
 
 GeneratedFile generate_native_entry(const Lowered& l, const std::string& name) {
+  check_dtypes(l);
   return CpuEmitter(l, name, "").native_entry();
 }
 

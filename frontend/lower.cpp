@@ -89,8 +89,15 @@ class Lowerer {
   // The float type: f32, or f64 when the whole program is lowered in f64.
   DType F() const { return f64_ ? DType::F64 : DType::F32; }
   DType flt(DType t) const { return t == DType::I32 ? F() : t; }
-  DType declared(DType t) const { return t == DType::F32 ? F() : t; }
+  // A declared dtype; lowered in f64, every float type is f64 (bf16 and f16 too: `verify`'s widened program).
+  DType declared(DType t) const { return f64_ && is_float(t) ? DType::F64 : t; }
   DType dtype(const V& v) const { return v.is_lit() ? v.lit_dtype : g_.type(v.id).dtype; }
+  // The dtype two operands meet in: PyTorch's promotion of tensors, where a literal (a
+  // Python scalar) takes a float tensor's dtype, as it does there (bf16 * 0.5 is bf16).
+  DType common(const V& a, const V& b) const {
+    if (a.is_lit() != b.is_lit() && is_float(dtype(a.is_lit() ? b : a))) return dtype(a.is_lit() ? b : a);
+    return promote(dtype(a), dtype(b));
+  }
   const Type& type(const V& v) const { return g_.type(v.id); }
 
   ValueId constant(const Type& t, double value, Loc loc) { return add(const_node(t, value, loc)); }
@@ -433,7 +440,7 @@ class Lowerer {
   }
 
   V binary_op(Op o, V a, V b, Loc loc) {
-    DType dt = promote(dtype(a), dtype(b));
+    DType dt = common(a, b);
     if ((o == Op::FloorDiv || o == Op::Mod) && dt != DType::I32)
       user_error(loc, "'{}' is integer {} on i32 values; for floats write {}", o == Op::Mod ? "%" : "//",
                  o == Op::Mod ? "modulo" : "floor division",
@@ -963,7 +970,7 @@ V Lowerer::where_builtin(const Expr& e) {
   V cond = arg(c, "cond");
   V a = arg(c, "a");
   V b = arg(c, "b");
-  DType dt = promote(dtype(a), dtype(b));
+  DType dt = common(a, b);
   return op(Op::Where, {tensor(cond, e.loc), tensor(a, dt, e.loc), tensor(b, dt, e.loc)}, e.loc);
 }
 
@@ -1046,7 +1053,7 @@ V Lowerer::cast_builtin(const Expr& e) {
   std::string name = symbol(*c.get("dtype"), "dtype");
   DType dt;
   if (!parse_dtype(name, dt))
-    user_error(c.loc_of("dtype"), "cast: unknown dtype '{}' (expected f32, f64 or i32)", name);
+    user_error(c.loc_of("dtype"), "cast: unknown dtype '{}' (expected f32, f64, bf16, f16 or i32)", name);
   V x = arg(c, "x");
   if (x.is_lit() && !x.is_int_lit() && dt == DType::I32) return V::integer(saturate_i32(x.num), e.loc);
   if (!x.is_lit() && g_.type(x.id).dtype == declared(dt)) return V{copy_of(x.id, e.loc)};  // a value of its own
@@ -1188,7 +1195,7 @@ DType Lowerer::creation_dtype(const Call& c, const std::string& f) {
   std::string name = symbol(*d, "dtype");
   DType dt;
   if (!parse_dtype(name, dt))
-    user_error(c.loc_of("dtype"), "{}: unknown dtype '{}' (expected f32, f64 or i32)", f, name);
+    user_error(c.loc_of("dtype"), "{}: unknown dtype '{}' (expected f32, f64, bf16, f16 or i32)", f, name);
   return declared(dt);
 }
 
@@ -1302,7 +1309,7 @@ V Lowerer::logaddexp_builtin(const Expr& e) {  // log(exp(a) + exp(b)), as PyTor
   Call c = bind_args(e, {"a", "b"}, 2);
   V a = arg(c, "a");
   V bv = arg(c, "b");
-  const DType dt = flt(promote(dtype(a), dtype(bv)));
+  const DType dt = flt(common(a, bv));
   const ValueId x = tensor(a, dt, c.loc_of("a")), y = tensor(bv, dt, c.loc_of("b"));
   At b = at(e.loc);
   return V{b(composite::logaddexp(b[x], b[y]))};
@@ -1319,7 +1326,7 @@ V Lowerer::clamp_builtin(const Expr& e) {
   if (c.get("max")) hi = arg(c, "max");
   DType dt = dtype(xv);
   for (const auto& bound : {lo, hi})
-    if (bound) dt = promote(dt, dtype(*bound));
+    if (bound) dt = promote(dt, common(xv, *bound));
   At b = at(e.loc);
   Ex r = b[tensor(xv, dt, c.loc_of("x"))];
   if (lo) {

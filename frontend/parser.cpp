@@ -1,6 +1,7 @@
 // A recursive-descent parser for .dg programs (docs/language.md sections 2 and 3).
 #include "frontend/ast.h"
 #include "frontend/lexer.h"
+#include "ir/types.h"
 #include "support/stack.h"
 
 namespace gradc {
@@ -223,8 +224,8 @@ class Parser {
     t.loc = peek().loc;
     if (peek().kind != Tok::Ident) user_error(t.loc, "expected a type such as f32[2, 3], got {}", describe(peek()));
     t.dtype = next().text;
-    if (t.dtype != "f32" && t.dtype != "f64" && t.dtype != "i32")
-      user_error(t.loc, "unknown dtype '{}' (expected f32, f64 or i32)", t.dtype);
+    if (DType dt; !parse_dtype(t.dtype, dt))
+      user_error(t.loc, "unknown dtype '{}' (expected f32, f64, bf16, f16 or i32)", t.dtype);
     if (peek().is("[")) {
       open("[");
       while (!peek().is("]")) {

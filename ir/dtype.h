@@ -2,10 +2,76 @@
 // (gradc emit writes this file out as gradc_dtype.h): self-contained, C++17.
 #pragma once
 #include <stdint.h>
+#include <string.h>
 
 namespace gradc {
 
-enum class DType : uint8_t { I32, F32, F64 };  // in promotion order (ir/types.h: promote)
-inline int64_t dtype_size(DType t) { return t == DType::F64 ? 8 : 4; }
+// bf16 and f16 are storage types: every op computes in f32 and rounds its result once
+// to them, round-to-nearest-even (docs/language.md, "Low precision").
+enum class DType : uint8_t { I32, F32, F64, BF16, F16 };
+inline int64_t dtype_size(DType t) {
+  switch (t) {
+    case DType::F64: return 8;
+    case DType::BF16:
+    case DType::F16: return 2;
+    case DType::I32:
+    case DType::F32: break;
+  }
+  return 4;
+}
+
+// f32 to bf16's bits, round-to-nearest-even; a NaN stays a (quiet) NaN.
+inline uint16_t bf16_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return uint16_t((u >> 16) | 0x40);
+  return uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+inline float bf16_value(uint16_t b) {
+  const uint32_t u = uint32_t(b) << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+// f32 to IEEE binary16's bits, round-to-nearest-even, subnormals included; beyond
+// 65520 an infinity; a NaN stays a (quiet) NaN.
+inline uint16_t f16_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  const uint16_t sign = uint16_t((u >> 16) & 0x8000u);
+  const uint32_t a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return uint16_t(sign | 0x7E00u);
+  if (a >= 0x477FF000u) return uint16_t(sign | 0x7C00u);  // 65520 and above round to infinity
+  if (a < 0x38800000u) {  // below 2^-14: a subnormal (or zero), in units of 2^-24
+    if (a < 0x33000000u) return sign;  // below 2^-25: rounds to zero
+    const uint32_t mant = (a & 0x7FFFFFu) | 0x800000u;
+    const int shift = 126 - int(a >> 23);  // 14..24 bits dropped from the 24-bit significand
+    const uint32_t half = 1u << (shift - 1), rest = mant & ((1u << shift) - 1);
+    uint32_t r = mant >> shift;
+    if (rest > half || (rest == half && (r & 1u))) ++r;
+    return uint16_t(sign | r);
+  }
+  // normal: rebias the exponent (127 to 15) and round away 13 bits
+  uint32_t r = a - 0x38000000u;
+  r += 0xFFFu + ((r >> 13) & 1u);
+  return uint16_t(sign | (r >> 13));
+}
+inline float f16_value(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  const uint32_t e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+  uint32_t u;
+  if (e == 0x1F) {
+    u = sign | 0x7F800000u | (m << 13);
+  } else if (e != 0) {
+    u = sign | ((e + 112) << 23) | (m << 13);
+  } else {  // zero or a subnormal: m * 2^-24, exact in f32
+    float f = float(m) * 5.9604644775390625e-8f;
+    return sign ? -f : f;
+  }
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
 
 }  // namespace gradc

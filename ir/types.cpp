@@ -11,12 +11,14 @@ const char* dtype_name(DType t) {
     case DType::I32: return "i32";
     case DType::F32: return "f32";
     case DType::F64: return "f64";
+    case DType::BF16: return "bf16";
+    case DType::F16: return "f16";
   }
   return "?";
 }
 
 bool parse_dtype(const std::string& s, DType& out) {
-  for (DType t : {DType::I32, DType::F32, DType::F64})
+  for (DType t : {DType::I32, DType::F32, DType::F64, DType::BF16, DType::F16})
     if (s == dtype_name(t)) {
       out = t;
       return true;

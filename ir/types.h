@@ -11,7 +11,14 @@
 namespace gradc {
 
 inline bool is_float(DType t) { return t != DType::I32; }
-inline DType promote(DType a, DType b) { return a > b ? a : b; }
+inline bool is_low_precision(DType t) { return t == DType::BF16 || t == DType::F16; }
+// PyTorch's promotion of two tensors: i32 < bf16, f16 < f32 < f64, and bf16 with f16 is f32.
+inline DType promote(DType a, DType b) {
+  auto rank = [](DType t) { return t == DType::I32 ? 0 : is_low_precision(t) ? 1 : t == DType::F32 ? 2 : 3; };
+  if (a == b) return a;
+  if (rank(a) == rank(b)) return DType::F32;  // bf16 and f16
+  return rank(a) > rank(b) ? a : b;
+}
 // The float type an i32 value becomes in float contexts (exp, /, comparisons).
 inline DType float_of(DType t) { return t == DType::I32 ? DType::F32 : t; }
 const char* dtype_name(DType t);

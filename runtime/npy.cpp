@@ -20,7 +20,12 @@ Tensor parse_npy(const std::string& s, const std::string& path) {
   } catch (const std::runtime_error& e) {
     throw UserError({}, e.what());
   }
-  Tensor x = Tensor::empty(Type{a.kind == 'f' ? DType::F32 : a.kind == 'd' ? DType::F64 : DType::I32, a.shape});
+  const DType dt = a.kind == 'f'   ? DType::F32
+                   : a.kind == 'd' ? DType::F64
+                   : a.kind == 'h' ? DType::F16
+                   : a.kind == 'B' ? DType::BF16
+                                   : DType::I32;
+  Tensor x = Tensor::empty(Type{dt, a.shape});
   std::memcpy(x.buf.get(), a.data.data(), a.data.size());
   return x;
 }
@@ -28,7 +33,12 @@ Tensor parse_npy(const std::string& s, const std::string& path) {
 Tensor read_npy(const std::string& path) { return parse_npy(read_file(path), path); }
 
 std::string npy_bytes(const Tensor& t) {
-  const char* descr = t.dtype() == DType::F32 ? "<f4" : t.dtype() == DType::F64 ? "<f8" : "<i4";
+  // bf16 as ml_dtypes.bfloat16 saves it: 2-byte void (np.load(f).view(ml_dtypes.bfloat16))
+  const char* descr = t.dtype() == DType::F32    ? "<f4"
+                      : t.dtype() == DType::F64  ? "<f8"
+                      : t.dtype() == DType::F16  ? "<f2"
+                      : t.dtype() == DType::BF16 ? "<V2"
+                                                 : "<i4";
   std::string shape = fmt::format("{}", fmt::join(t.shape(), ", "));
   if (t.shape().size() == 1) shape += ",";  // Python's one-element tuple
   std::string h = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}", descr, shape);

@@ -1,7 +1,8 @@
-// NumPy's .npy format: version 1.0 written (little-endian f32, f64, i32, C order);
-// versions 1.0 to 3.0 read, either byte order, C or Fortran order. Float data are
-// read as f32 or f64; integer and bool data of any width as i32 when every value
-// fits (else an error naming the first that does not); float16 is an error.
+// NumPy's .npy format: version 1.0 written (little-endian f32, f64, f16, i32, and bf16
+// as the 2-byte void '<V2' that ml_dtypes.bfloat16 saves; C order); versions 1.0 to 3.0
+// read, either byte order, C or Fortran order. Float data are read as f32, f64 or f16,
+// '<V2' as bf16; integer and bool data of any width as i32 when every value fits (else
+// an error naming the first that does not).
 #pragma once
 #include <string>
 

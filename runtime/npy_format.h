@@ -1,8 +1,9 @@
 // Reading NumPy's .npy format, with no dependencies, so that gradc (runtime/npy.cpp)
 // and the executables it builds (written out beside generated code as gradc_npy.h)
 // read files by one set of rules (docs/language.md section 7): versions 1.0 to 3.0, either
-// byte order, C or Fortran order; float data as f32 or f64; integer and bool data of
-// any width as i32 when every value fits. A bad file throws std::runtime_error
+// byte order, C or Fortran order; float data as f32, f64 or f16; 2-byte void data ('<V2',
+// what NumPy writes for ml_dtypes.bfloat16) as bf16; integer and bool data of any width
+// as i32 when every value fits. A bad file throws std::runtime_error
 // ("PATH: what is wrong").
 #pragma once
 #include <stdint.h>
@@ -16,7 +17,7 @@
 
 namespace gradc::npy {
 
-// The array, in C order: `kind` 'f' (f32), 'd' (f64) or 'i' (i32), 4 or 8 bytes an element.
+// The array, in C order: `kind` 'f' (f32), 'd' (f64), 'i' (i32), 'h' (f16) or 'B' (bf16).
 struct Array {
   char kind = 'f';
   std::vector<int64_t> shape;
@@ -94,17 +95,21 @@ inline Array parse(const std::string& s, const std::string& path) {
   // The element type: '<f4', '>i8', '|b1', ...
   const std::string descr = dict_value(h, "descr", path);
   if (descr.size() != 5 || descr.front() != '\'' || descr.back() != '\'' || !strchr("<>|=", descr[1]) ||
-      !strchr("fiub", descr[2]) || descr[3] < '1' || descr[3] > '8')
+      !strchr("fiubV", descr[2]) || descr[3] < '1' || descr[3] > '8')
     bad(path, "unsupported dtype " + printable(descr) + " (gradc reads floats, integers and bools)");
   const char kind = descr[2];
   const int size = descr[3] - '0';
   const bool ok = kind == 'f'   ? (size == 2 || size == 4 || size == 8)
                   : kind == 'b' ? size == 1
+                  : kind == 'V' ? size == 2
                                 : (size == 1 || size == 2 || size == 4 || size == 8);
-  if (!ok) bad(path, "unsupported dtype " + printable(descr));
+  if (!ok)
+    bad(path, "unsupported dtype " + printable(descr) +
+                  (kind == 'V' ? " (gradc reads 2-byte void data, '<V2', as bfloat16)" : ""));
   // gradc's names for its own dtypes, NumPy's for the others
   std::string name = kind == 'b'   ? "bool"
-                     : kind == 'f' ? (size == 2 ? "float" : "f")
+                     : kind == 'V' ? "bf"
+                     : kind == 'f' ? "f"
                      : kind == 'i' ? (size == 4 ? "i" : "int")
                                    : "uint";
   if (kind != 'b') name += std::to_string(8 * size);
@@ -125,8 +130,6 @@ inline Array parse(const std::string& s, const std::string& path) {
     i = j;
   }
   if (too_large(out.shape)) bad(path, "shape " + shape_str(out.shape) + " is too large");
-  if (kind == 'f' && size == 2)
-    bad(path, "holds float16 data, which gradc does not read: convert it with a.astype(np.float32)");
   const int64_t count = out.size();
   const size_t need = size_t(count) * size_t(size), have = s.size() - hstart - hlen;
   const std::string what = name + shape_str(out.shape);
@@ -141,8 +144,8 @@ inline Array parse(const std::string& s, const std::string& path) {
   // Fortran order holds the C-order array of the reversed shape, transposed.
   std::vector<int64_t> stored = out.shape;
   if (fortran) std::reverse(stored.begin(), stored.end());
-  if (kind == 'f') {
-    out.kind = size == 4 ? 'f' : 'd';
+  if (kind == 'f' || kind == 'V') {
+    out.kind = kind == 'V' ? 'B' : size == 2 ? 'h' : size == 4 ? 'f' : 'd';
     out.data = std::move(raw);
   } else {
     // Integers and bools become i32 when every value fits (NumPy's and PyTorch's
@@ -197,7 +200,7 @@ inline Array parse(const std::string& s, const std::string& path) {
     }
   }
   if (fortran && out.shape.size() > 1) {  // gather into C order
-    const size_t es = out.kind == 'd' ? 8 : 4, r = out.shape.size();
+    const size_t es = out.kind == 'd' ? 8 : out.kind == 'h' || out.kind == 'B' ? 2 : 4, r = out.shape.size();
     std::string c(out.data.size(), '\0');
     std::vector<int64_t> idx(r, 0);
     for (int64_t k = 0; k < count; ++k) {  // k: C-order position; idx: its index

@@ -9,9 +9,13 @@
 namespace gradc {
 
 std::string number_str(const Tensor& t, int64_t i) {
-  return dispatch(t.dtype(), [&](auto tag) -> std::string {
+  // bf16 and f16: the f32 value they hold (the shortest text that reads back as it)
+  const auto storage = is_low_precision(t.dtype()) ? DType::F32 : t.dtype();
+  const Tensor wide = storage == t.dtype() ? t : Tensor::scalar(DType::F32, t.get(i));
+  if (storage != t.dtype()) i = 0;
+  return dispatch(storage, [&](auto tag) -> std::string {
     using T = decltype(tag);
-    T v = t.data<T>()[i];
+    T v = wide.data<T>()[i];
     if constexpr (std::is_floating_point_v<T>) {
       if (std::isnan(v)) return "nan";
       if (std::isinf(v)) return v < 0 ? "-inf" : "inf";

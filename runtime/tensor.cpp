@@ -23,9 +23,18 @@ Tensor Tensor::zeros(const Type& t) {
 
 Tensor Tensor::scalar(DType dt, double v) { return from(Type{dt, {}}, {v}); }
 
+void low_precision_in_kernel(DType t) {
+  throw InternalError(fmt::format("{} data reached an interpreter kernel (they run on f32 copies)", dtype_name(t)));
+}
+
 Tensor Tensor::from(const Type& t, const std::vector<double>& vals) {
   GRADC_ASSERT(vals.size() == 1 || int64_t(vals.size()) == t.size(), "{} values for {}", vals.size(), type_str(t));
   Tensor x = empty(t);
+  if (is_low_precision(t.dtype)) {  // through f32, as PyTorch converts a double
+    uint16_t* p = x.data<uint16_t>();
+    for (int64_t i = 0; i < t.size(); ++i) p[i] = low_bits(t.dtype, float(vals[vals.size() == 1 ? 0 : size_t(i)]));
+    return x;
+  }
   dispatch(t.dtype, [&](auto tag) {
     using T = decltype(tag);
     T* p = x.data<T>();
@@ -38,6 +47,7 @@ Tensor Tensor::from(const Type& t, const std::vector<double>& vals) {
 }
 
 double Tensor::get(int64_t i) const {
+  if (is_low_precision(dtype())) return low_value(dtype(), data<uint16_t>()[i]);
   return dispatch(dtype(), [&](auto tag) { return double(data<decltype(tag)>()[i]); });
 }
 
@@ -48,6 +58,19 @@ std::vector<double> Tensor::values() const {
 }
 
 Tensor Tensor::cast(DType to) const {
+  // bf16 and f16 go through f32 (exact from them; to them, one rounding of the f32
+  // value, as PyTorch converts f64 and i32 to them)
+  if (is_low_precision(dtype())) {
+    Tensor f = empty(Type{DType::F32, shape()});
+    for (int64_t i = 0; i < size(); ++i) f.data<float>()[i] = low_value(dtype(), data<uint16_t>()[i]);
+    return to == DType::F32 ? f : f.cast(to);
+  }
+  if (is_low_precision(to)) {
+    const Tensor f = cast(DType::F32);
+    Tensor y = empty(Type{to, shape()});
+    for (int64_t i = 0; i < size(); ++i) y.data<uint16_t>()[i] = low_bits(to, f.data<float>()[i]);
+    return y;
+  }
   Tensor y = empty(Type{to, shape()});
   dispatch(dtype(), [&](auto a) {
     dispatch(to, [&](auto b) {
@@ -117,7 +140,7 @@ Tensor view(const ViewMap& m, const std::vector<const Tensor*>& xs, const Type& 
       src_base += (lo[size_t(a.from)] + a.offset) * in[d];
     }
     for (size_t e = 0; e < lo.size(); ++e) dst_base += lo[e] * dst[e];
-    dispatch(x.dtype(), [&](auto tag) {
+    dispatch_storage(x.dtype(), [&](auto tag) {
       using T = decltype(tag);
       const T* s = x.data<T>();
       T* d = y.data<T>();

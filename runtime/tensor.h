@@ -41,6 +41,10 @@ struct Tensor {
   bool same_values(const Tensor& o) const;  // same type and bit-for-bit equal values
 };
 
+// bf16 and f16 data never reach a kernel: the interpreter runs each op on f32 copies
+// of them (runtime/interp.cpp); one that does is an internal error.
+[[noreturn]] void low_precision_in_kernel(DType t);
+
 // Calls f with a value of the C++ type for `t` (int32_t, float or double).
 template <class F>
 decltype(auto) dispatch(DType t, F&& f) {
@@ -48,9 +52,20 @@ decltype(auto) dispatch(DType t, F&& f) {
     case DType::I32: return f(int32_t{});
     case DType::F32: return f(float{});
     case DType::F64: break;
+    case DType::BF16:
+    case DType::F16: low_precision_in_kernel(t);
   }
   return f(double{});
 }
+// The same for code that only moves elements: the 2-byte types as uint16_t.
+template <class F>
+decltype(auto) dispatch_storage(DType t, F&& f) {
+  if (is_low_precision(t)) return f(uint16_t{});
+  return dispatch(t, f);
+}
+// A value rounded to a 2-byte float type (its bits), and back: exact.
+inline uint16_t low_bits(DType t, float v) { return t == DType::BF16 ? bf16_bits(v) : f16_bits(v); }
+inline float low_value(DType t, uint16_t b) { return t == DType::BF16 ? bf16_value(b) : f16_value(b); }
 
 using Strides = std::vector<int64_t>;
 // Strides for reading a tensor of shape `in` broadcast (NumPy rules) to `out`:

@@ -2,7 +2,8 @@
 order, dtype and memory order, for the input-file tests.
 
 usage: make_npy.py OUT DESCR SHAPE VALUES [--fortran] [--version=V]
-  DESCR   NumPy's descr: <f4 >f8 <i8 >i2 |u1 |b1 <f2 ...
+  DESCR   NumPy's descr: <f4 >f8 <i8 >i2 |u1 |b1 <f2 ...; <V2 holds bfloat16 (what
+          ml_dtypes.bfloat16 saves), each value rounded to nearest even
   SHAPE   comma-separated dimensions, e.g. 2,3 (empty for a scalar)
   VALUES  comma-separated values in C (row-major) order; with --fortran they are
           stored column-major, as NumPy stores a Fortran-order array
@@ -21,7 +22,7 @@ def main():
         if f.startswith("--version="):
             version = int(f.split("=")[1])
     shape = [int(d) for d in shape_s.split(",") if d]
-    values = [float(v) if descr[1] == "f" else int(v) for v in values_s.split(",") if v]
+    values = [float(v) if descr[1] in "fV" else int(v) for v in values_s.split(",") if v]
     if fortran and len(shape) > 1:  # C-order values -> column-major memory order
         strides = [1] * len(shape)
         for d in range(len(shape) - 2, -1, -1):
@@ -36,9 +37,15 @@ def main():
             order.append(sum(i * s for i, s in zip(idx, strides)))
         values = [values[o] for o in order]
     codes = {"f2": "e", "f4": "f", "f8": "d", "i1": "b", "i2": "h", "i4": "i", "i8": "q",
-             "u1": "B", "u2": "H", "u4": "I", "u8": "Q", "b1": "?"}
+             "u1": "B", "u2": "H", "u4": "I", "u8": "Q", "b1": "?", "V4": "f"}
     endian = ">" if descr[0] == ">" else "<"
-    data = b"".join(struct.pack(endian + codes[descr[1:]], v) for v in values)
+    if descr[1:] == "V2":  # bfloat16: the top half of the f32, rounded to nearest even
+        def bf16(v):
+            u = struct.unpack("<I", struct.pack("<f", v))[0]
+            return (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+        data = b"".join(struct.pack(endian + "H", bf16(v)) for v in values)
+    else:
+        data = b"".join(struct.pack(endian + codes[descr[1:]], v) for v in values)
     tup = "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
     header = "{'descr': '%s', 'fortran_order': %s, 'shape': %s, }" % (descr, "True" if fortran else "False", tup)
     pre = 10 if version == 1 else 12

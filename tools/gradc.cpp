@@ -354,6 +354,18 @@ const char* kRunHelp =
     "--check-finite stops at the first op whose result holds a NaN or an infinity\n"
     "(inputs and gradients included), naming the op, its location and the rank.\n";
 
+// What NumPy calls a dtype, for the conversions input-file errors suggest.
+const char* numpy_dtype(DType t) {
+  switch (t) {
+    case DType::F32: return "np.float32";
+    case DType::F64: return "np.float64";
+    case DType::F16: return "np.float16";
+    case DType::BF16: return "ml_dtypes.bfloat16";
+    case DType::I32: break;
+  }
+  return "np.int32";
+}
+
 // For an input file of another shape: the sizes the program was given, where it has any.
 std::string sizes_note(const Graph& g) {
   std::vector<std::string> sizes;
@@ -386,14 +398,12 @@ RankInputs load_inputs(const Graph& g, const std::string& dir, bool widen = fals
         if (ec) throw UserError({}, fmt::format("cannot read '{}': {}", path, ec.message()));
         if (!found) continue;
         Tensor t = read_npy(path);
-        if (widen && t.dtype() == DType::F32 && n.type->dtype == DType::F64) t = t.cast(DType::F64);
-        if (t.dtype() != n.type->dtype) {  // float data must match exactly: say how to convert
-          const char* np = n.type->dtype == DType::F32 ? "float32" : n.type->dtype == DType::F64 ? "float64" : "int32";
+        if (widen && is_float(t.dtype()) && n.type->dtype == DType::F64) t = t.cast(DType::F64);
+        if (t.dtype() != n.type->dtype)  // float data must match exactly: say how to convert
           throw UserError({}, fmt::format("{}: holds {} data, but input '{}' is declared {}: convert it with "
-                                          "a.astype(np.{})",
+                                          "a.astype({})",
                                           path, t.dtype() == DType::I32 ? "integer" : dtype_name(t.dtype()), name,
-                                          type_str(n.type), np));
-        }
+                                          type_str(n.type), numpy_dtype(n.type->dtype)));
         if (t.type != n.type)
           throw UserError({}, fmt::format("{}: holds {}, but input '{}' is declared {}{}", path, type_str(t.type), name,
                                           type_str(n.type), sizes_note(g)));
@@ -439,6 +449,10 @@ double median_ms(std::vector<double> ms) {
   return ms.size() % 2 ? ms[ms.size() / 2] : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2;
 }
 
+bool has_low_precision(const Graph& g) {
+  return std::any_of(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return is_low_precision(n.type->dtype); });
+}
+
 int cmd_run(const Options& o, SourceFile& src) {
   check_text_or_json(o.format);
   std::string backend = o.backend;
@@ -450,6 +464,8 @@ int cmd_run(const Options& o, SourceFile& src) {
   }
   const int iters = o.iters;
   Graph g = run_pipeline(load_program(o, src), Pipeline::Grad);
+  // bf16 and f16 run on the interpreter only: the default backend there (--backend=native is the code generators' error)
+  if (o.backend.empty() && has_low_precision(g)) backend = "interp";
   Lowered l;
   if (backend == "native") {
     l = lowered(g, o.pipeline);
@@ -574,11 +590,11 @@ int cmd_verify(const Options& o, SourceFile& src) {
                                 "(it needs a float input and a float output)"
                               : "nothing to check: the program has no gradient");
   // What users run: the program as written on gradc run's default backend, against the interpreter.
-  if (native_available())
+  Graph written = load_program(o, src);
+  if (native_available() && !has_low_precision(written))
     opt.run_default = [&src](const Graph& p, const RankInputs& in) {
       return run_native(lowered(p), src.path, complete_inputs(p, in, false), 0).outputs;
     };
-  Graph written = load_program(o, src);
   RankInputs written_inputs = load_inputs(written, o.inputs);
   if (as_op) {
     std::set<std::string> same;

@@ -53,7 +53,16 @@ struct Error {
   std::string message;
 };
 
-inline const char* dtype_name(DType t) { return t == DType::F32 ? "f32" : t == DType::F64 ? "f64" : "i32"; }
+inline const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "f32";
+    case DType::F64: return "f64";
+    case DType::BF16: return "bf16";
+    case DType::F16: return "f16";
+    case DType::I32: break;
+  }
+  return "i32";
+}
 inline std::string type_str(DType t, const int64_t* shape, int rank) {
   std::string s = std::string(dtype_name(t)) + "[";
   for (int d = 0; d < rank; ++d) s += (d ? ", " : "") + std::to_string(shape[d]);
@@ -208,15 +217,16 @@ inline std::vector<char> read_npy(const std::string& path, const Arg& a, const c
   } catch (const std::runtime_error& e) {
     throw Error{e.what()};
   }
-  const DType t = x.kind == 'f' ? DType::F32 : x.kind == 'd' ? DType::F64 : DType::I32;
+  const DType t = x.kind == 'f'   ? DType::F32
+                  : x.kind == 'd' ? DType::F64
+                  : x.kind == 'h' ? DType::F16
+                  : x.kind == 'B' ? DType::BF16
+                                  : DType::I32;
   const std::string want = type_str(a.dtype, a.shape, a.rank);
   if (t != a.dtype)  // float data must match exactly: say how to convert
     throw Error{path + ": holds " + (t == DType::I32 ? "integer" : dtype_name(t)) + " data, but input '" + a.name +
                 "' is declared " + want + ": convert it with a.astype(np." +
-                (a.dtype == DType::F32   ? "float32"
-                 : a.dtype == DType::F64 ? "float64"
-                                         : "int32") +
-                ")"};
+                (a.dtype == DType::F32 ? "float32" : a.dtype == DType::F64 ? "float64" : "int32") + ")"};
   const std::string got = type_str(t, x.shape.data(), int(x.shape.size()));
   if (got != want)
     throw Error{path + ": holds " + got + ", but input '" + a.name + "' is declared " + want +
