@@ -460,6 +460,10 @@ class Lowerer {
     const bool arith = o == Op::Add || o == Op::Sub || o == Op::Mul;
     if (a.is_int_lit() && b.is_int_lit() && arith) return int_arith(o, a, b, loc);
     if (a.is_lit() && b.is_lit()) return fold(o, a, b, dt, loc);
+    // bf16 or f16 with a literal: the literal stays f32, as a Python scalar does in
+    // PyTorch (x * 0.3 is x times 0.3f, rounded once)
+    if (is_low_precision(dt) && (a.is_lit() || b.is_lit()))
+      return V{tensor(op(o, {tensor(a, DType::F32, loc), tensor(b, DType::F32, loc)}, loc), dt, loc)};
     return op(o, {tensor(a, dt, loc), tensor(b, dt, loc)}, loc);
   }
   // An op on two literals, computed as it runs: by the op's own scalar function
@@ -657,7 +661,17 @@ class Lowerer {
     return c;
   }
 
-  V arg(const Call& c, const std::string& p) { return expr(*c.get(p)); }
+  V arg(const Call& c, const std::string& p) {
+    const DType low = composite_low_;
+    composite_low_ = DType::I32;  // the operand's own expression is not the composite
+    V v = expr(*c.get(p));
+    composite_low_ = low;
+    if (low != DType::I32 && !v.is_lit() && is_low_precision(dtype(v))) {  // the composite's f32 copy of it
+      if (low == DType::F32) composite_low_ = dtype(v);
+      v = V{tensor(v, DType::F32, c.loc_of(p))};
+    }
+    return v;
+  }
   ValueId targ(const Call& c, const std::string& p) {
     V v = arg(c, p);
     return tensor(v, c.loc_of(p));
@@ -846,6 +860,14 @@ class Lowerer {
   NameMap<Binding> statics_;  // the program's static integers, kept by bind
   std::vector<std::string> stack_;
   bool in_default_ = false;
+  // While a composite's operands are read: F32, or the bf16 or f16 type of the first
+  // such operand (whose f32 copy it takes); I32 elsewhere.
+  DType composite_low_ = DType::I32;
+  // The builtins that expand into several ops, each of which counts as one op for
+  // bf16 and f16: one rounding of its result.
+  static inline const std::set<std::string> kComposites = {
+      "mean", "logsumexp", "softmax",    "log_softmax", "normalize", "cross_entropy", "gelu",
+      "silu", "softplus",  "layer_norm", "rms_norm",    "logaddexp", "var",           "std"};
 };
 
 using BuiltinFn = V (Lowerer::*)(const Expr& e);
@@ -940,7 +962,19 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 
 V Lowerer::builtin(const Expr& e) {
   const std::string& f = e.text;
-  if (auto it = builtins().find(f); it != builtins().end()) return (this->*it->second)(e);
+  if (auto it = builtins().find(f); it != builtins().end()) {
+    if (!kComposites.count(f)) return (this->*it->second)(e);
+    // bf16 and f16 (docs/language.md, "Low precision"): a composite is one op. Its
+    // operands of those types are taken as f32 copies (arg), its math runs in f32, and
+    // its float result is rounded once to their type.
+    const DType outer = composite_low_;
+    composite_low_ = DType::F32;
+    V r = (this->*it->second)(e);
+    const DType low = composite_low_;
+    composite_low_ = outer;
+    if (low != DType::F32 && !r.is_lit() && dtype(r) == DType::F32) r = V{tensor(r, low, e.loc)};
+    return r;
+  }
   if (f == "input" || f == "output" || f == "world") user_error(e.loc, "'{}' cannot be called", f);
   unknown_function(e);
 }

@@ -43,8 +43,8 @@ inline uint16_t f16_bits(float f) {
   const uint32_t a = u & 0x7FFFFFFFu;
   if (a > 0x7F800000u) return uint16_t(sign | 0x7E00u);
   if (a >= 0x477FF000u) return uint16_t(sign | 0x7C00u);  // 65520 and above round to infinity
-  if (a < 0x38800000u) {  // below 2^-14: a subnormal (or zero), in units of 2^-24
-    if (a < 0x33000000u) return sign;  // below 2^-25: rounds to zero
+  if (a < 0x38800000u) {                                  // below 2^-14: a subnormal (or zero), in units of 2^-24
+    if (a < 0x33000000u) return sign;                     // below 2^-25: rounds to zero
     const uint32_t mant = (a & 0x7FFFFFu) | 0x800000u;
     const int shift = 126 - int(a >> 23);  // 14..24 bits dropped from the 24-bit significand
     const uint32_t half = 1u << (shift - 1), rest = mant & ((1u << shift) - 1);

@@ -45,10 +45,24 @@ class Ad : public Builder {
   ValueId make(Op op, std::vector<ValueId> args, Attrs attrs) override;
   ValueId make_constant(const Type& t, double v) override;
 
+ public:
+  // bf16 and f16 (docs/language.md, "Low precision"): the backward of one op computes
+  // in f32 and rounds each cotangent once. While the rule of an op with such a result
+  // or operand runs, the nodes it makes take f32 copies of their bf16 and f16
+  // operands, and its constants are f32; a collective it makes sends the storage type
+  // (and sums in f32). `cotangent` rounds a cotangent the rule gave to operand i's type.
+  ValueId cotangent(size_t i, ValueId ct);
+  // The rule is done: what follows (cotangents that meet, added in their type) is not its math.
+  void end_rule() { low_ = DType::F32; }
+
  private:
+  ValueId append(Op op, std::vector<ValueId> args, Attrs attrs);
   ValueId y_ = -1;
   bool higher_order_ = false;
   std::vector<bool> need_;
+  DType low_ = DType::F32;                         // the op's storage type while its rule runs (f32: none)
+  ValueId rule_start_ = 0;                         // the first node its rule made
+  std::vector<std::pair<ValueId, ValueId>> wide_;  // the f32 copies made for it
 };
 
 }  // namespace gradc

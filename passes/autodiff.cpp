@@ -21,12 +21,50 @@ OpTable<VjpFn>& derivatives() {
 void Ad::begin(ValueId y, const std::vector<bool>& need) {
   y_ = y;
   need_ = need;
+  low_ = DType::F32;
+  wide_.clear();
+  rule_start_ = ValueId(g_.nodes.size());
+  if (need.empty()) return;  // the seed or a gradient's total: no op's rule
+  if (is_low_precision(g_[y].type->dtype)) low_ = g_[y].type->dtype;
+  for (ValueId a : g_[y].args)
+    if (is_low_precision(g_.type(a).dtype) && low_ == DType::F32) low_ = g_.type(a).dtype;
+}
+
+ValueId Ad::cotangent(size_t i, ValueId ct) {
+  const DType want = g_.type(arg(i)).dtype;
+  if (low_ == DType::F32 || g_.type(ct).dtype == want) return ct;
+  Attrs a;
+  a.set("to", Attr::of_sym(dtype_name(want)));
+  return append(Op::Cast, {ct}, a);
 }
 
 int Ad::group_size() const { return gradc::group_size(g_, y()); }
 bool Ad::replicated_in_group(ValueId v) const { return !g_[v].rep.varies_along(axes_mask(over_axes(g_, y()))); }
 
 ValueId Ad::make(Op op, std::vector<ValueId> args, Attrs attrs) {
+  if (low_ != DType::F32)
+    for (ValueId& a : args) {
+      const DType t = g_.type(a).dtype;
+      Attrs to;
+      if (is_collective(op) && t == DType::F32 && a >= rule_start_) {  // sent in the storage type
+        to.set("to", Attr::of_sym(dtype_name(low_)));
+        a = append(Op::Cast, {a}, to);
+      } else if (!is_collective(op) && is_low_precision(t)) {
+        auto it = std::find_if(wide_.begin(), wide_.end(), [&](const auto& w) { return w.first == a; });
+        if (it != wide_.end()) {
+          a = it->second;
+        } else {
+          to.set("to", Attr::of_sym("f32"));
+          const ValueId w = append(Op::Cast, {a}, to);
+          wide_.push_back({a, w});
+          a = w;
+        }
+      }
+    }
+  return append(op, std::move(args), std::move(attrs));
+}
+
+ValueId Ad::append(Op op, std::vector<ValueId> args, Attrs attrs) {
   // within a rule (begin with operands), not the seed or a gradient's total
   if (y_ >= 0 && !need_.empty() && (is_collective(op) || op == Op::Rank) && !attrs.has("over"))
     if (const Attr* over = g_[y_].attrs.find("over"); over && is_collective(g_[y_].op)) attrs.set("over", *over);
@@ -43,7 +81,8 @@ ValueId Ad::make(Op op, std::vector<ValueId> args, Attrs attrs) {
 }
 
 ValueId Ad::make_constant(const Type& t, double v) {
-  Node n = const_node(t, v, y_ >= 0 ? g_[y_].loc : Loc{});
+  Node n = const_node(low_ != DType::F32 && is_low_precision(t.dtype) ? Type{DType::F32, t.shape} : t, v,
+                      y_ >= 0 ? g_[y_].loc : Loc{});
   n.backward = true;
   if (y_ >= 0) n.fwd_op = g_[y_].op;
   n.rep = Rep::Replicated;
@@ -117,7 +156,11 @@ std::vector<ValueId> backward(Graph& g, ValueId loss, const std::vector<ValueId>
   Ad ad(g);
   ad.set_higher_order(higher_order);
   std::vector<ValueId> ct(size_t(loss) + 1, -1);  // per forward value: its cotangent so far, or -1
-  auto accumulate = [&](ValueId v, ValueId c) { ct[size_t(v)] = ct[size_t(v)] < 0 ? c : ad.add(ct[size_t(v)], c); };
+  auto accumulate = [&](ValueId v, ValueId c) {
+    ct[size_t(v)] = ct[size_t(v)] < 0 ? c : ad.add(ct[size_t(v)], c);
+    GRADC_ASSERT(g.type(ct[size_t(v)]) == g.type(v), "a cotangent of type {} for a value of type {}",
+                 type_str(g.type(ct[size_t(v)])), type_str(g.type(v)));
+  };
   if (live[size_t(loss)]) {
     // The seed: d L / d loss_r. The loss is the same along the axes not in `over`, so
     // with G the groups that share their coordinates on `over`, L = c sum_g sum(loss_g)
@@ -142,6 +185,11 @@ std::vector<ValueId> backward(Graph& g, ValueId loss, const std::vector<ValueId>
     for (size_t i = 0; i < args.size(); ++i)
       if (need[i]) {
         GRADC_ASSERT(cts[i] >= 0, "{}: derivative rule gave no cotangent for operand {}", op_name(op), i);
+        cts[i] = ad.cotangent(i, cts[i]);
+      }
+    ad.end_rule();
+    for (size_t i = 0; i < args.size(); ++i)
+      if (need[i]) {
         GRADC_ASSERT(g.type(cts[i]) == g.type(args[i]), "{}: cotangent {} for operand of type {}", op_name(op),
                      type_str(g.type(cts[i])), type_str(g.type(args[i])));
         accumulate(args[i], cts[i]);

@@ -49,12 +49,12 @@ std::vector<Tensor> input_values(const Graph& g, const Node& n, const RankInputs
 
 // A collective runs in each of its groups (over=) on the group's ranks, as on a world of their own.
 std::vector<Tensor> run_collective(const Graph& g, const Node& n, const std::vector<Tensor>& x) {
-  if (!has_groups(g, n)) return kernels()[n.op].collective(n, x);
+  if (!has_groups(g, n)) return run_collective_kernel(n, x);
   std::vector<Tensor> out(x.size());
   for (const std::vector<int>& group : mesh_groups(g, over_axes(g, n))) {
     std::vector<Tensor> in;
     for (int r : group) in.push_back(x[size_t(r)]);
-    std::vector<Tensor> res = kernels()[n.op].collective(n, in);
+    std::vector<Tensor> res = run_collective_kernel(n, in);
     for (size_t k = 0; k < group.size(); ++k) out[size_t(group[k])] = std::move(res[k]);
   }
   return out;
@@ -75,24 +75,6 @@ void check_finite(const Node& n, const std::vector<Tensor>& out) {
                                                        : "-inf",
                                          r, element_str(i, n.type->shape), type_str(n.type)));
     }
-}
-}  // namespace
-
-namespace {
-// bf16 and f16 (docs/language.md, "Low precision"): an op with such a result or
-// operand runs as the f32 op on f32 copies of its operands, and its result is rounded
-// once to its type. A reduction or collective thus sums in f32 (or wider) and rounds once.
-bool touches_low_precision(const Graph& g, const Node& n) {
-  if (is_low_precision(n.type->dtype)) return true;
-  for (ValueId a : n.args)
-    if (is_low_precision(g.type(a).dtype)) return true;
-  return false;
-}
-Tensor widened(const Tensor& t) { return is_low_precision(t.dtype()) ? t.cast(DType::F32) : t; }
-Node in_f32(const Node& n) {
-  Node w = n;
-  if (is_low_precision(n.type->dtype)) w.type = Type{DType::F32, n.type->shape};
-  return w;
 }
 }  // namespace
 
@@ -133,26 +115,8 @@ std::vector<std::vector<Tensor>> evaluate(const Graph& g, const RankInputs& inpu
     std::vector<Tensor>& out = vals[i];
     if (n.op == Op::Input) {
       out = input_values(g, n, inputs, n.args.empty() ? nullptr : &vals[size_t(n.args[0])]);
-    } else if (const bool low = touches_low_precision(g, n); low && is_collective(n.op)) {
-      std::vector<Tensor> x;
-      for (const Tensor& t : vals[size_t(n.args[0])]) x.push_back(widened(t));
-      out = run_collective(g, in_f32(n), x);
-      for (Tensor& t : out) t = t.cast(n.type->dtype);
     } else if (is_collective(n.op)) {
       out = run_collective(g, n, vals[size_t(n.args[0])]);
-    } else if (low) {
-      LocalFn f = kernels()[n.op].local;
-      GRADC_ASSERT(f, "{} has no kernel", op_name(n.op));
-      const Node w = in_f32(n);
-      std::vector<Tensor> wide(n.args.size());
-      Args args(n.args.size());
-      for (int r = 0; r < N; ++r) {
-        for (size_t k = 0; k < n.args.size(); ++k) {
-          wide[k] = widened(vals[size_t(n.args[k])][size_t(r)]);
-          args[k] = &wide[k];
-        }
-        out.push_back(f(w, args, EvalCtx{r, N, &g}).cast(n.type->dtype));
-      }
     } else {
       LocalFn f = kernels()[n.op].local;
       if (!f)
@@ -162,7 +126,7 @@ std::vector<std::vector<Tensor>> evaluate(const Graph& g, const RankInputs& inpu
       Args args(n.args.size());
       for (int r = 0; r < N; ++r) {
         for (size_t k = 0; k < n.args.size(); ++k) args[k] = &vals[size_t(n.args[k])][size_t(r)];
-        out.push_back(f(n, args, EvalCtx{r, N, &g}));
+        out.push_back(run_local(n, args, EvalCtx{r, N, &g}));
       }
     }
     if (overrides) {

@@ -26,4 +26,12 @@ struct KernelRule {
 };
 OpTable<KernelRule>& kernels();
 
+// bf16 and f16 (docs/language.md, "Low precision"): an op with a result or operand of
+// those types runs as the f32 op on f32 copies of its operands, and its result is
+// rounded once to its type; the kernels see f32, f64 and i32 only. These are the one
+// place that happens: a local op on one rank's operands, and a collective on every
+// rank's (which thus sums in f32).
+Tensor run_local(const Node& n, const Args& args, const EvalCtx& ctx);
+std::vector<Tensor> run_collective_kernel(const Node& n, const std::vector<Tensor>& x);
+
 }  // namespace gradc

@@ -346,10 +346,11 @@ const char* kRunHelp =
     "Run FILE.dg on this machine's CPU with N ranks in one process and print every\n"
     "output of every rank. Input x of rank r comes from DIR/rank<r>/x.npy, else\n"
     "DIR/x.npy, else its default. --outputs writes DIR/rank<r>/<name>.npy.\n"
-    "--backend=native (the default where a C++ compiler is found) compiles the program's\n"
-    "generated CPU code (cached in $XDG_CACHE_HOME/gradc) and runs the ranks as threads;\n"
-    "interp is the reference interpreter. --iters=K runs K more times and prints the\n"
-    "median wall time of one run on stderr (input defaults evaluated once, before).\n"
+    "--backend=native (the default where a C++ compiler is found, for programs without\n"
+    "bf16 or f16 values) compiles the program's generated CPU code (cached in\n"
+    "$XDG_CACHE_HOME/gradc) and runs the ranks as threads; interp is the reference\n"
+    "interpreter. --iters=K runs K more times and prints the median wall time of one run\n"
+    "on stderr (input defaults evaluated once, before).\n"
     "--quiet prints no outputs (errors, and --iters' median, still go to stderr).\n"
     "--check-finite stops at the first op whose result holds a NaN or an infinity\n"
     "(inputs and gradients included), naming the op, its location and the rank.\n";
@@ -464,7 +465,8 @@ int cmd_run(const Options& o, SourceFile& src) {
   }
   const int iters = o.iters;
   Graph g = run_pipeline(load_program(o, src), Pipeline::Grad);
-  // bf16 and f16 run on the interpreter only: the default backend there (--backend=native is the code generators' error)
+  // bf16 and f16 run on the interpreter only: the default backend there (--backend=native is the code generators'
+  // error)
   if (o.backend.empty() && has_low_precision(g)) backend = "interp";
   Lowered l;
   if (backend == "native") {

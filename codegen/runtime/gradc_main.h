@@ -226,7 +226,10 @@ inline std::vector<char> read_npy(const std::string& path, const Arg& a, const c
   if (t != a.dtype)  // float data must match exactly: say how to convert
     throw Error{path + ": holds " + (t == DType::I32 ? "integer" : dtype_name(t)) + " data, but input '" + a.name +
                 "' is declared " + want + ": convert it with a.astype(np." +
-                (a.dtype == DType::F32 ? "float32" : a.dtype == DType::F64 ? "float64" : "int32") + ")"};
+                (a.dtype == DType::F32   ? "float32"
+                 : a.dtype == DType::F64 ? "float64"
+                                         : "int32") +
+                ")"};
   const std::string got = type_str(t, x.shape.data(), int(x.shape.size()));
   if (got != want)
     throw Error{path + ": holds " + got + ", but input '" + a.name + "' is declared " + want +
