@@ -279,6 +279,107 @@ std::vector<std::string> check_backend(const Graph& g, const RankInputs& inputs,
   return bad;
 }
 
+namespace {
+// The program after grad, with each gradient an output of its own after the program's.
+Graph with_gradient_outputs(const Graph& g) {
+  std::vector<GradInfo> info;
+  Graph run = grad_pipeline(g, info);
+  std::set<std::string> taken;
+  for (const Node& n : run.nodes)
+    if (n.op == Op::Input) taken.insert(n.attr_sym("name"));
+  for (const auto& o : run.outputs) taken.insert(o.first);
+  for (size_t k = 0; k < info.size(); ++k) {
+    if (std::any_of(run.outputs.begin(), run.outputs.end(), [&](const auto& o) { return o.second == info[k].result; }))
+      continue;  // an output already
+    std::string name = info[k].name.empty() ? fmt::format("gradient {}", k + 1) : info[k].name;
+    while (!taken.insert(name).second) name += "_";
+    run.outputs.push_back({name, info[k].result});
+  }
+  return run;
+}
+
+// Ops that round their result: every op but those that only move or select elements.
+bool rounds(const Node& n) {
+  switch (n.op) {
+    case Op::Input:
+    case Op::Reshape:
+    case Op::Transpose:
+    case Op::BroadcastTo:
+    case Op::Concat:
+    case Op::Slice:
+    case Op::Pad:
+    case Op::Take:
+    case Op::Where:
+    case Op::AllGather:
+    case Op::Broadcast:
+    case Op::Gather:
+    case Op::Scatter:
+    case Op::AllToAll:
+    case Op::Permute: return false;
+    default: return true;
+  }
+}
+}  // namespace
+
+std::vector<PrecisionRow> check_precision(const Graph& low, const Graph& wide, const RankInputs& inputs) {
+  const Graph lg = with_gradient_outputs(low), wg = with_gradient_outputs(wide);
+  RankInputs win = inputs;
+  for (auto& rank : win)
+    for (auto& [name, t] : rank)
+      if (is_float(t.dtype())) t = t.cast(DType::F64);
+  const RankOutputs lo = interpret(lg, inputs), hi = interpret(wg, win);
+  // the roundings on the longest path to each value, and the coarsest 16-bit type
+  std::vector<int> depth(lg.nodes.size(), 0);
+  double u = 0;
+  for (size_t i = 0; i < lg.nodes.size(); ++i) {
+    const Node& n = lg.nodes[i];
+    for (ValueId a : n.args) depth[i] = std::max(depth[i], depth[size_t(a)]);
+    if (is_low_precision(n.type->dtype) && rounds(n)) {
+      ++depth[i];
+      u = std::max(u, n.type->dtype == DType::BF16 ? 0x1p-8 : 0x1p-11);
+    }
+  }
+  std::vector<PrecisionRow> rows;
+  for (size_t o = 0; o < lg.outputs.size() && o < wg.outputs.size(); ++o) {
+    PrecisionRow row;
+    row.name = lg.outputs[o].first;
+    row.type = type_str(lg.type(lg.outputs[o].second));
+    double err = 0, scale = 0;
+    for (size_t r = 0; r < lo.size(); ++r) {
+      const Tensor &a = lo[r][o].second, &b = hi[r][o].second;
+      for (int64_t i = 0; i < b.size(); ++i) {
+        err = std::max(err, std::fabs(a.get(i) - b.get(i)));
+        scale = std::max(scale, std::fabs(b.get(i)));
+      }
+    }
+    row.rel_err = scale > 0 ? err / scale : err;
+    row.roundings = depth[size_t(lg.outputs[o].second)];
+    row.estimate = row.roundings * u;
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+std::string precision_table(const std::vector<PrecisionRow>& rows) {
+  std::string s = fmt::format("{:<25} {:<16} {:>12} {:>10} {:>12}\n", "value (16-bit program)", "type", "rel err",
+                              "roundings", "estimate");
+  for (const PrecisionRow& r : rows)
+    s += fmt::format("{:<25} {:<16} {:>12.3e} {:>10} {:>12.3e}\n", r.name, r.type, r.rel_err, r.roundings, r.estimate);
+  s += "each output and gradient against the program widened to f64 on the same inputs: max |err| / max |value|; "
+       "estimate: roundings on the longest path times the unit roundoff\n";
+  return s;
+}
+
+std::string precision_json(const std::vector<PrecisionRow>& rows) {
+  std::vector<std::string> items;
+  for (const PrecisionRow& r : rows)
+    items.push_back(fmt::format(
+        "{{\"value\": \"{}\", \"type\": \"{}\", \"rel_err\": {}, \"roundings\": {}, "
+        "\"estimate\": {}}}",
+        r.name, r.type, std::isfinite(r.rel_err) ? fmt::format("{}", r.rel_err) : "Infinity", r.roundings, r.estimate));
+  return fmt::format("[{}]", fmt::join(items, ", "));
+}
+
 void GradCheckRow::fail(const std::string& check, int rank, const std::string& element) {
   if (!ok) return;  // the first failure found is the one reported
   ok = false;

@@ -67,6 +67,23 @@ std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inpu
 // Equal means |a - b| <= 1e-4 |b| + 1e-5 max(1, max |b|) per element, NaN for NaN.
 std::vector<std::string> check_backend(const Graph& g, const RankInputs& inputs, std::vector<GradCheckRow>& rows,
                                        const GradCheckOptions& opt);
+// The precision of a program with bf16 or f16 values (docs/language.md, "Low
+// precision"): each output and gradient of the program as written (`low`, grad nodes
+// still in it) against the same of `wide`, the program widened to f64, on the same
+// inputs (`inputs`: the low program's, defaults evaluated; widened for `wide`). Its
+// relative error is max |low - wide| / max |wide| over every element of every rank; its
+// estimate, k u: k the roundings to a 16-bit type on the longest path of ops to it, u
+// the unit roundoff of the coarsest such type (2^-8 for bf16, 2^-11 for f16), a first-
+// order bound for a chain whose ops are well conditioned.
+struct PrecisionRow {
+  std::string name, type;
+  double rel_err = 0, estimate = 0;
+  int roundings = 0;
+};
+std::vector<PrecisionRow> check_precision(const Graph& low, const Graph& wide, const RankInputs& inputs);
+std::string precision_table(const std::vector<PrecisionRow>& rows);
+std::string precision_json(const std::vector<PrecisionRow>& rows);  // a JSON list
+
 // `outputs_differ`: check_backend's lines for outputs (they fail the check too).
 std::string gradcheck_table(const std::vector<GradCheckRow>& rows, const GradCheckOptions& opt,
                             const std::vector<std::string>& outputs_differ = {});

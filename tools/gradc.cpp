@@ -608,7 +608,17 @@ int cmd_verify(const Options& o, SourceFile& src) {
   }
   const std::vector<std::string> differ = check_backend(written, written_inputs, rows, opt);
   opt.source = src.path;
-  std::cout << (o.format == "json" ? gradcheck_json(rows, opt, differ) : gradcheck_table(rows, opt, differ));
+  // bf16 and f16: how far the program as written is from the same in f64
+  std::vector<PrecisionRow> precision;
+  if (has_low_precision(written))
+    precision = check_precision(written, g, complete_inputs(written, written_inputs, true));
+  if (o.format == "json") {
+    std::string j = gradcheck_json(rows, opt, differ);
+    if (!precision.empty()) j.insert(j.rfind('}'), ",\n \"precision\": " + precision_json(precision));
+    std::cout << j;
+  } else {
+    std::cout << gradcheck_table(rows, opt, differ) << (precision.empty() ? "" : "\n" + precision_table(precision));
+  }
   for (const GradCheckRow& r : rows)
     if (!r.ok) return 1;
   return differ.empty() ? 0 : 1;
