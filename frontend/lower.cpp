@@ -723,7 +723,7 @@ class Lowerer {
 
   std::vector<V> grad(const Expr& e) {
     if (in_default_) user_error(e.loc, "grad cannot be used in an input's default value");
-    std::string mode = "sum";
+    std::string mode = "sum", reduce_dtype;
     std::optional<Attr> over;
     Loc over_loc;
     for (const ast::KwArg& kw : e.kwargs) {
@@ -732,7 +732,15 @@ class Lowerer {
         over_loc = kw.loc;
         continue;
       }
-      if (kw.name != "mode") user_error(kw.loc, "grad: unknown argument '{}' (expected mode or over)", kw.name);
+      if (kw.name == "reduce_dtype") {
+        reduce_dtype = symbol(*kw.value, "reduce_dtype");
+        DType dt;
+        if (!parse_dtype(reduce_dtype, dt) || !is_float(dt) || dt == DType::F64)
+          user_error(kw.value->loc, "grad: reduce_dtype={} (expected f32, bf16 or f16)", reduce_dtype);
+        continue;
+      }
+      if (kw.name != "mode")
+        user_error(kw.loc, "grad: unknown argument '{}' (expected mode, over or reduce_dtype)", kw.name);
       mode = symbol(*kw.value, "mode");
       if (!grad_mode_by_name(mode))
         user_error(kw.value->loc, "grad: unknown mode={} (expected sum, mean or global)", mode);
@@ -751,6 +759,7 @@ class Lowerer {
       Attrs a;
       a.set("mode", Attr::of_sym(mode));
       if (over) a.set("over", *over);
+      if (!reduce_dtype.empty()) a.set("reduce_dtype", Attr::of_sym(reduce_dtype));
       out.push_back(op(Op::Grad, {loss.id, w.id}, e.loc, a));
     }
     return out;
@@ -1693,6 +1702,8 @@ V Lowerer::collective_builtin(const Expr& e) {  // every collective, by its op's
   std::vector<std::string> params = {"x"};  // then its own (ir/collectives.h), then over
   for (const std::string& p : collective_rules()[o].params) params.push_back(p);
   params.push_back("over");
+  const bool reducing = has_param(o, "op");
+  if (reducing) params.push_back("accum");
   Call c = bind_args(e, params, 1);
   ValueId x = targ(c, "x");
   const Type t = g_.type(x);
@@ -1708,6 +1719,14 @@ V Lowerer::collective_builtin(const Expr& e) {  // every collective, by its op's
   for (const std::string& p : params) {
     if (p == "x" || p == "over") continue;
     const Expr* v = c.get(p);
+    if (p == "accum") {  // how a reduction of bf16 or f16 values sums (docs/language.md, Low precision)
+      const std::string how = v ? symbol(*v, "accum") : "f32";
+      if (how != "f32" && how != "same") user_error(c.loc_of(p), "{}: accum={} (expected f32 or same)", f, how);
+      if (v && !is_low_precision(t.dtype))
+        user_error(c.loc_of(p), "{}: accum= chooses how bf16 and f16 values are summed, and x is {}", f, type_str(t));
+      if (is_low_precision(t.dtype)) a.set("accum", Attr::of_sym(how));
+      continue;
+    }
     if (p == "op") {
       std::string r = v ? symbol(*v, "op") : "sum";
       if (!reduction_by_name(r))

@@ -54,6 +54,9 @@ class Ad : public Builder {
   ValueId cotangent(size_t i, ValueId ct);
   // The rule is done: what follows (cotangents that meet, added in their type) is not its math.
   void end_rule() { low_ = DType::F32; }
+  // How the derived reductions of bf16 and f16 cotangents sum: "f32", or "same" for
+  // those of the type grad's reduce_dtype= names (docs/language.md, Low precision).
+  void set_reduce_dtype(DType t) { reduce_dtype_ = t; }
 
  private:
   ValueId append(Op op, std::vector<ValueId> args, Attrs attrs);
@@ -62,6 +65,7 @@ class Ad : public Builder {
   std::vector<bool> need_;
   DType low_ = DType::F32;                         // the op's storage type while its rule runs (f32: none)
   ValueId rule_start_ = 0;                         // the first node its rule made
+  DType reduce_dtype_ = DType::F32;                // grad's reduce_dtype=
   std::vector<std::pair<ValueId, ValueId>> wide_;  // the f32 copies made for it
 };
 

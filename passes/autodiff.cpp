@@ -5,6 +5,7 @@
 // so the backward graph is itself an SPMD program that every rank runs.
 #include <algorithm>
 
+#include "ir/collectives.h"
 #include "ir/mesh.h"
 #include "passes/ad.h"
 #include "passes/autodiff.h"
@@ -65,6 +66,11 @@ ValueId Ad::make(Op op, std::vector<ValueId> args, Attrs attrs) {
 }
 
 ValueId Ad::append(Op op, std::vector<ValueId> args, Attrs attrs) {
+  // a derived reduction of bf16 or f16 values says how it sums
+  if (is_collective(op) && has_param(op, "op") && !attrs.has("accum") && !args.empty()) {
+    const DType t = g_.type(args[0]).dtype;
+    if (is_low_precision(t)) attrs.set("accum", Attr::of_sym(t == reduce_dtype_ ? "same" : "f32"));
+  }
   // within a rule (begin with operands), not the seed or a gradient's total
   if (y_ >= 0 && !need_.empty() && (is_collective(op) || op == Op::Rank) && !attrs.has("over"))
     if (const Attr* over = g_[y_].attrs.find("over"); over && is_collective(g_[y_].op)) attrs.set("over", *over);
@@ -92,6 +98,13 @@ ValueId Ad::make_constant(const Type& t, double v) {
 // ---- the pass ------------------------------------------------------------------
 
 namespace {
+
+// grad's reduce_dtype= (f32 when not given)
+DType reduce_dtype_of(const Node& n) {
+  DType t = DType::F32;
+  if (n.attrs.has("reduce_dtype")) parse_dtype(n.attr_sym("reduce_dtype"), t);
+  return t;
+}
 
 // The op where a value's ranks start to differ along `axes`: follow operands that
 // vary along them up to a node none of whose operands does.
@@ -131,7 +144,7 @@ uint8_t own_axes(const Node& grad) {
 // replicated along them (the torch target's data-parallel axes): along them its
 // gradient is this rank's part, not the total.
 std::vector<ValueId> backward(Graph& g, ValueId loss, const std::vector<ValueId>& ws, GradMode mode, uint8_t over,
-                              bool higher_order, uint8_t own) {
+                              bool higher_order, uint8_t own, DType reduce_dtype) {
   const ValueId first = *std::min_element(ws.begin(), ws.end());
   const ValueId end = loss + 1;  // forward values are [0, end); backward ones are appended after
   auto differentiable = [&](ValueId v) { return is_float(g.type(v).dtype); };
@@ -154,6 +167,7 @@ std::vector<ValueId> backward(Graph& g, ValueId loss, const std::vector<ValueId>
   }
 
   Ad ad(g);
+  ad.set_reduce_dtype(reduce_dtype);
   ad.set_higher_order(higher_order);
   std::vector<ValueId> ct(size_t(loss) + 1, -1);  // per forward value: its cotangent so far, or -1
   auto accumulate = [&](ValueId v, ValueId c) {
@@ -264,7 +278,8 @@ Graph autodiff(Graph g, std::vector<GradInfo>* info) {
     const uint8_t over = grad_over(g, n);
     const uint8_t own = own_axes(n);
     while (j < count && given(j).op == Op::Grad && given(j).args[0] == n.args[0] && grad_mode_of(given(j)) == mode &&
-           grad_over(g, given(j)) == over && own_axes(given(j)) == own) {
+           grad_over(g, given(j)) == over && own_axes(given(j)) == own &&
+           reduce_dtype_of(given(j)) == reduce_dtype_of(n)) {
       ws.push_back(remap[size_t(given(j).args[1])]);
       ++j;
     }
@@ -284,7 +299,7 @@ Graph autodiff(Graph g, std::vector<GradInfo>* info) {
     }
     bool higher_order = false;
     for (size_t k = i; k < j; ++k) higher_order |= again[k];
-    std::vector<ValueId> results = backward(g, loss, ws, mode, over, higher_order, own);
+    std::vector<ValueId> results = backward(g, loss, ws, mode, over, higher_order, own, reduce_dtype_of(n));
     for (size_t k = i; k < j; ++k) {
       ValueId r = results[k - i];
       // Two gradients can be one value (grad(loss, y, x) with y = x + 2): it keeps the first's name.

@@ -37,6 +37,22 @@ std::vector<Tensor> run_collective_kernel(const Node& n, const std::vector<Tenso
   if (!is_low_precision(n.type->dtype) && (x.empty() || !is_low_precision(x[0].dtype()))) return f(n, x);
   std::vector<Tensor> wide;
   for (const Tensor& t : x) wide.push_back(widened(t));
+  const std::string how = n.attrs.has("op") ? n.attr_sym("op") : "";
+  if (n.attrs.has("accum") && n.attr_sym("accum") == "same" && (how == "sum" || how == "avg" || how == "prod")) {
+    // accum=same: the storage type's own arithmetic, as a transport that sums in it: the
+    // ranks' values combined in rank order, each partial result rounded. The collective
+    // then runs on that total in rank 0's place and the identity elsewhere.
+    const DType t = n.type->dtype;
+    Tensor total = wide[0].cast(DType::F32);
+    float* acc = total.data<float>();
+    for (size_t k = 1; k < wide.size(); ++k) {
+      const float* v = wide[k].data<float>();
+      for (int64_t i = 0; i < total.size(); ++i)
+        acc[i] = low_value(t, low_bits(t, how == "prod" ? acc[i] * v[i] : acc[i] + v[i]));
+    }
+    const Tensor identity = Tensor::from(total.type, {how == "prod" ? 1.0 : 0.0});
+    for (size_t k = 0; k < wide.size(); ++k) wide[k] = k == 0 ? total : identity;
+  }
   std::vector<Tensor> out = f(in_f32(n), wide);
   for (Tensor& t : out) t = t.cast(n.type->dtype);
   return out;
