@@ -816,26 +816,27 @@ struct Command {
 // The options, each once: commands list the ones they take.
 const Flag kRanks{"ranks", "N: the number of ranks (default: the program's world, else 1)",
                   [](Options& o, const std::string& v) { o.ranks = int_value("ranks", v, 1, kMaxWorld); }};
+// NAME=n,NAME=m (--mesh, --size): the names and values in order, each value from 1 to `most`.
+std::vector<std::pair<std::string, int>> name_values(const char* key, const std::string& v, const char* form,
+                                                     int most) {
+  std::vector<std::pair<std::string, int>> out;
+  for (const std::string& item : comma_items(v)) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) throw UsageError(fmt::format("--{} must be {}, got '{}'", key, form, v));
+    out.push_back({item.substr(0, eq), int_value(key, item.substr(eq + 1), 1, most)});
+  }
+  return out;
+}
 // --mesh=dp=4,tp=2: each declared axis's size, in the declared order
 const Flag kMesh{"mesh", "A=n,B=m: the sizes of the program's mesh axes (docs/language.md section 8)",
                  [](Options& o, const std::string& v) {
-                   o.mesh.clear();
-                   for (const std::string& item : comma_items(v)) {
-                     const size_t eq = item.find('=');
-                     if (eq == std::string::npos || eq == 0)
-                       throw UsageError(fmt::format("--mesh must be AXIS=SIZE,... (such as dp=2,tp=4), got '{}'", v));
-                     o.mesh.push_back({item.substr(0, eq), int_value("mesh", item.substr(eq + 1), 1, kMaxWorld)});
-                   }
+                   o.mesh = name_values("mesh", v, "AXIS=SIZE,... (such as dp=2,tp=4)", kMaxWorld);
                  }};
 const Flag kSize{"size", "B=n,C=m: values of the program's size parameters (docs/language.md section 3)",
                  [](Options& o, const std::string& v) {
                    o.sizes.clear();
-                   for (const std::string& item : comma_items(v)) {
-                     const size_t eq = item.find('=');
-                     if (eq == std::string::npos || eq == 0)
-                       throw UsageError(fmt::format("--size must be NAME=VALUE,... (such as B=32), got '{}'", v));
-                     o.sizes.push_back({item.substr(0, eq), int_value("size", item.substr(eq + 1), 1, INT32_MAX)});
-                   }
+                   for (const auto& [name, n] : name_values("size", v, "NAME=VALUE,... (such as B=32)", INT32_MAX))
+                     o.sizes.push_back({name, n});
                  }};
 const Flag kDataParallel{"data-parallel",
                          "AXES: the axes the training framework reduces gradients over (dp,tp or none)",
