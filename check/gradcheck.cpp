@@ -242,21 +242,32 @@ BackendDiff backend_diff(const Tensor& got, const Tensor& want) {
 }
 }  // namespace
 
-std::vector<std::string> check_backend(const Graph& g, const RankInputs& inputs, std::vector<GradCheckRow>& rows,
-                                       const GradCheckOptions& opt) {
-  if (!opt.run_default) return {};
+namespace {
+// The program after grad, with each gradient an output of its own after the program's
+// `outputs` (the gradient's name in the program, else verify_grad<k>, apart from the
+// program's inputs and outputs).
+Graph with_gradient_outputs(const Graph& g, size_t* outputs) {
   std::vector<GradInfo> info;
   Graph run = grad_pipeline(g, info);
-  const size_t outputs = run.outputs.size();
-  std::set<std::string> taken;  // each gradient becomes an output, named apart from the program's inputs and outputs
+  *outputs = run.outputs.size();
+  std::set<std::string> taken;
   for (const Node& n : run.nodes)
     if (n.op == Op::Input) taken.insert(n.attr_sym("name"));
   for (const auto& o : run.outputs) taken.insert(o.first);
   for (size_t k = 0; k < info.size(); ++k) {
-    std::string name = fmt::format("verify_grad{}", k + 1);
+    std::string name = info[k].name.empty() ? fmt::format("verify_grad{}", k + 1) : info[k].name;
     while (!taken.insert(name).second) name += "_";
     run.outputs.push_back({name, info[k].result});
   }
+  return run;
+}
+}  // namespace
+
+std::vector<std::string> check_backend(const Graph& g, const RankInputs& inputs, std::vector<GradCheckRow>& rows,
+                                       const GradCheckOptions& opt) {
+  if (!opt.run_default) return {};
+  size_t outputs = 0;
+  const Graph run = with_gradient_outputs(g, &outputs);
   const RankOutputs want = interpret(run, inputs), got = opt.run_default(run, inputs);
   std::vector<std::string> bad;
   for (size_t o = 0; o < run.outputs.size(); ++o) {
@@ -280,24 +291,6 @@ std::vector<std::string> check_backend(const Graph& g, const RankInputs& inputs,
 }
 
 namespace {
-// The program after grad, with each gradient an output of its own after the program's.
-Graph with_gradient_outputs(const Graph& g) {
-  std::vector<GradInfo> info;
-  Graph run = grad_pipeline(g, info);
-  std::set<std::string> taken;
-  for (const Node& n : run.nodes)
-    if (n.op == Op::Input) taken.insert(n.attr_sym("name"));
-  for (const auto& o : run.outputs) taken.insert(o.first);
-  for (size_t k = 0; k < info.size(); ++k) {
-    if (std::any_of(run.outputs.begin(), run.outputs.end(), [&](const auto& o) { return o.second == info[k].result; }))
-      continue;  // an output already
-    std::string name = info[k].name.empty() ? fmt::format("gradient {}", k + 1) : info[k].name;
-    while (!taken.insert(name).second) name += "_";
-    run.outputs.push_back({name, info[k].result});
-  }
-  return run;
-}
-
 // Ops that round their result: every op but those that only move or select elements.
 bool rounds(const Node& n) {
   switch (n.op) {
@@ -322,7 +315,8 @@ bool rounds(const Node& n) {
 }  // namespace
 
 std::vector<PrecisionRow> check_precision(const Graph& low, const Graph& wide, const RankInputs& inputs) {
-  const Graph lg = with_gradient_outputs(low), wg = with_gradient_outputs(wide);
+  size_t outputs = 0;
+  const Graph lg = with_gradient_outputs(low, &outputs), wg = with_gradient_outputs(wide, &outputs);
   RankInputs win = inputs;
   for (auto& rank : win)
     for (auto& [name, t] : rank)
@@ -341,6 +335,10 @@ std::vector<PrecisionRow> check_precision(const Graph& low, const Graph& wide, c
   }
   std::vector<PrecisionRow> rows;
   for (size_t o = 0; o < lg.outputs.size() && o < wg.outputs.size(); ++o) {
+    const ValueId v = lg.outputs[o].second;  // a gradient the program outputs has its row already
+    if (o >= outputs && std::any_of(lg.outputs.begin(), lg.outputs.begin() + long(outputs),
+                                    [&](const auto& out) { return out.second == v; }))
+      continue;
     PrecisionRow row;
     row.name = lg.outputs[o].first;
     row.type = type_str(lg.type(lg.outputs[o].second));

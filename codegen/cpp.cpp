@@ -854,10 +854,14 @@ class Emitter {
   static std::string shared_check(const std::vector<std::string>& entries) {
     if (entries.empty()) return "";
     return fmt::format(
-        "  if (check_shared) {{  // one all_reduce of the inputs' hashes\n"
-        "    const gradc::SharedInput<gradc::Comm> shared[] = {{\n      {}}};\n"
+        "  if (check_shared) {{  // one all_reduce of the inputs' hashes\n{}"
         "    gradc::check_shared(comm_, stream_, shared, {}, rank_);\n  }}\n",
-        fmt::join(entries, ",\n      "), entries.size());
+        shared_array(entries, "    "), entries.size());
+  }
+  // The array of the shared inputs `entries`, as the checks take them.
+  static std::string shared_array(const std::vector<std::string>& entries, const char* indent) {
+    return fmt::format("{}const gradc::SharedInput<gradc::Comm> shared[] = {{\n      {}}};\n", indent,
+                       fmt::join(entries, ",\n      "));
   }
   // The given inputs' check, started before the step's kernels and finished after them
   // (shared_check_end), where the communicator can leave its all_reduce running
@@ -866,12 +870,11 @@ class Emitter {
     if (entries.empty()) return "";
     return fmt::format(
         "  // the shared inputs' check: one all_reduce of their hashes, under way while the\n"
-        "  // step's kernels run where the communicator can (gradc::start_check_shared)\n"
-        "  const gradc::SharedInput<gradc::Comm> shared[] = {{\n      {}}};\n"
+        "  // step's kernels run where the communicator can (gradc::start_check_shared)\n{}"
         "  gradc::HashMessage hashes;\n"
         "  const bool checking = check_shared && gradc::start_check_shared(comm_, stream_, shared, {}, rank_, "
         "hashes);\n",
-        fmt::join(entries, ",\n      "), entries.size());
+        shared_array(entries, "  "), entries.size());
   }
   static std::string shared_check_end(const std::vector<std::string>& entries) {
     if (entries.empty()) return "";

@@ -278,9 +278,6 @@ class Lowerer {
   // shape of an input file declared with it); the default when none is given.
   void size_param(const ast::Stmt& s) {
     const ast::Name& name = s.names[0];
-    if (find(name.text))
-      user_error(name.loc, "'{}' is already bound (at line {}); each name is bound once", name.text,
-                 find(name.text)->second.line);
     int64_t value = 0;
     auto given =
         std::find_if(given_sizes_.begin(), given_sizes_.end(), [&](const auto& g) { return g.first == name.text; });

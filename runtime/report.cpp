@@ -8,20 +8,21 @@
 
 namespace gradc {
 
+namespace {
+template <class T>
+std::string number_of(T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(v)) return "nan";
+    if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
+  }
+  return fmt::format("{}", v);
+}
+}  // namespace
+
 std::string number_str(const Tensor& t, int64_t i) {
   // bf16 and f16: the f32 value they hold (the shortest text that reads back as it)
-  const auto storage = is_low_precision(t.dtype()) ? DType::F32 : t.dtype();
-  const Tensor wide = storage == t.dtype() ? t : Tensor::scalar(DType::F32, t.get(i));
-  if (storage != t.dtype()) i = 0;
-  return dispatch(storage, [&](auto tag) -> std::string {
-    using T = decltype(tag);
-    T v = wide.data<T>()[i];
-    if constexpr (std::is_floating_point_v<T>) {
-      if (std::isnan(v)) return "nan";
-      if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
-    }
-    return fmt::format("{}", v);
-  });
+  if (is_low_precision(t.dtype())) return number_of(float(t.get(i)));
+  return dispatch(t.dtype(), [&](auto tag) { return number_of(t.data<decltype(tag)>()[i]); });
 }
 
 namespace {
