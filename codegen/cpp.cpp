@@ -20,9 +20,25 @@
 namespace gradc {
 namespace {
 
-const char* ctype(DType t) { return t == DType::F32 ? "float" : t == DType::F64 ? "double" : "int32_t"; }
+const char* ctype(DType t) {
+  switch (t) {
+    case DType::F32: return "float";
+    case DType::F64: return "double";
+    case DType::BF16: return "gradc::bfloat16";
+    case DType::F16: return "gradc::float16";
+    case DType::I32: break;
+  }
+  return "int32_t";
+}
 const char* dtype_enum(DType t) {
-  return t == DType::F32 ? "gradc::DType::F32" : t == DType::F64 ? "gradc::DType::F64" : "gradc::DType::I32";
+  switch (t) {
+    case DType::F32: return "gradc::DType::F32";
+    case DType::F64: return "gradc::DType::F64";
+    case DType::BF16: return "gradc::DType::BF16";
+    case DType::F16: return "gradc::DType::F16";
+    case DType::I32: break;
+  }
+  return "gradc::DType::I32";
 }
 
 // A number as a C++ literal of type t, exact (shortest round-trip digits).
@@ -218,7 +234,7 @@ class Body {
     }
     // reads that tile an axis in order: each below its end, past the reads before it
     std::string name = fresh(v);
-    line(fmt::format("{} {} = 0;", ctype(n.type->dtype), name));
+    line(fmt::format("{} {}{{}};", ctype(n.type->dtype), name));
     for (size_t i = 0; i < m.reads.size(); ++i) {
       const ViewRead& r = m.reads[i];
       std::vector<std::string> in = operand_index(idx, r.axes), conds;
@@ -237,7 +253,7 @@ class Body {
   // Evaluates `v` at idx only when `cond` holds, else zero: the operand may not be read there.
   std::string guarded(ValueId v, const std::string& cond, ValueId child, const std::vector<std::string>& cidx) {
     std::string name = fresh(v);
-    line(fmt::format("{} {} = 0;", ctype(g_.type(v).dtype), name));
+    line(fmt::format("{} {}{{}};", ctype(g_.type(v).dtype), name));
     line(fmt::format("if ({}) {{", cond));
     indent_ += 2;
     memo_.emplace_back();
@@ -273,7 +289,14 @@ class Body {
         return def(v, fmt::format("float(gradc::{}({}, {}))", n.op == Op::Randn ? "normal01" : "uniform01", seed,
                                   flat_index(idx, t.shape)));
       }
-      case Op::Cast: return def(v, fmt::format("gradc::op::cast<{}>({})", ctype(t.dtype), arg(0)));
+      case Op::Cast: {
+        // to and from bf16 and f16 only from and to f32 (passes/low_precision.cpp): one rounding, or exact
+        const DType from = g_.type(n.args[0]).dtype;
+        if (is_low_precision(from)) return def(v, fmt::format("gradc::to_float({})", arg(0)));
+        if (is_low_precision(t.dtype))
+          return def(v, fmt::format("gradc::to_{}({})", t.dtype == DType::BF16 ? "bfloat16" : "float16", arg(0)));
+        return def(v, fmt::format("gradc::op::cast<{}>({})", ctype(t.dtype), arg(0)));
+      }
 #define OP(E, name, arity, flags)
 #define COMPARE(E, f, flags) case Op::E:  // every COMPARE row of ir/ops.def
 #include "ir/ops.def"
@@ -785,9 +808,14 @@ class Emitter {
     const LBuffer& b = l_.buffers[size_t(buffer)];
     if (!l_.check_finite || !is_float(b.type->dtype)) return "";
     const Node& n = g_[b.value];
+    // the cast that rounds an op's f32 result to bf16 or f16 (passes/low_precision.cpp)
+    // is that op, at its place, as the interpreter names it (an f16 overflow: inf)
+    const Node& a = n.args.empty() ? n : g_[n.args[0]];
+    const bool rounds = n.op == Op::Cast && is_low_precision(n.type->dtype) && a.op != Op::Cast &&
+                        a.loc.line == n.loc.line && a.loc.col == n.loc.col && a.backward == n.backward;
     return fmt::format("  gradc::check_finite({}, {}, {}, rank_, \"{}\", \"{}\", \"{}\", \"{}\");\n", stream,
-                       ptr(buffer, true), b.type->size(), loc_str(source_, n.loc), checked_op_name(n), type_str(b.type),
-                       fmt::join(b.type->shape, ", "));
+                       ptr(buffer, true), b.type->size(), loc_str(source_, n.loc), checked_op_name(rounds ? a : n),
+                       type_str(b.type), fmt::join(b.type->shape, ", "));
   }
 
   bool any_shared() const { return has_shared_input(l_); }
@@ -1335,24 +1363,23 @@ class CudaEmitter final : public Emitter {
   }
 };
 
-// bf16 and f16 run on the interpreter only so far: the first value of either is an
-// error at its source, before anything is written.
-void check_dtypes(const Lowered& l) {
-  for (const Node& n : l.graph.nodes)
-    if (is_low_precision(n.type->dtype))
-      throw UserError(n.loc, fmt::format("{} values run on the interpreter only (gradc run --backend=interp, "
-                                         "verify, cost); the code generators and the native backend take f32, f64 "
-                                         "and i32",
-                                         dtype_name(n.type->dtype)));
-}
-
 std::unique_ptr<Emitter> emitter(const Lowered& l, Target target, const std::string& name, const std::string& source) {
-  check_dtypes(l);
-  if (target == Target::Cuda) return std::make_unique<CudaEmitter>(l, name, source);
+  if (target == Target::Cuda) {
+    check_dtypes(l, "cuda");
+    return std::make_unique<CudaEmitter>(l, name, source);
+  }
   return std::make_unique<CpuEmitter>(l, name, source);
 }
 
 }  // namespace
+
+void check_dtypes(const Lowered& l, const char* target) {
+  for (const Node& n : l.graph.nodes)
+    if (is_low_precision(n.type->dtype))
+      throw UserError(n.loc, fmt::format("{} values run on the interpreter, the native backend and the cpu target "
+                                         "so far; the {} target takes f32, f64 and i32",
+                                         dtype_name(n.type->dtype), target));
+}
 
 std::vector<GeneratedFile> generate(const Lowered& l, Target target, const std::string& name,
                                     const std::string& source_path) {
@@ -1364,7 +1391,6 @@ GeneratedFile generate_main(const Lowered& l, Target target, const std::string& 
 }
 
 GeneratedFile generate_native_entry(const Lowered& l, const std::string& name) {
-  check_dtypes(l);
   return CpuEmitter(l, name, "").native_entry();
 }
 

@@ -288,6 +288,8 @@ std::string one_loss(const Lowered& pb) {
 
 std::vector<GeneratedFile> generate_torch(const Lowered& fwd, const Lowered& pb, size_t outputs, uint8_t data_parallel,
                                           const std::string& name, const std::string& source_path) {
+  check_dtypes(fwd, "torch");
+  check_dtypes(pb, "torch");
   const Graph& g = fwd.graph;
   const Package p(fwd, pb, outputs, name);
   std::vector<GeneratedFile> out;

@@ -1719,7 +1719,7 @@ V Lowerer::collective_builtin(const Expr& e) {  // every collective, by its op's
     if (p == "accum") {  // how a reduction of bf16 or f16 values sums (docs/language.md, Low precision)
       const std::string how = v ? symbol(*v, "accum") : "f32";
       if (how != "f32" && how != "same") user_error(c.loc_of(p), "{}: accum={} (expected f32 or same)", f, how);
-      if (v && !is_low_precision(t.dtype))
+      if (v && !is_low_precision(t.dtype) && !f64_)  // verify's widened program: the f64 sum
         user_error(c.loc_of(p), "{}: accum= chooses how bf16 and f16 values are summed, and x is {}", f, type_str(t));
       if (is_low_precision(t.dtype)) a.set("accum", Attr::of_sym(how));
       continue;

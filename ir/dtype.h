@@ -74,4 +74,20 @@ inline float f16_value(uint16_t h) {
   return f;
 }
 
+// bf16 and f16 elements as generated code stores them: the bits, and nothing that
+// computes on them. Kernels widen them with to_float and round with to_bfloat16 or
+// to_float16 (the rounding of ir/dtype.h above), so a 16-bit value can never take part
+// in arithmetic by accident. Any 16-bit bf16 or f16 type of a user's (c10::BFloat16,
+// __nv_bfloat16, std::bfloat16_t) has this layout.
+struct bfloat16 {
+  uint16_t bits;
+};
+struct float16 {
+  uint16_t bits;
+};
+inline bfloat16 to_bfloat16(float f) { return bfloat16{bf16_bits(f)}; }
+inline float16 to_float16(float f) { return float16{f16_bits(f)}; }
+inline float to_float(bfloat16 x) { return bf16_value(x.bits); }
+inline float to_float(float16 x) { return f16_value(x.bits); }
+
 }  // namespace gradc

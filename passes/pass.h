@@ -35,7 +35,7 @@ Graph run_passes(Graph g, const std::vector<const PassInfo*>& passes, const Pipe
 //   grad      autodiff: every grad replaced by its derived backward graph, each value
 //             marked replicated or varying
 //   optimise  fold, cse, dce: what the backends compile (after grad)
-//   lower     optimise, then lower-kernels: the program as every backend sees it
+//   lower     optimise, low-precision, then lower-kernels: the program as every backend sees it
 //             (ir/lowered.h); run by lowered(), since it ends in kernels, not a graph
 enum class Pipeline { Grad, Optimise, Lower };
 const std::vector<const PassInfo*>& pipeline(Pipeline p);
@@ -47,6 +47,9 @@ Graph infer_shapes(Graph g);  // re-derives every type; reports errors at source
 Graph dce(Graph g);           // drops values nothing uses; keeps every collective and input
 Graph cse(Graph g);           // merges identical local ops; never merges collectives
 Graph fold(Graph g);          // evaluates local ops on constants (small results only)
+// Each bf16 or f16 op as its f32 op and a rounding cast; reductions over ranks of them
+// as exchanges in their type and a sum on the receiving rank (passes/low_precision.cpp).
+Graph widen_low_precision(Graph g);
 
 // Shared by the passes: g without the nodes where keep is false and with each
 // operand v read as repl[v] (its nodes moved, not copied; dropped nodes must be unused).

@@ -23,6 +23,8 @@ const std::vector<PassInfo>& all_passes() {
        "merge identical local ops (never collectives)"},
       {"dce", [](Graph g, const PipelineOptions&) { return dce(std::move(g)); },
        "remove values nothing uses (never collectives or inputs)"},
+      {"low-precision", [](Graph g, const PipelineOptions&) { return widen_low_precision(std::move(g)); },
+       "every bf16 or f16 op as its f32 op and one rounding cast (the kernels compute f32)"},
   };
   return passes;
 }
@@ -42,6 +44,7 @@ Lowered lowered(Graph g, const PipelineOptions& opt, std::string* log) {
   std::string unused;
   std::string& out = log ? *log : unused;
   g = run_passes(std::move(g), pipeline(Pipeline::Lower), opt, out);
+  g = run_passes(std::move(g), {find_pass("low-precision")}, opt, out);
   auto t0 = std::chrono::steady_clock::now();
   Lowered l = lower_kernels(std::move(g), opt.check_finite);
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -465,9 +465,6 @@ int cmd_run(const Options& o, SourceFile& src) {
   }
   const int iters = o.iters;
   Graph g = run_pipeline(load_program(o, src), Pipeline::Grad);
-  // bf16 and f16 run on the interpreter only: the default backend there (--backend=native is the code generators'
-  // error)
-  if (o.backend.empty() && has_low_precision(g)) backend = "interp";
   Lowered l;
   if (backend == "native") {
     l = lowered(g, o.pipeline);
@@ -593,7 +590,7 @@ int cmd_verify(const Options& o, SourceFile& src) {
                               : "nothing to check: the program has no gradient");
   // What users run: the program as written on gradc run's default backend, against the interpreter.
   Graph written = load_program(o, src);
-  if (native_available() && !has_low_precision(written))
+  if (native_available())
     opt.run_default = [&src](const Graph& p, const RankInputs& in) {
       return run_native(lowered(p), src.path, complete_inputs(p, in, false), 0).outputs;
     };

@@ -333,11 +333,15 @@ void report_shared(const std::vector<int32_t>& rows, const In& in) {
 
 // gradc run --check-finite: the first NaN or infinity of an op's result (on the host)
 // stops the rank (check_finite, in the target's file, brings the result there).
+inline float finite_value(float v) { return v; }
+inline double finite_value(double v) { return v; }
+inline float finite_value(bfloat16 v) { return to_float(v); }
+inline float finite_value(float16 v) { return to_float(v); }
 template <class T>
 void check_finite_values(const T* data, int64_t n, int rank, const char* where, const char* what, const char* type,
                          const char* dims) {
   for (int64_t i = 0; i < n; ++i) {
-    const T v = data[i];
+    const auto v = finite_value(data[i]);
     if (v - v == v - v) continue;  // finite
     const char* what_value = v != v ? "NaN" : v > 0 ? "inf" : "-inf";
     throw std::runtime_error(std::string(where) + ": " + what + ": the result holds " + what_value + " on rank " +

@@ -116,6 +116,10 @@ inline std::string element(const Arg& a, const char* data, int64_t i, bool json)
     s = number(reinterpret_cast<const float*>(data)[i]);
   else if (a.dtype == DType::F64)
     s = number(reinterpret_cast<const double*>(data)[i]);
+  else if (a.dtype == DType::BF16)
+    s = number(to_float(reinterpret_cast<const bfloat16*>(data)[i]));
+  else if (a.dtype == DType::F16)
+    s = number(to_float(reinterpret_cast<const float16*>(data)[i]));
   else
     s = number(reinterpret_cast<const int32_t*>(data)[i]);
   if (json && s == "nan") return "NaN";
@@ -225,10 +229,12 @@ inline std::vector<char> read_npy(const std::string& path, const Arg& a, const c
   const std::string want = type_str(a.dtype, a.shape, a.rank);
   if (t != a.dtype)  // float data must match exactly: say how to convert
     throw Error{path + ": holds " + (t == DType::I32 ? "integer" : dtype_name(t)) + " data, but input '" + a.name +
-                "' is declared " + want + ": convert it with a.astype(np." +
-                (a.dtype == DType::F32   ? "float32"
-                 : a.dtype == DType::F64 ? "float64"
-                                         : "int32") +
+                "' is declared " + want + ": convert it with a.astype(" +
+                (a.dtype == DType::F32    ? "np.float32"
+                 : a.dtype == DType::F64  ? "np.float64"
+                 : a.dtype == DType::BF16 ? "ml_dtypes.bfloat16"
+                 : a.dtype == DType::F16  ? "np.float16"
+                                          : "np.int32") +
                 ")"};
   const std::string got = type_str(t, x.shape.data(), int(x.shape.size()));
   if (got != want)
@@ -242,7 +248,12 @@ inline std::string npy_bytes(const Arg& a, const std::vector<char>& data) {
   std::string shape;
   for (int d = 0; d < a.rank; ++d) shape += (d ? ", " : "") + std::to_string(a.shape[d]);
   if (a.rank == 1) shape += ",";
-  const char* descr = a.dtype == DType::F32 ? "<f4" : a.dtype == DType::F64 ? "<f8" : "<i4";
+  // bf16 as ml_dtypes.bfloat16 saves it: 2-byte void
+  const char* descr = a.dtype == DType::F32    ? "<f4"
+                      : a.dtype == DType::F64  ? "<f8"
+                      : a.dtype == DType::BF16 ? "<V2"
+                      : a.dtype == DType::F16  ? "<f2"
+                                               : "<i4";
   std::string h = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (" + shape + "), }";
   while ((10 + h.size() + 1) % 64 != 0) h += ' ';
   h += '\n';

@@ -210,6 +210,35 @@ class Program:
         return os.path.join(folder, "p.dg"), ins
 
 
+def bf16_array(a):
+    """a (any float array) rounded to bfloat16, round-to-nearest-even through f32, as the
+    2-byte void array gradc reads as bf16 (what ml_dtypes.bfloat16 saves)."""
+    u = np.ascontiguousarray(np.asarray(a, dtype=np.float32)).view(np.uint32).astype(np.uint64)
+    nan = (u & 0x7FFFFFFF) > 0x7F800000
+    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    r[nan] = ((u[nan] >> 16) | 0x40).astype(np.uint16)
+    return r.view("V2")
+
+
+def low_precision(prog, dtype):
+    """prog with its float inputs declared `dtype` (bf16 or f16) and their data rounded to
+    it: every value computed from them is then bf16 or f16 (PyTorch's promotion), where a
+    creation op's f32 value does not meet them first."""
+    q = Program(prog.world, prog.mesh)
+    q.stmts, q.outputs = prog.stmts, prog.outputs
+    for i in prog.inputs:
+        if i.dtype == "i32":
+            q.inputs.append(i)
+            continue
+        data = default = None
+        if i.data is not None:
+            data = [bf16_array(d) if dtype == "bf16" else np.asarray(d, dtype=np.float16) for d in i.data]
+        else:
+            default = f"cast({i.default}, {dtype})"
+        q.inputs.append(Input(i.name, i.shape, dtype, i.shared, data, default, None, i.shape_text))
+    return q
+
+
 NP = {"f64": np.float64, "f32": np.float32, "i32": np.int32}
 TORCH = {"f64": torch.float64, "f32": torch.float32, "i32": torch.int64}
 
@@ -1126,7 +1155,9 @@ def differ(a, b, dtype, rtol):
 def compare(got, want, dtypes, what, rtol=None):
     for o, ranks in want.items():
         for r, w in enumerate(ranks):
-            d = differ(got[o][r], w, dtypes[o], rtol)
+            # bf16 and f16 values bit for bit (an f32 op's last-bit difference, as between
+            # glibc's scalar and vector cosf, changes one only where it sits on a tie)
+            d = differ(got[o][r], w, dtypes[o], 0 if dtypes[o] in ("bf16", "f16") else rtol)
             if d:
                 return f"{what}: output {o} on rank {r}: {d}"
     return None
@@ -1163,26 +1194,40 @@ def check_torch(gradc, prog, folder):
     return None
 
 
-def check(gradc, prog, folder, exe=False, torch_op=False):
-    """None if every backend agrees, else (kind, message)."""
+def check(gradc, prog, folder, exe=False, torch_op=False, low=None):
+    """None if every backend agrees, else (kind, message). With `low` (bf16 or f16), the
+    program with its float inputs in that dtype (low_precision): every backend against
+    the interpreter (its bf16 and f16 values bit for bit: docs/language.md, "Low
+    precision"), and no simulation."""
+    if low:
+        prog = low_precision(prog, low)
     path, ins = prog.write(folder)
-    try:
-        want_sim, _ = simulate(prog)
-    except RuntimeError as e:
-        return None  # the simulation cannot run this (shrinking produced it): not gradc's fault
-    interp, err = run_gradc(gradc, path, ins, ["--backend=interp"])
-    if err:
-        return ("reject", f"the interpreter: {err}")
-    got, dtypes = as_ranks(interp)
-    sim = {o: [t.numpy() for t in v] for o, v in want_sim.items()}
-    # f32 outputs (creation ops make f32) are compared as f32 computations
-    d = compare(got, sim, dtypes, "interpreter against PyTorch (float64)")
-    if d:
-        return ("interp", d)
+    if low:
+        interp, err = run_gradc(gradc, path, ins, ["--backend=interp"])
+        if err and "is loop-carried and must keep its type" in err:
+            return None  # an f32 value met a loop's bf16 one, which promotion makes f32: as written, an error
+        if err:
+            return ("reject", f"the interpreter: {err}")
+        got, dtypes = as_ranks(interp)
+    else:
+        try:
+            want_sim, _ = simulate(prog)
+        except RuntimeError as e:
+            return None  # the simulation cannot run this (shrinking produced it): not gradc's fault
+        interp, err = run_gradc(gradc, path, ins, ["--backend=interp"])
+        if err:
+            return ("reject", f"the interpreter: {err}")
+        got, dtypes = as_ranks(interp)
+        sim = {o: [t.numpy() for t in v] for o, v in want_sim.items()}
+        # f32 outputs (creation ops make f32) are compared as f32 computations
+        d = compare(got, sim, dtypes, "interpreter against PyTorch (float64)")
+        if d:
+            return ("interp", d)
+    rtol = 1e-6
     native, err = run_gradc(gradc, path, ins, ["--backend=native"])
     if err:
         return ("native-fail", f"the native backend: {err}")
-    d = compare(as_ranks(native)[0], got, dtypes, "native against the interpreter", rtol=1e-6)
+    d = compare(as_ranks(native)[0], got, dtypes, "native against the interpreter", rtol=rtol)
     if d:
         return ("native", d)
     if exe:
@@ -1199,7 +1244,7 @@ def check(gradc, prog, folder, exe=False, torch_op=False):
             d = compare(as_ranks(json.loads(p.stdout))[0], got, dtypes, f"executable ({how}) against the interpreter", rtol=1e-6)
             if d:
                 return (f"exe-{how}", d)
-    if torch_op:
+    if torch_op and not low:
         return check_torch(gradc, prog, folder)
     return None
 
@@ -1219,10 +1264,10 @@ def used_by(prog):
     return keep
 
 
-def shrink(gradc, prog, folder, kind, exe, torch_op):
+def shrink(gradc, prog, folder, kind, exe, torch_op, low=None):
     def same(p):
         try:
-            r = check(gradc, p, folder, exe, torch_op)
+            r = check(gradc, p, folder, exe, torch_op, low)
         except Exception:  # noqa: BLE001 - a shrunk program the simulation cannot take
             return False
         return r is not None and r[0] == kind
@@ -1283,6 +1328,9 @@ def main():
     ap.add_argument("--torch-every", type=int, default=1, help="with --torch, check every K-th program only")
     ap.add_argument("--mesh-every", type=int, default=0,
                     help="every K-th program over a 2-D or 3-D mesh (0: none; 1: every one)")
+    ap.add_argument("--low-every", type=int, default=0,
+                    help="every K-th program with its float inputs in bf16 or f16 (in turn): the backends against "
+                         "the interpreter, bit for bit, instead of the simulation (0: none)")
     ap.add_argument("--keep-going", action="store_true")
     ap.add_argument("-v", "--verbose", action="store_true", help="a line per program")
     args = ap.parse_args()
@@ -1297,22 +1345,25 @@ def main():
         folder = os.path.join(args.work, "current")
         exe = args.exe and n % args.exe_every == 0
         torch_op = args.torch and n % args.torch_every == 0
+        low = None
+        if args.low_every and n % args.low_every == 0:
+            low = "bf16" if (n // args.low_every) % 2 == 0 else "f16"
         t0 = time.time()
-        r = check(args.gradc, prog, folder, exe, torch_op)
+        r = check(args.gradc, prog, folder, exe, torch_op, low)
         if args.verbose:
-            print(f"seed {seed}: {'mesh ' + prog.mesh_flag() if prog.mesh else f'world {prog.world}'}, {len(prog.stmts)} statements, "
+            print(f"seed {seed}: {'mesh ' + prog.mesh_flag() if prog.mesh else f'world {prog.world}'}, {len(prog.stmts)} statements"
+                  f"{', ' + low if low else ''}, "
                   f"{'agrees' if r is None else r[0]} ({time.time() - t0:.1f} s)", flush=True)
         n += 1
         if r is None:
             continue
         failures += 1
         kind, msg = r
-        small = shrink(args.gradc, prog, folder, kind, exe, torch_op)
+        small = shrink(args.gradc, prog, folder, kind, exe, torch_op, low)
         keep = os.path.join(args.work, f"failure-{seed}")
-        small.write(keep)
-        final = check(args.gradc, small, keep, exe, torch_op) or r
-        print(f"DISAGREEMENT (seed {seed}, {kind}): {msg}\n  shrunk program: {keep}/p.dg, inputs {keep}/in\n"
-              f"  on it: {final[1]}\n{small.text()}", flush=True)
+        final = check(args.gradc, small, keep, exe, torch_op, low) or r  # writes it there
+        print(f"DISAGREEMENT (seed {seed}, {kind}{', ' + low if low else ''}): {msg}\n  shrunk program: {keep}/p.dg, "
+              f"inputs {keep}/in\n  on it: {final[1]}\n{(low_precision(small, low) if low else small).text()}", flush=True)
         if not args.keep_going:
             break
     print(f"dgsmith: {n} programs, {failures} disagreements (seed {args.seed})")

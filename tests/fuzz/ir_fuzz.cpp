@@ -9,7 +9,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   return gradc::fuzz::guarded([&] {
     gradc::Graph g = gradc::parse_text(text);
     std::vector<const gradc::PassInfo*> passes;
-    for (const char* p : {"infer-shapes", "autodiff", "replication", "fold", "cse", "dce"})
+    for (const char* p : {"infer-shapes", "autodiff", "replication", "fold", "cse", "dce", "low-precision"})
       passes.push_back(gradc::find_pass(p));
     std::string log;
     g = gradc::run_passes(std::move(g), passes, {}, log);

@@ -11,8 +11,14 @@ value must be bit-equal to PyTorch's, or no less accurate: its largest error aga
 the exact values, in units in the last place of its type, at most PyTorch's plus half
 an ulp. They differ where PyTorch rounds more than once: a backward written as several
 ops in the storage type (sin's: grad * cos(x), two roundings), a composite computed as
-several ops (logsumexp), or a kernel with its own approximation (rsqrt).
+several ops (logsumexp), or a kernel with its own approximation (rsqrt). Each program
+runs on the interpreter, the reference.
+
+Then, for each type, one program with every op and every op's gradients runs on the
+interpreter, the native backend and the cpu executable (`gradc build`), which must give
+the same bits.
 """
+import json
 import os
 import subprocess
 import sys
@@ -101,11 +107,41 @@ def error(t, exact, dtype):
     return float(((t.double() - exact).abs() / ulp).max())
 
 
+def same_on_every_backend(gradc, d, dt, every, x, y):
+    """The program of every op (`every`: its lines) on the interpreter, the native
+    backend and the cpu executable: (ops, outputs, None) when all give the same bits,
+    else a message."""
+    os.makedirs(os.path.join(d, "in"), exist_ok=True)
+    save(os.path.join(d, "in", "x.npy"), x)
+    save(os.path.join(d, "in", "y.npy"), y)
+    with open(os.path.join(d, "p.dg"), "w") as f:
+        f.write(f"input x : {dt}[3, 5]\ninput y : {dt}[3, 5]\n" + "\n".join(every) + "\n")
+    p, ins = os.path.join(d, "p.dg"), "--inputs=" + os.path.join(d, "in")
+    exe = os.path.join(d, "p.exe")
+    runs = {}
+    for how, cmd in [("interpreter", [gradc, "run", p, ins, "--backend=interp"]),
+                     ("native backend", [gradc, "run", p, ins, "--backend=native"]),
+                     ("build", [gradc, "build", p, "--target=cpu", "-o", exe]),
+                     ("executable", [exe, ins])]:
+        r = subprocess.run(cmd + ["--format=json"] if how != "build" else cmd, capture_output=True, text=True)
+        if r.returncode:
+            return len(every) // 4, 0, f"{dt}: the {how} failed: {r.stderr.strip()[-2000:]}"
+        runs[how] = r.stdout
+    want = json.loads(runs["interpreter"])["ranks"][0]["outputs"]
+    for how in ("native backend", "executable"):
+        got = json.loads(runs[how])["ranks"][0]["outputs"]
+        for o in want:  # JSON's shortest round-trip digits of each value: equal text, equal bits
+            if json.dumps(got[o]) != json.dumps(want[o]):
+                return len(every) // 4, len(want), f"{dt}: {o} of the {how} differs from the interpreter's"
+    return len(every) // 4, len(want), None
+
+
 def main():
     gradc, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
-    failures, checked, differ = [], 0, 0
+    failures, checked, differ, backends = [], 0, 0, []
     for dtype, dt in ((torch.bfloat16, "bf16"), (torch.float16, "f16")):
+        every = []  # the ops' lines of the program with all of them
         gen = torch.Generator().manual_seed(7)
         x = (torch.randn(3, 5, generator=gen) * 1.5).to(dtype)
         y = (torch.randn(3, 5, generator=gen)).to(dtype)
@@ -129,6 +165,12 @@ def main():
                 save(os.path.join(d, "in", "y.npy"), y)
                 lines.append(f"input y : {dt}[3, 5]")
             lines.append(f"out = {expr.replace('DT', dt)}")
+            k = len(every) // 4
+            shape = ", ".join(map(str, out.shape))
+            every += [f"out_{name} = {expr.replace('DT', dt)}",
+                      f"loss_{name} = sum(cast(out_{name}, f32) * cast(randn([{shape}], seed={k}), f32))",
+                      f"dx_{name} = grad(loss_{name}, x)" if arity == 1 else f"dx_{name}, dy_{name} = grad(loss_{name}, x, y)",
+                      f"output out_{name}, dx_{name}" + (f", dy_{name}" if arity == 2 else "")]
             lines.append("loss = sum(cast(out, f32) * cast(w, f32))")
             lines.append("dx = grad(loss, x)")
             outs = ["out", "dx"]
@@ -139,7 +181,8 @@ def main():
             with open(os.path.join(d, "p.dg"), "w") as f:
                 f.write("\n".join(lines) + "\n")
             r = subprocess.run([gradc, "run", os.path.join(d, "p.dg"), "--inputs", os.path.join(d, "in"),
-                                "--outputs", os.path.join(d, "out"), "--quiet"], capture_output=True, text=True)
+                                "--outputs", os.path.join(d, "out"), "--quiet", "--backend=interp"],
+                               capture_output=True, text=True)
             if r.returncode:
                 failures.append(f"{name} {dt}: gradc failed: {r.stderr.strip()}")
                 continue
@@ -155,12 +198,15 @@ def main():
                 if eg > et + 0.5:
                     failures.append(f"{name} {dt}: {o} differs from PyTorch's by {u} ulp and is less accurate: "
                                     f"{eg:.2f} ulp from the exact value, PyTorch's {et:.2f}")
+        backends.append(same_on_every_backend(gradc, os.path.join(work, f"every_{dt}"), dt, every, x, y))
     for f in failures:
         print(f)
     print(f"{len(OPS)} ops in bf16 and f16, {checked} values and gradients against PyTorch eager: "
           f"{checked - differ} bit-equal; {differ} differ, none less accurate than PyTorch's by more than "
           f"half an ulp" if not failures else f"{len(failures)} less accurate than PyTorch's")
-    sys.exit(1 if failures else 0)
+    for ops, outputs, bad in backends:
+        print(f"{ops} ops, {outputs} outputs: " + (bad or "interpreter, native backend and executable bit-equal"))
+    sys.exit(1 if failures or any(b[2] for b in backends) else 0)
 
 
 if __name__ == "__main__":
