@@ -18,9 +18,8 @@
 #include "support/stack.h"
 
 namespace gradc {
-namespace {
 
-const char* ctype(DType t) {
+const char* cpp_type(DType t) {
   switch (t) {
     case DType::F32: return "float";
     case DType::F64: return "double";
@@ -30,6 +29,10 @@ const char* ctype(DType t) {
   }
   return "int32_t";
 }
+
+namespace {
+
+const char* ctype(DType t) { return cpp_type(t); }
 const char* dtype_enum(DType t) {
   switch (t) {
     case DType::F32: return "gradc::DType::F32";
@@ -1364,22 +1367,11 @@ class CudaEmitter final : public Emitter {
 };
 
 std::unique_ptr<Emitter> emitter(const Lowered& l, Target target, const std::string& name, const std::string& source) {
-  if (target == Target::Cuda) {
-    check_dtypes(l, "cuda");
-    return std::make_unique<CudaEmitter>(l, name, source);
-  }
+  if (target == Target::Cuda) return std::make_unique<CudaEmitter>(l, name, source);
   return std::make_unique<CpuEmitter>(l, name, source);
 }
 
 }  // namespace
-
-void check_dtypes(const Lowered& l, const char* target) {
-  for (const Node& n : l.graph.nodes)
-    if (is_low_precision(n.type->dtype))
-      throw UserError(n.loc, fmt::format("{} values run on the interpreter, the native backend and the cpu target "
-                                         "so far; the {} target takes f32, f64 and i32",
-                                         dtype_name(n.type->dtype), target));
-}
 
 std::vector<GeneratedFile> generate(const Lowered& l, Target target, const std::string& name,
                                     const std::string& source_path) {

@@ -93,9 +93,9 @@ bool python_keyword(const std::string& name);
 // A program's name as the torch target's package: with a trailing _ while it is a Python
 // keyword or the name of a module the package imports (torch.dg is the package torch_).
 std::string package_name(std::string name);
-// bf16 and f16 run on the interpreter, the native backend and the cpu target so far: for
-// another target (cuda, torch) the first value of either is a UserError at its source.
-void check_dtypes(const Lowered& l, const char* target);
+// An element's C++ type in generated code: float, double, int32_t, gradc::bfloat16 or
+// gradc::float16 (ir/dtype.h: the bits, converted only by name).
+const char* cpp_type(DType t);
 // The native backend's entry (cpu target): extern "C" gradc_native_run, which
 // gradc run calls in the shared library built from it and generate()'s files.
 GeneratedFile generate_native_entry(const Lowered& l, const std::string& name);

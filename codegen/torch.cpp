@@ -60,7 +60,6 @@ std::vector<Value> outputs_of(const Lowered& l, const std::string& cls) { return
 
 std::string dims(const Shape& s) { return fmt::format("{}", fmt::join(s, ", ")); }
 std::string py_list(const Shape& s) { return fmt::format("[{}]", dims(s)); }
-const char* c_type(DType t) { return t == DType::F32 ? "float" : t == DType::F64 ? "double" : "int32_t"; }
 
 std::vector<std::string> split_names(const Lowered& l) {
   std::vector<std::string> out;
@@ -110,9 +109,9 @@ std::string run_class(const Lowered& l, const std::string& cls, const std::vecto
                                       : "    (void)check;  // no shared input\n";
   const std::vector<Value> ins = inputs_of(l, cls), outs = outputs_of(l, cls);
   for (size_t i = 0; i < ins.size(); ++i)
-    s += fmt::format("    p.set_{}(static_cast<const {}*>(in[{}]));\n", ins[i].api, c_type(ins[i].dtype), at[i]);
+    s += fmt::format("    p.set_{}(static_cast<const {}*>(in[{}]));\n", ins[i].api, cpp_type(ins[i].dtype), at[i]);
   for (size_t i = 0; i < outs.size(); ++i)
-    s += fmt::format("    p.set_{}_out(static_cast<{}*>(out[{}]));\n", outs[i].api, c_type(outs[i].dtype), i);
+    s += fmt::format("    p.set_{}_out(static_cast<{}*>(out[{}]));\n", outs[i].api, cpp_type(outs[i].dtype), i);
   return s + "    p.run();\n  });\n}\n";
 }
 
@@ -288,8 +287,6 @@ std::string one_loss(const Lowered& pb) {
 
 std::vector<GeneratedFile> generate_torch(const Lowered& fwd, const Lowered& pb, size_t outputs, uint8_t data_parallel,
                                           const std::string& name, const std::string& source_path) {
-  check_dtypes(fwd, "torch");
-  check_dtypes(pb, "torch");
   const Graph& g = fwd.graph;
   const Package p(fwd, pb, outputs, name);
   std::vector<GeneratedFile> out;

@@ -4,6 +4,12 @@
 #include <stdint.h>
 #include <string.h>
 
+#if defined(__CUDACC__)  // as ir/scalar.h: the conversions run in kernels too
+#define GRADC_HD __host__ __device__
+#else
+#define GRADC_HD
+#endif
+
 namespace gradc {
 
 // bf16 and f16 are storage types: every op computes in f32 and rounds its result once
@@ -21,13 +27,13 @@ inline int64_t dtype_size(DType t) {
 }
 
 // f32 to bf16's bits, round-to-nearest-even; a NaN stays a (quiet) NaN.
-inline uint16_t bf16_bits(float f) {
+GRADC_HD inline uint16_t bf16_bits(float f) {
   uint32_t u;
   memcpy(&u, &f, 4);
   if ((u & 0x7FFFFFFFu) > 0x7F800000u) return uint16_t((u >> 16) | 0x40);
   return uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
-inline float bf16_value(uint16_t b) {
+GRADC_HD inline float bf16_value(uint16_t b) {
   const uint32_t u = uint32_t(b) << 16;
   float f;
   memcpy(&f, &u, 4);
@@ -36,7 +42,7 @@ inline float bf16_value(uint16_t b) {
 
 // f32 to IEEE binary16's bits, round-to-nearest-even, subnormals included; beyond
 // 65520 an infinity; a NaN stays a (quiet) NaN.
-inline uint16_t f16_bits(float f) {
+GRADC_HD inline uint16_t f16_bits(float f) {
   uint32_t u;
   memcpy(&u, &f, 4);
   const uint16_t sign = uint16_t((u >> 16) & 0x8000u);
@@ -57,7 +63,7 @@ inline uint16_t f16_bits(float f) {
   r += 0xFFFu + ((r >> 13) & 1u);
   return uint16_t(sign | (r >> 13));
 }
-inline float f16_value(uint16_t h) {
+GRADC_HD inline float f16_value(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000u) << 16;
   const uint32_t e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
   uint32_t u;
@@ -85,9 +91,9 @@ struct bfloat16 {
 struct float16 {
   uint16_t bits;
 };
-inline bfloat16 to_bfloat16(float f) { return bfloat16{bf16_bits(f)}; }
-inline float16 to_float16(float f) { return float16{f16_bits(f)}; }
-inline float to_float(bfloat16 x) { return bf16_value(x.bits); }
-inline float to_float(float16 x) { return f16_value(x.bits); }
+GRADC_HD inline bfloat16 to_bfloat16(float f) { return bfloat16{bf16_bits(f)}; }
+GRADC_HD inline float16 to_float16(float f) { return float16{f16_bits(f)}; }
+GRADC_HD inline float to_float(bfloat16 x) { return bf16_value(x.bits); }
+GRADC_HD inline float to_float(float16 x) { return f16_value(x.bits); }
 
 }  // namespace gradc

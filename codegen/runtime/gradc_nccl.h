@@ -17,7 +17,14 @@ struct Comm {
   int rank, size;
 };
 inline ncclDataType_t nccl_type(DType t) {
-  return t == DType::F32 ? ncclFloat32 : t == DType::F64 ? ncclFloat64 : ncclInt32;
+  switch (t) {
+    case DType::F32: return ncclFloat32;
+    case DType::F64: return ncclFloat64;
+    case DType::BF16: return ncclBfloat16;
+    case DType::F16: return ncclFloat16;
+    case DType::I32: break;
+  }
+  return ncclInt32;
 }
 inline ncclRedOp_t nccl_op(ROp op) {
   switch (op) {

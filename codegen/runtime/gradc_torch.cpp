@@ -240,8 +240,17 @@ class TorchComm : public Comm {
         memcpy(static_cast<char*>(parts[size_t(order_[size_t(k)])].data_ptr()) + o * block,
                static_cast<const char*>(all) + (o * size() + k) * block, size_t(block));
   }
+  // bf16 and f16 only move here (their reductions are f32 ones: passes/low_precision.cpp):
+  // both as 2-byte halves, which gloo and NCCL copy bit for bit (gloo moves no int16)
   static at::TensorOptions options(DType t) {
-    return at::TensorOptions().dtype(t == DType::F32 ? at::kFloat : t == DType::F64 ? at::kDouble : at::kInt);
+    switch (t) {
+      case DType::F32: return at::TensorOptions().dtype(at::kFloat);
+      case DType::F64: return at::TensorOptions().dtype(at::kDouble);
+      case DType::BF16:
+      case DType::F16: return at::TensorOptions().dtype(at::kHalf);
+      case DType::I32: break;
+    }
+    return at::TensorOptions().dtype(at::kInt);
   }
   static at::Tensor tensor(void* p, int64_t count, DType t) { return at::from_blob(p, {count}, options(t)); }
   static void copy(void* out, const void* in, int64_t count, DType t) {
