@@ -39,12 +39,15 @@ EXES=(
   "gpt_block|examples/gpt_block.dg|--mesh=dp=2,tp=2|4"
   "moe_top2_1|examples/moe_top2.dg|--mesh=dp=1,ep=1|1"
   "moe_top2|examples/moe_top2.dg|--mesh=dp=2,ep=2|4"
+  "mixed_precision_1|examples/mixed_precision.dg|--mesh=dp=1,tp=1|1"   # bf16 with f32 master weights
+  "mixed_precision|examples/mixed_precision.dg|--mesh=dp=2,tp=2|4"     # bf16 all_to_all + f32 sums on NCCL
 )
 # name | check_ops.py's program and flags | GPUs it needs
 OPS=(
   "torch_inner_grad|tests/torch/inner_grad.dg --ranks=1|1"
   "torch_collectives|tests/torch/collectives.dg --ranks=2|2"
   "torch_mesh|tests/torch/mesh.dg --mesh=dp=2,tp=2 --data-parallel=dp|4"
+  "torch_bf16|tests/torch/bf16.dg --mesh=dp=2,tp=2 --data-parallel=dp|4"   # bf16 and f16 CUDA tensors
 )
 
 prepare() {
@@ -126,11 +129,15 @@ import os, sys
 import numpy as np
 want, got = sys.argv[1], sys.argv[2]
 bad = 0
+def values(a):  # bf16 ('<V2') as f32; 16-bit values compare to a few of their ulps
+    if a.dtype.kind == "V":
+        return (a.view(np.uint16).astype(np.uint32) << 16).view(np.float32), 2.0 ** -6
+    return a, 1e-4 if a.dtype != np.float16 else 2.0 ** -9
 for rank in sorted(os.listdir(want)):
     for f in sorted(os.listdir(os.path.join(want, rank))):
-        w, g = np.load(os.path.join(want, rank, f)), np.load(os.path.join(got, rank, f))
-        tol = 1e-5 * max(1.0, float(np.abs(w).max()) if w.size else 1.0)
-        if w.shape != g.shape or not np.allclose(g, w, rtol=1e-4, atol=tol, equal_nan=True):
+        (w, rtol), (g, _) = values(np.load(os.path.join(want, rank, f))), values(np.load(os.path.join(got, rank, f)))
+        tol = rtol / 10 * max(1.0, float(np.abs(w).max()) if w.size else 1.0)
+        if w.shape != g.shape or not np.allclose(g, w, rtol=rtol, atol=tol, equal_nan=True):
             bad += 1
             print(f"{rank}/{f}: differs by {float(np.abs(g - w).max()) if w.shape == g.shape else 'shape'}")
 print(f"{bad} outputs differ")
