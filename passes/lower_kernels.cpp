@@ -174,8 +174,11 @@ class Lowerer {
       if (!l_.check_finite) folded_mm_[i] = folded_matmul(n);
       const KernelForm f = form(n.op);
       // A transpose of a buffer is index arithmetic wherever it is read (a flag in a
-      // BLAS call): recomputed, never copied, however many read it.
-      const bool view = n.op == Op::Transpose && buffered_[size_t(n.args[0])];
+      // BLAS call), and a bf16 or f16 buffer's f32 value a shift or two
+      // (passes/low_precision.cpp's widening casts): recomputed, never copied, however
+      // many read them (an f32 copy would cost the bandwidth 16 bits save).
+      const bool widens = n.op == Op::Cast && is_low_precision(g.type(n.args[0]).dtype);
+      const bool view = (n.op == Op::Transpose || widens) && buffered_[size_t(n.args[0])];
       if (folded_mm_[i] >= 0 || n.op == Op::Input || (n.op == Op::Const && !splat_const(n)) ||
           f == KernelForm::Reduce || f == KernelForm::Gemm || f == KernelForm::Comm || f == KernelForm::Loop ||
           (l_.check_finite && !is_cheap(n) && !view && n.op != Op::Const) || (uses[i] > 1 && !leaf_ops[i] && !view))

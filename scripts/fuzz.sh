@@ -31,7 +31,7 @@ for target in frontend ir npy run; do
 done
 # The differential tester on random programs (tests/difftest/dgsmith.py): a new seed
 # each run (DGSMITH_SEED to repeat one), every second program over a 2-D or 3-D mesh,
-# the executables too, for SECONDS.
+# every 6th in bf16 or f16, the executables too, for SECONDS.
 scripts/build.sh
 seed=${DGSMITH_SEED:-$(date +%s)}
 echo "fuzz: dgsmith for ${secs}s, seed $seed"
@@ -40,5 +40,5 @@ echo "fuzz: dgsmith for ${secs}s, seed $seed"
 torch_check=()
 [ -x build/torch-venv/bin/python ] && torch_check=(--torch --torch-every 20)
 /usr/bin/python3 tests/difftest/dgsmith.py build/gradc build-san/findings/dgsmith --seed "$seed" --seconds "$secs" \
-  --mesh-every 2 --exe --exe-every 5 "${torch_check[@]}"
+  --mesh-every 2 --low-every 6 --exe --exe-every 5 "${torch_check[@]}"
 echo "fuzz: no crashes, no disagreements"

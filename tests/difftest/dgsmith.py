@@ -13,6 +13,8 @@ and defaults), and for each one checks:
   * the native backend (`gradc run`'s default) against the interpreter;
   * with --exe, the executable of `gradc build --target=cpu` against the interpreter,
     as threads and under mpirun;
+  * with --low-every, every K-th program with its float inputs in bf16 or f16 instead:
+    no simulation, every backend against the interpreter, bit for bit in those types;
   * with --torch, the op of `gradc emit --target=torch` under multi-process PyTorch
     (on a DeviceMesh for a mesh program) against the interpreter (tests/torch/check_ops.py, its inputs and cotangents random;
     `shared` is dropped from the program for this check, since that check declares
@@ -21,7 +23,7 @@ and defaults), and for each one checks:
 A disagreement is shrunk to a small program (outputs dropped, statements bypassed and
 removed while the same kind of disagreement remains) and written to WORKDIR.
 
-usage: dgsmith.py GRADC WORKDIR [--seed S] [--count N | --seconds T] [--mesh-every K] [--exe] [--torch]
+usage: dgsmith.py GRADC WORKDIR [--seed S] [--count N | --seconds T] [--mesh-every K] [--low-every K] [--exe] [--torch]
                   [--keep-going]
 Needs PyTorch (Debian's python3-torch is enough) and NumPy; --torch also the venv of
 scripts/torch_venv.sh (PyPI's PyTorch). Deterministic for a seed.
