@@ -291,27 +291,9 @@ std::vector<std::string> check_backend(const Graph& g, const RankInputs& inputs,
 }
 
 namespace {
-// Ops that round their result: every op but those that only move or select elements.
-bool rounds(const Node& n) {
-  switch (n.op) {
-    case Op::Input:
-    case Op::Reshape:
-    case Op::Transpose:
-    case Op::BroadcastTo:
-    case Op::Concat:
-    case Op::Slice:
-    case Op::Pad:
-    case Op::Take:
-    case Op::Where:
-    case Op::AllGather:
-    case Op::Broadcast:
-    case Op::Gather:
-    case Op::Scatter:
-    case Op::AllToAll:
-    case Op::Permute: return false;
-    default: return true;
-  }
-}
+// Ops that round their result: every op but those that only move elements, pad's zeros
+// and where's choice.
+bool rounds(const Node& n) { return !moves_values(n.op) && n.op != Op::Pad && n.op != Op::Where; }
 }  // namespace
 
 std::vector<PrecisionRow> check_precision(const Graph& low, const Graph& wide, const RankInputs& inputs) {

@@ -61,5 +61,26 @@ inline bool is_collective(Op op) { return op_flags(op) & COLL; }
 inline bool is_differentiable(Op op) { return op_flags(op) & DIFF; }
 inline bool float_only(Op op) { return op_flags(op) & FLOAT; }  // operands must be float
 inline bool named(Op op) { return op_flags(op) & NAMED; }       // the language calls it f(...)
+// The op only moves or copies its operand's elements (an input, a view, take, a
+// collective that reduces nothing): on bf16 or f16 values it rounds nothing, and they
+// stay 16-bit through it (passes/low_precision.cpp).
+inline bool moves_values(Op op) {
+  switch (op) {
+    case Op::Input:
+    case Op::Reshape:
+    case Op::Transpose:
+    case Op::BroadcastTo:
+    case Op::Concat:
+    case Op::Slice:
+    case Op::Take:
+    case Op::AllGather:
+    case Op::Broadcast:
+    case Op::Gather:
+    case Op::Scatter:
+    case Op::AllToAll:
+    case Op::Permute: return true;
+    default: return false;
+  }
+}
 
 }  // namespace gradc

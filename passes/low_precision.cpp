@@ -17,25 +17,6 @@
 namespace gradc {
 namespace {
 
-bool moves_only(Op op) {
-  switch (op) {
-    case Op::Input:
-    case Op::Reshape:
-    case Op::Transpose:
-    case Op::BroadcastTo:
-    case Op::Concat:
-    case Op::Slice:
-    case Op::Take:
-    case Op::AllGather:
-    case Op::Broadcast:
-    case Op::Gather:
-    case Op::Scatter:
-    case Op::AllToAll:
-    case Op::Permute: return true;
-    default: return false;
-  }
-}
-
 class Widen {
  public:
   explicit Widen(const Graph& g) : in_(g) {
@@ -91,7 +72,7 @@ class Widen {
     ValueId r;
     if (!is_low_precision(t) && !low_arg) {
       r = copy(n, same, n.type);
-    } else if (moves_only(n.op)) {
+    } else if (moves_values(n.op)) {
       r = copy(n, same, n.type);
     } else if (n.op == Op::Cast) {
       const DType from = in_.type(n.args[0]).dtype;
