@@ -617,7 +617,6 @@ std::string check_definition(const Instance& in) {
   return "";
 }
 
-// The meshes of 2 and 3 axes, each of size 2 or more, of at most K ranks.
 // The low-precision pass's lowering of a reduction over ranks of bf16 or f16 values
 // (passes/low_precision.cpp: exchanges of the 16-bit values, an f32 sum in rank order,
 // rounded once with accum=f32 or after each term with accum=same) against the
@@ -665,6 +664,7 @@ std::string check_lowering(const Instance& in) {
   return "";
 }
 
+// The meshes of 2 and 3 axes, each of size 2 or more, of at most K ranks.
 std::vector<std::vector<int>> meshes(int K) {
   std::vector<std::vector<int>> out;
   for (int a = 2; a <= K; ++a)
@@ -796,22 +796,20 @@ ProofRow prove(const ProofCase& c, const ProveOptions& opt) {
         "     order on the receiving rank, rounded once (accum=f32) or after each term (accum=same): equal to\n"
         "     the collective on the interpreter bit for bit, on every rank, checked for N = 1..";
     row.derivation += fmt::format("{} and every mesh above\n", opt.max_ranks);
-    for (int N = 1; N <= opt.max_ranks && row.checked; ++N)
-      for (const Instance& in : instances(c, N))
-        if (std::string failure = check_lowering(in); !failure.empty()) {
-          row.checked = false;
-          row.counterexample = fmt::format("N={}{}: {}", N, in.label.empty() ? "" : ", " + in.label, failure);
-          break;
-        }
-    for (const std::vector<int>& sizes : meshes(opt.max_ranks)) {
-      if (!row.checked) break;
-      for (const Instance& in : mesh_instances(c, sizes))
-        if (std::string failure = check_lowering(in); !failure.empty()) {
-          row.checked = false;
-          row.counterexample = fmt::format("{}: {}", in.label, failure);
-          break;
-        }
-    }
+    std::vector<Instance> all;
+    for (int N = 1; N <= opt.max_ranks; ++N)
+      for (Instance& in : instances(c, N)) {
+        in.label = fmt::format("N={}{}", N, in.label.empty() ? "" : ", " + in.label);
+        all.push_back(std::move(in));
+      }
+    for (const std::vector<int>& sizes : meshes(opt.max_ranks))
+      for (Instance& in : mesh_instances(c, sizes)) all.push_back(std::move(in));
+    for (const Instance& in : all)
+      if (std::string failure = check_lowering(in); !failure.empty()) {
+        row.checked = false;
+        row.counterexample = fmt::format("{}: {}", in.label, failure);
+        break;
+      }
   }
   if (!row.checked) row.derivation += fmt::format("    COUNTEREXAMPLE: {}\n", row.counterexample);
   return row;

@@ -32,7 +32,6 @@ const char* cpp_type(DType t) {
 
 namespace {
 
-const char* ctype(DType t) { return cpp_type(t); }
 const char* dtype_enum(DType t) {
   switch (t) {
     case DType::F32: return "gradc::DType::F32";
@@ -47,8 +46,8 @@ const char* dtype_enum(DType t) {
 // A number as a C++ literal of type t, exact (shortest round-trip digits).
 std::string literal(double v, DType t) {
   if (t == DType::I32) return fmt::format("int32_t({})", int64_t(v));
-  if (std::isnan(v)) return fmt::format("{}(NAN)", ctype(t));
-  if (std::isinf(v)) return fmt::format("{}({}INFINITY)", ctype(t), v < 0 ? "-" : "");
+  if (std::isnan(v)) return fmt::format("{}(NAN)", cpp_type(t));
+  if (std::isinf(v)) return fmt::format("{}({}INFINITY)", cpp_type(t), v < 0 ? "-" : "");
   std::string s = t == DType::F32 ? fmt::format("{}", float(v)) : fmt::format("{}", v);
   if (s.find_first_of(".e") == std::string::npos) s += ".0";
   return t == DType::F32 ? s + "f" : s;
@@ -165,7 +164,7 @@ class Body {
   std::string def(ValueId v, const std::string& expr) {
     std::string name = fresh(v);
     line(fmt::format(
-        "{} {} = {};", ctype(g_.type(v).dtype), name,
+        "{} {} = {};", cpp_type(g_.type(v).dtype), name,
         expr));  // not const: a long chain of const locals sends clang's constant evaluator into deep recursion
     return name;
   }
@@ -237,7 +236,7 @@ class Body {
     }
     // reads that tile an axis in order: each below its end, past the reads before it
     std::string name = fresh(v);
-    line(fmt::format("{} {}{{}};", ctype(n.type->dtype), name));
+    line(fmt::format("{} {}{{}};", cpp_type(n.type->dtype), name));
     for (size_t i = 0; i < m.reads.size(); ++i) {
       const ViewRead& r = m.reads[i];
       std::vector<std::string> in = operand_index(idx, r.axes), conds;
@@ -256,7 +255,7 @@ class Body {
   // Evaluates `v` at idx only when `cond` holds, else zero: the operand may not be read there.
   std::string guarded(ValueId v, const std::string& cond, ValueId child, const std::vector<std::string>& cidx) {
     std::string name = fresh(v);
-    line(fmt::format("{} {}{{}};", ctype(g_.type(v).dtype), name));
+    line(fmt::format("{} {}{{}};", cpp_type(g_.type(v).dtype), name));
     line(fmt::format("if ({}) {{", cond));
     indent_ += 2;
     memo_.emplace_back();
@@ -298,7 +297,7 @@ class Body {
         if (is_low_precision(from)) return def(v, fmt::format("gradc::to_float({})", arg(0)));
         if (is_low_precision(t.dtype))
           return def(v, fmt::format("gradc::to_{}({})", t.dtype == DType::BF16 ? "bfloat16" : "float16", arg(0)));
-        return def(v, fmt::format("gradc::op::cast<{}>({})", ctype(t.dtype), arg(0)));
+        return def(v, fmt::format("gradc::op::cast<{}>({})", cpp_type(t.dtype), arg(0)));
       }
 #define OP(E, name, arity, flags)
 #define COMPARE(E, f, flags) case Op::E:  // every COMPARE row of ir/ops.def
@@ -307,7 +306,7 @@ class Body {
 #undef OP
         {
           const std::string x = arg(0), y = arg(1);  // in order: each may write lines (a call's arguments have none)
-          return def(v, fmt::format("gradc::op::{}<{}>({}, {})", op_name(n.op), ctype(t.dtype), x, y));
+          return def(v, fmt::format("gradc::op::{}<{}>({}, {})", op_name(n.op), cpp_type(t.dtype), x, y));
         }
       case Op::Where: {
         // the condition may have another dtype; the branches have the result's
@@ -545,13 +544,13 @@ class Emitter {
     s += fmt::format("  ~{0}();\n  {0}(const {0}&) = delete;\n  {0}& operator=(const {0}&) = delete;\n\n", name_);
     for (const auto& [n, b] : l_.inputs) {
       const LBuffer& x = l_.buffers[size_t(b)];
-      s += fmt::format("  void set_{}(const {}* p) {{ in_{}_ = p; }}{}\n", api(n), ctype(x.type->dtype), n,
+      s += fmt::format("  void set_{}(const {}* p) {{ in_{}_ = p; }}{}\n", api(n), cpp_type(x.type->dtype), n,
                        l_.graph[x.value].args.empty() ? "  // required" : "  // optional: it has a default");
     }
     for (const auto& [n, b] : l_.outputs) {
       const LBuffer& x = l_.buffers[size_t(b)];
-      s += fmt::format("  {}* {}();\n", ctype(x.type->dtype), api(n));
-      s += fmt::format("  void set_{}_out({}* p) {{ out_{}_ = p; }}\n", api(n), ctype(x.type->dtype), n);
+      s += fmt::format("  {}* {}();\n", cpp_type(x.type->dtype), api(n));
+      s += fmt::format("  void set_{}_out({}* p) {{ out_{}_ = p; }}\n", api(n), cpp_type(x.type->dtype), n);
     }
     s += "  void run();  // enqueues one step; does not synchronise\n";
     if (any_shared())
@@ -569,13 +568,13 @@ class Emitter {
     s += "  int32_t rank_;\n  char* ws_ = nullptr;\n  gradc::Partials partials_;  // a reduction's partial results\n";
     if (any_shared()) s += "  int shared_checks_ = GRADC_CHECK_SHARED;\n";
     for (const auto& [n, b] : l_.inputs)
-      s += fmt::format("  const {}* in_{}_ = nullptr;\n", ctype(l_.buffers[size_t(b)].type->dtype), n);
+      s += fmt::format("  const {}* in_{}_ = nullptr;\n", cpp_type(l_.buffers[size_t(b)].type->dtype), n);
     for (const auto& [n, b] : l_.outputs)
-      s += fmt::format("  {}* out_{}_ = nullptr;\n", ctype(l_.buffers[size_t(b)].type->dtype), n);
+      s += fmt::format("  {}* out_{}_ = nullptr;\n", cpp_type(l_.buffers[size_t(b)].type->dtype), n);
     for (const auto& [n, b] : l_.inputs)
       if (!l_.graph[l_.buffers[size_t(b)].value].args.empty())
         s += fmt::format("  {}* default_{}_ = nullptr;  // where its default is computed\n",
-                         ctype(l_.buffers[size_t(b)].type->dtype), n);
+                         cpp_type(l_.buffers[size_t(b)].type->dtype), n);
     return s + "};\n";
   }
 
@@ -596,7 +595,7 @@ class Emitter {
     s += run();
     for (const auto& [n, b] : l_.outputs)  // where each output is: the caller's place, else the plan's
       s += fmt::format("\n{}* {}::{}() {{ return out_{}_ ? out_{}_ : {}; }}\n",
-                       ctype(l_.buffers[size_t(b)].type->dtype), name_, api(n), n, n, raw(b, false));
+                       cpp_type(l_.buffers[size_t(b)].type->dtype), name_, api(n), n, n, raw(b, false));
     return s;
   }
 
@@ -648,9 +647,9 @@ class Emitter {
     std::string s;
     if (any_shared()) s += "    step.check_shared_inputs(1);  // the first step: the inputs do not change\n";
     for (size_t i = 0; i < l_.inputs.size(); ++i)
-      s += bind_input(i, api(l_.inputs[i].first), ctype(l_.buffers[size_t(l_.inputs[i].second)].type->dtype));
+      s += bind_input(i, api(l_.inputs[i].first), cpp_type(l_.buffers[size_t(l_.inputs[i].second)].type->dtype));
     for (size_t i = 0; i < l_.outputs.size(); ++i)
-      s += bind_output(i, api(l_.outputs[i].first), ctype(l_.buffers[size_t(l_.outputs[i].second)].type->dtype));
+      s += bind_output(i, api(l_.outputs[i].first), cpp_type(l_.buffers[size_t(l_.outputs[i].second)].type->dtype));
     return s;
   }
 
@@ -660,7 +659,7 @@ class Emitter {
     return fmt::format(
         "  using {}_type = {};\n  static constexpr int64_t {}_size = {};\n"
         "  static constexpr int {}_rank = {};\n  static constexpr int64_t {}_shape[{}] = {{{}}};\n",
-        n, ctype(b.type->dtype), n, b.type->size(), n, b.type->rank(), n, std::max(1, b.type->rank()),
+        n, cpp_type(b.type->dtype), n, b.type->size(), n, b.type->rank(), n, std::max(1, b.type->rank()),
         b.type->shape.empty() ? "1" : dims);
   }
   std::string const_data(const LBuffer& b) {
@@ -694,7 +693,7 @@ class Emitter {
     const LBuffer& x = l_.buffers[size_t(b)];
     if (x.kind == LBuffer::Alias) return ptr(x.alias_of, for_reading);
     const LBuffer* base = &x;
-    const char* t = ctype(x.type->dtype);
+    const char* t = cpp_type(x.type->dtype);
     std::string p;
     if (base->kind == LBuffer::Input) {
       const std::string& n = g_[base->value].attr_sym("name");
@@ -752,13 +751,13 @@ class Emitter {
       if (row_local_buffers()) body.set_row("r", k.row_len, k.row_len == 1 ? "0" : "j");
       result = body.value(k.root, idx);
       body.line(fmt::format("return {};", result));
-      signature = fmt::format("GRADC_FUNCTOR {} operator()(int64_t r, int64_t j) const", ctype(out.dtype));
+      signature = fmt::format("GRADC_FUNCTOR {} operator()(int64_t r, int64_t j) const", cpp_type(out.dtype));
     } else if (k.kind == LKernel::Map) {
       std::vector<std::string> idx = body.unflatten("i", out.shape, "i");
       body.set_element(idx, out.shape, "i");
       result = body.value(k.root, idx);
       body.line(fmt::format("return {};", result));
-      signature = fmt::format("GRADC_FUNCTOR {} operator()(int64_t i) const", ctype(out.dtype));
+      signature = fmt::format("GRADC_FUNCTOR {} operator()(int64_t i) const", cpp_type(out.dtype));
     } else {
       const Node& r = g_[k.root];
       const Shape& in = g_.type(r.args[0]).shape;
@@ -775,12 +774,12 @@ class Emitter {
       if (k.group >= 0 && row_local_buffers()) body.set_row("o", k.row_len, "");
       result = body.value(r.args[0], idx);
       body.line(fmt::format("return {};", result));
-      signature = fmt::format("GRADC_FUNCTOR {} operator()(int64_t o, int64_t r) const", ctype(out.dtype));
+      signature = fmt::format("GRADC_FUNCTOR {} operator()(int64_t o, int64_t r) const", cpp_type(out.dtype));
     }
     std::string s = comment(k);
     s += fmt::format("struct {} {{\n", kernel_name(i));
     for (int b : body.reads)
-      s += fmt::format("  const {}* b_{};\n", ctype(l_.buffers[size_t(b)].type->dtype), l_.buffers[size_t(b)].name);
+      s += fmt::format("  const {}* b_{};\n", cpp_type(l_.buffers[size_t(b)].type->dtype), l_.buffers[size_t(b)].name);
     s += "  int32_t rank;\n";
     s += fmt::format("  {} {{\n{}  }}\n}};\n\n", signature, body.text());
     return {s, std::vector<int>(body.reads.begin(), body.reads.end())};
@@ -796,8 +795,8 @@ class Emitter {
     for (const auto& [n, b] : l_.inputs)
       if (!g_[l_.buffers[size_t(b)].value].args.empty())
         s += fmt::format("  default_{}_ = static_cast<{}*>(gradc::alloc({} * sizeof({})));\n", n,
-                         ctype(l_.buffers[size_t(b)].type->dtype), l_.buffers[size_t(b)].type->size(),
-                         ctype(l_.buffers[size_t(b)].type->dtype));
+                         cpp_type(l_.buffers[size_t(b)].type->dtype), l_.buffers[size_t(b)].type->size(),
+                         cpp_type(l_.buffers[size_t(b)].type->dtype));
     s += "}\n\n";
     s += fmt::format("{}::~{}() {{\n  gradc::release(ws_);\n  gradc::release(partials_);\n", name_, name_);
     for (const auto& [n, b] : l_.inputs)
@@ -1150,12 +1149,12 @@ class CpuEmitter final : public Emitter {
       const auto& [n, b] = l_.inputs[i];
       bind +=
           fmt::format("    if (inputs[r * {0} + {1}]) step.set_{2}(static_cast<const {3}*>(inputs[r * {0} + {1}]));\n",
-                      ni, i, api(n), ctype(l_.buffers[size_t(b)].type->dtype));
+                      ni, i, api(n), cpp_type(l_.buffers[size_t(b)].type->dtype));
     }
     for (size_t i = 0; i < l_.outputs.size(); ++i) {
       const auto& [n, b] = l_.outputs[i];
       bind += fmt::format("    step.set_{}_out(static_cast<{}*>(outputs[r * {} + {}]));\n", api(n),
-                          ctype(l_.buffers[size_t(b)].type->dtype), no, i);
+                          cpp_type(l_.buffers[size_t(b)].type->dtype), no, i);
     }
     return {name_ + "_native.cpp",
             fill(embedded_file("native.cpp.in"),
@@ -1228,7 +1227,7 @@ class CpuEmitter final : public Emitter {
     return given + s + split + "  }\n";
   }
   std::string const_array(const LBuffer& b, size_t count, const std::string& values) override {
-    return fmt::format("const {} {}_data[{}] = {{{}}};\n\n", ctype(b.type->dtype), b.name, count, values);
+    return fmt::format("const {} {}_data[{}] = {{{}}};\n\n", cpp_type(b.type->dtype), b.name, count, values);
   }
   bool row_local_buffers() const override { return true; }
   std::string bind_input(size_t i, const std::string& api, const char* t) override {  // host vectors, by pointer
@@ -1327,7 +1326,7 @@ class CudaEmitter final : public Emitter {
            "  cublasDestroy(blas_);\n  cudaStreamDestroy(comm_stream_);\n";
   }
   std::string const_array(const LBuffer& b, size_t count, const std::string& values) override {
-    return fmt::format("__device__ const {} {}_data[{}] = {{{}}};\n\n", ctype(b.type->dtype), b.name, count, values);
+    return fmt::format("__device__ const {} {}_data[{}] = {{{}}};\n\n", cpp_type(b.type->dtype), b.name, count, values);
   }
   std::string const_pointer(const LBuffer& b) override { return fmt::format("gradc::symbol({}_data)", b.name); }
   std::string waits(const LKernel& k, const std::string& stream) override {

@@ -32,7 +32,10 @@ const std::vector<PassInfo>& all_passes() {
 const std::vector<const PassInfo*>& pipeline(Pipeline p) {
   static const std::vector<const PassInfo*> grad = {find_pass("autodiff")};
   static const std::vector<const PassInfo*> optimise = {find_pass("fold"), find_pass("cse"), find_pass("dce")};
-  return p == Pipeline::Grad ? grad : optimise;  // lower: optimise's passes, then lower-kernels
+  // lower: optimise's passes, low-precision, then lower-kernels (lowered())
+  static const std::vector<const PassInfo*> lower = {find_pass("fold"), find_pass("cse"), find_pass("dce"),
+                                                     find_pass("low-precision")};
+  return p == Pipeline::Grad ? grad : p == Pipeline::Optimise ? optimise : lower;
 }
 
 Graph run_pipeline(Graph g, Pipeline p, const PipelineOptions& opt, std::string* log) {
@@ -44,7 +47,6 @@ Lowered lowered(Graph g, const PipelineOptions& opt, std::string* log) {
   std::string unused;
   std::string& out = log ? *log : unused;
   g = run_passes(std::move(g), pipeline(Pipeline::Lower), opt, out);
-  g = run_passes(std::move(g), {find_pass("low-precision")}, opt, out);
   auto t0 = std::chrono::steady_clock::now();
   Lowered l = lower_kernels(std::move(g), opt.check_finite);
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
