@@ -10,11 +10,16 @@ machine with the interpreter's outputs:
   python3 bench/gpu.py run DIR [OUT [SECTIONS]]
       on the GPU machine (python3 with PyTorch and NumPy; NCCL and cuBLAS where
       PyTorch's wheels or /usr/local/cuda have them). SECTIONS, comma-separated:
-      outputs, errors, bench, bandwidth, sanitizer (default: all). Writes OUT/gpu.log.
+      outputs, errors, bench, bandwidth, sanitizer, bf16 (default: all). Writes
+      OUT/gpu.log.
 
 One GPU: every program is built for 1 rank (`--ranks=1`); programs that need more
 ranks are left out. The executables are built without MPI (one process drives the
 GPU), so that they need no MPI library on the GPU machine.
+
+The bf16 section: bench/programs/gpu's elementwise chain (10^8), contrastive loss
+(8192x1024 a rank) and TP MLP (4096x4096), each in f32 and in bf16, against PyTorch
+eager and torch.compile in bf16 and against their matmuls alone in PyTorch (cuBLAS).
 """
 import glob
 import json
@@ -30,7 +35,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 BENCH = ["elementwise", "contrastive", "syncbn", "tp_mlp"]
 STEPS = 200
-SECTIONS = ["outputs", "errors", "bench", "bandwidth", "sanitizer"]
+SECTIONS = ["outputs", "errors", "bench", "bandwidth", "sanitizer", "bf16"]
+LARGE = ["elementwise", "contrastive", "tp_mlp"]  # bench/programs/gpu/NAME_{f32,bf16}.dg
+STEPS_LARGE = 50
 
 
 def sh(cmd, **kw):
@@ -48,6 +55,10 @@ def programs():
     out += [(f"error_{n}", os.path.join(ROOT, f"tests/error/device_{n}.dg"), "error") for n in ("take_range", "division_zero")]
     out += [(f"bench_{n}", os.path.join(HERE, "programs", n + ".dg"), "bench") for n in BENCH]
     out += [(f"bandwidth_{n}", os.path.join(HERE, "programs", "gpu", n + ".dg"), "bandwidth") for n in ("add_one", "elementwise")]
+    for n in LARGE:
+        for t in ("f32", "bf16"):
+            src = f"{n}_{t}.dg" if (n, t) != ("elementwise", "f32") else "elementwise.dg"
+            out.append((f"large_{n}_{t}", os.path.join(HERE, "programs", "gpu", src), "large"))
     return out
 
 
@@ -282,6 +293,46 @@ def run(work, out, sections):
                         f"{100 * bw / copy_bw:.0f}% of copy")
         else:
             log("ncu not found: no per-kernel figures")
+
+    if "bf16" in sections:
+        log("", "## bf16 at realistic sizes (1 GPU): median ms of a step")
+        # PyTorch's side: the same step in bf16 (eager, torch.compile), and the step's
+        # matmuls alone in bf16 (cuBLAS's floor for gradc's bf16 step)
+        large = {"elementwise": dict(n=100_000_000), "contrastive": dict(n=8192, d=1024, k=256),
+                 "tp_mlp": dict(n=4096, d=4096, h=4096)}
+        gemms = {"elementwise": [], "contrastive": [(8192, 1024, 256), (8192, 256, 8192), (8192, 8192, 256),
+                                                    (8192, 8192, 256), (8192, 256, 1024), (1024, 8192, 256)],
+                 "tp_mlp": [(4096, 4096, 4096)] * 6}
+        log("| program | gradc f32 | gradc bf16 | eager bf16 | torch.compile bf16 | matmuls alone bf16 | "
+            "gradc bf16 / f32 | gradc bf16 / eager | gradc bf16 / compile |", "|---|---|---|---|---|---|---|---|---|")
+        for name in LARGE:
+            ours = {}
+            for t in ("f32", "bf16"):
+                runs = [median_step(exe(f"large_{name}_{t}"), env, STEPS_LARGE) for _ in range(2)]
+                if any(v is None for v, _ in runs):
+                    log(f"{name} {t}: FAILED {' '.join(e for _, e in runs).strip()[:300]}")
+                    failed.append(f"large_{name}_{t}")
+                ours[t] = [v if v is not None else float("nan") for v, _ in runs]
+            loss, leaves, reduced = torch_programs.PROGRAMS[name](0, 1, "cuda", dtype=torch.bfloat16, **large[name])
+            eager = [torch_median(lambda: torch_programs.step(loss, leaves, reduced, 1), STEPS_LARGE) for _ in range(2)]
+            try:
+                compiled = torch.compile(loss)
+                comp = [torch_median(lambda: torch_programs.step(compiled, leaves, reduced, 1), STEPS_LARGE)
+                        for _ in range(2)]
+            except Exception as e:  # noqa: BLE001 (report and go on)
+                log(f"torch.compile failed on {name}: {e}")
+                comp = [float("nan")] * 2
+            floor = float("nan")
+            if gemms[name]:
+                ab = [(torch.randn(m, k, device="cuda", dtype=torch.bfloat16),
+                       torch.randn(k, n, device="cuda", dtype=torch.bfloat16)) for m, k, n in gemms[name]]
+                floor = torch_median(lambda: [a @ b for a, b in ab], STEPS_LARGE)
+            pair = lambda v: f"{v[0]:.3f}, {v[1]:.3f}"
+            log(f"| {name} | {pair(ours['f32'])} | {pair(ours['bf16'])} | {pair(eager)} | {pair(comp)} | {floor:.3f} | "
+                f"{min(ours['f32']) / max(ours['bf16']):.2f}x faster | {max(ours['bf16']) / min(eager):.2f} | "
+                f"{max(ours['bf16']) / min(comp):.2f} |")
+        del loss, leaves, reduced
+        torch.cuda.empty_cache()
 
     if "sanitizer" in sections:
         log("", "## compute-sanitizer: memcheck on every compared program, racecheck on the row kernels and reductions")

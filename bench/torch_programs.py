@@ -20,12 +20,15 @@ import torch.distributed.nn.functional as F
 import torch.nn.functional as NF
 
 
-def randn(shape, seed, device):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(device)
+def randn(shape, seed, device, dtype=torch.float32):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(device, dtype)
 
 
-def elementwise(rank, world, device):
-    x = randn([1000000], rank, device).requires_grad_()
+# The sizes are bench/programs' own; bench/gpu.py's bf16 table passes larger ones and
+# dtype=torch.bfloat16 (the losses of bench/programs/gpu/*_bf16.dg: a f32 loss where they
+# cast to f32).
+def elementwise(rank, world, device, n=1000000, dtype=torch.float32):
+    x = randn([n], rank, device, dtype).requires_grad_()
 
     def loss():
         y = torch.tanh(x * 1.5 + 0.5) * torch.sigmoid(x) + torch.exp(-(x * x))
@@ -33,15 +36,15 @@ def elementwise(rank, world, device):
     return loss, [x], []
 
 
-def contrastive(rank, world, device):
-    x = randn([1024, 256], 100 + rank, device).requires_grad_()
-    w = (randn([256, 128], 1, device) / 16).requires_grad_()
-    labels = torch.arange(1024, device=device) + 1024 * rank
+def contrastive(rank, world, device, n=1024, d=256, k=128, dtype=torch.float32):
+    x = randn([n, d], 100 + rank, device, dtype).requires_grad_()
+    w = (randn([d, k], 1, device, dtype) / 16).requires_grad_()
+    labels = torch.arange(n, device=device) + n * rank
 
     def loss():
         z = NF.normalize(torch.tanh(x @ w), dim=-1)
         all_z = torch.cat(F.all_gather(z), dim=0)
-        return NF.cross_entropy(z @ all_z.t() / 0.1, labels)
+        return NF.cross_entropy((z @ all_z.t() / 0.1).float(), labels)
     return loss, [x, w], [(w, "mean")]
 
 
@@ -61,14 +64,13 @@ def syncbn(rank, world, device):
     return loss, [x, gamma, beta], [(gamma, "mean"), (beta, "mean")]
 
 
-def tp_mlp(rank, world, device):
-    x = randn([512, 1024], 7, device).requires_grad_()
-    w1 = (randn([1024, 512], 11 + rank, device) / 32).requires_grad_()
-    w2 = (randn([512, 1024], 21 + rank, device) / 32).requires_grad_()
+def tp_mlp(rank, world, device, n=512, d=1024, h=512, dtype=torch.float32):
+    x = randn([n, d], 7, device, dtype).requires_grad_()
+    w1 = (randn([d, h], 11 + rank, device, dtype) / 32).requires_grad_()
+    w2 = (randn([h, d], 21 + rank, device, dtype) / 32).requires_grad_()
 
     def loss():
-        h = torch.relu(x @ w1)
-        y = F.all_reduce(h @ w2)
+        y = F.all_reduce(torch.relu(x @ w1) @ w2).float()
         return (y * y).mean()
     return loss, [x, w1, w2], [(x, "sum")]
 

@@ -46,6 +46,26 @@ GemmOperand gemm_operand(const Graph& g, ValueId v) {
   if (swaps_last_two(g[v])) return {g[v].args[0], true};
   return {v, false};
 }
+// A matmul's two operands as BLAS sees them. Where both are f32 widenings of values of
+// one 16-bit type (passes/low_precision.cpp's casts, under or over a transpose of the
+// last two axes: the derivative of matmul transposes its widened operand), the call
+// reads the 16-bit buffers and computes in f32 (cublasGemmEx with f32 compute; on the
+// CPU the call widens them for sgemm): the same f32 products and sums, without f32
+// copies of the operands.
+std::pair<GemmOperand, GemmOperand> gemm_operands(const Graph& g, const Node& mm) {
+  auto narrow = [&](ValueId v) -> std::pair<GemmOperand, DType> {
+    GemmOperand op = gemm_operand(g, v);
+    const Node& c = g[op.v];
+    if (c.op != Op::Cast || c.type->dtype != DType::F32 || !is_low_precision(g.type(c.args[0]).dtype))
+      return {op, DType::F32};
+    const GemmOperand under = gemm_operand(g, c.args[0]);
+    return {{under.v, op.trans != under.trans}, g.type(under.v).dtype};
+  };
+  const auto [a, ta] = narrow(mm.args[0]);
+  const auto [b, tb] = narrow(mm.args[1]);
+  if (ta != DType::F32 && ta == tb) return {a, b};
+  return {gemm_operand(g, mm.args[0]), gemm_operand(g, mm.args[1])};
+}
 
 // A value's name as an identifier in generated code: "h.1" -> "h_1", "12" -> "t12".
 std::string ident(const std::string& name) {
@@ -113,12 +133,13 @@ class Lowerer {
       // What BLAS calls and collectives read must be in buffers, as must outputs.
       const KernelForm f = form(n.op);
       GRADC_ASSERT(f != KernelForm::Removed, "lowering needs {} replaced first (the autodiff pass)", op_name(n.op));
-      if (f == KernelForm::Gemm)
-        for (ValueId a : n.args) {
-          const GemmOperand op = gemm_operand(g, a);
-          buffered_[size_t(op.v)] = true;
-          if (op.trans) gemm_flag[size_t(a)] = true;
-        }
+      if (f == KernelForm::Gemm) {
+        const auto [a, b] = gemm_operands(g, n);
+        for (const GemmOperand& op : {a, b}) buffered_[size_t(op.v)] = true;
+        for (ValueId arg : n.args)  // and the transposes a widening reads
+          for (ValueId v = arg; swaps_last_two(g[v]) || g[v].op == Op::Cast; v = g[v].args[0])
+            if (swaps_last_two(g[v])) gemm_flag[size_t(v)] = true;
+      }
       if (f == KernelForm::Comm) buffered_[size_t(n.args[0])] = true;
       if (f == KernelForm::Loop)
         for (ValueId a : n.args) buffered_[size_t(a)] = true;
@@ -316,7 +337,7 @@ class Lowerer {
         const double c = g[n.args[n.args[0] == folded ? 1 : 0]].attr_num("value");
         call.alpha = n.op == Op::Div ? 1 / c : c;
       }
-      GemmOperand a = gemm_operand(g, mm.args[0]), b = gemm_operand(g, mm.args[1]);
+      auto [a, b] = gemm_operands(g, mm);
       if (t) {  // C^T = op(B)^T op(A)^T
         std::swap(a, b);
         a.trans = !a.trans;

@@ -6,9 +6,9 @@
 #                                    outputs (gradc run --backend=interp)
 #   scripts/gpu_check.sh             on the GPU machine (nvcc, NCCL, cuBLAS, PyTorch and NumPy in
 #                                    $PYTHON or python3; no gradc):
-#                                    builds and runs every case against those outputs, prints
-#                                    one table, and keeps each case's log under $OUT (or
-#                                    gpu_check/logs)
+#                                    builds every case side by side, runs each against those
+#                                    outputs, prints one table, keeps the logs in
+#                                    gpu_check/logs (and the table and a .tgz of them in $OUT)
 #
 # The cases: CUDA executables (examples and call sites) on one GPU and on as many as
 # their world, the torch op on CUDA tensors under NCCL (tests/torch/check_ops.py and
@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 DIR=$ROOT/gpu_check
 
-# name | program | size flag (--ranks=N or --mesh=...) | GPUs it needs
+# name | program | size flag (--ranks=N or --mesh=...) | GPUs it needs [| folder of its inputs]
 EXES=(
   "first|examples/first.dg|--ranks=2|2"
   "transformer_1|examples/transformer.dg|--ranks=1|1"
@@ -41,13 +41,17 @@ EXES=(
   "moe_top2|examples/moe_top2.dg|--mesh=dp=2,ep=2|4"
   "mixed_precision_1|examples/mixed_precision.dg|--mesh=dp=1,tp=1|1"   # bf16 with f32 master weights
   "mixed_precision|examples/mixed_precision.dg|--mesh=dp=2,tp=2|4"     # bf16 all_to_all + f32 sums on NCCL
+  "every_op_bf16|gpu_check/lp/every_bf16/p.dg|--ranks=1|1|gpu_check/lp/every_bf16/in"  # every op and its gradient in bf16,
+  "every_op_f16|gpu_check/lp/every_f16/p.dg|--ranks=1|1|gpu_check/lp/every_f16/in"     # in f16 (tests/torch/low_precision.py)
 )
 # name | check_ops.py's program and flags | GPUs it needs
 OPS=(
   "torch_inner_grad|tests/torch/inner_grad.dg --ranks=1|1"
   "torch_collectives|tests/torch/collectives.dg --ranks=2|2"
+  "torch_mesh_1|tests/torch/mesh.dg --mesh=dp=1,tp=1 --data-parallel=dp|1"
   "torch_mesh|tests/torch/mesh.dg --mesh=dp=2,tp=2 --data-parallel=dp|4"
-  "torch_bf16|tests/torch/bf16.dg --mesh=dp=2,tp=2 --data-parallel=dp|4"   # bf16 and f16 CUDA tensors
+  "torch_bf16_1|tests/torch/bf16.dg --mesh=dp=1,tp=1 --data-parallel=dp|1"   # bf16 and f16 CUDA tensors
+  "torch_bf16|tests/torch/bf16.dg --mesh=dp=2,tp=2 --data-parallel=dp|4"
 )
 
 prepare() {
@@ -55,18 +59,22 @@ prepare() {
   local gradc=$ROOT/build/gradc py=$ROOT/build/torch-venv/bin/python
   [ -x "$py" ] || scripts/torch_venv.sh >/dev/null
   rm -rf "$DIR" && mkdir -p "$DIR"
+  # the programs of every op in bf16 and in f16 (lp/every_*/p.dg), checked on the CPU first
+  "$py" tests/torch/low_precision.py "$gradc" "$DIR/lp" >/dev/null || { echo "low_precision.py failed" >&2; exit 1; }
   for c in "${EXES[@]}"; do
-    IFS='|' read -r name prog size gpus <<<"$c"
+    IFS='|' read -r name prog size gpus inputs <<<"$c"
     mkdir -p "$DIR/exe/$name"
-    "$gradc" emit "$prog" --target=cuda --main --name=prog -o "$DIR/exe/$name/src" "$size"
+    "$gradc" emit "$prog" --target=cuda --main --name=prog -o "$DIR/exe/$name/src" "$size" || exit 1
     # the interpreter's outputs, or its error (an executable must stop with the same words)
-    "$gradc" run "$prog" --backend=interp --outputs="$DIR/exe/$name/want" "$size" >/dev/null 2>"$DIR/exe/$name/err" ||
+    "$gradc" run "$prog" --backend=interp --outputs="$DIR/exe/$name/want" "$size" ${inputs:+"--inputs=$inputs"} \
+      >/dev/null 2>"$DIR/exe/$name/err" ||
       sed -n '1s/^.*error: //p' "$DIR/exe/$name/err" >"$DIR/exe/$name/want.err"
   done
   for c in "${OPS[@]}"; do
     IFS='|' read -r name args gpus <<<"$c"
     # shellcheck disable=SC2086  # the flags are words
-    "$py" tests/torch/check_ops.py "$gradc" $args "$DIR/$name" --device=cuda --prepare-only
+    "$py" tests/torch/check_ops.py "$gradc" $args "$DIR/$name" --device=cuda --prepare-only ||
+      { echo "$name: check_ops.py --prepare-only failed" >&2; exit 1; }
   done
   "$py" tests/torch/scripts.py "$gradc" "$DIR/torch_scripts" --prepare-only
   "$gradc" emit examples/embed/layer.dg --target=cuda -o "$DIR/embed/layer"
@@ -84,6 +92,17 @@ nccl_flags() {
   fi
 }
 
+# nvcc's flags for cuBLAS: the toolkit's, else the nvidia wheel's beside PyTorch.
+cublas_flags() {
+  if ls "$CUDA_HOME"/lib64/libcublas.so* >/dev/null 2>&1; then
+    echo "-L$CUDA_HOME/lib64 -lcublas"
+    return
+  fi
+  local lib
+  lib=$(find "$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')" -name 'libcublas.so.*' | sort | head -n 1)
+  echo "-I$(dirname "$(dirname "$lib")")/include -L$(dirname "$lib") -Xlinker -rpath=$(dirname "$lib") -l:$(basename "$lib")"
+}
+
 RESULTS=()
 record() { RESULTS+=("$1|$2|$3"); }  # name | status | detail
 # A failed case that needed more GPUs than there are is "needs N GPUs", not a failure.
@@ -99,77 +118,105 @@ verdict() {
   fi
 }
 
-run_checks() {
-  [ -d "$DIR" ] || { echo "no gpu_check/: run scripts/gpu_check.sh --prepare where gradc builds first" >&2; exit 1; }
-  CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-  local logs=${OUT:-$DIR/logs} nvcc=$CUDA_HOME/bin/nvcc py
-  py=${PYTHON:-$(command -v python3)}  # one with PyTorch and NumPy
-  mkdir -p "$logs"
-  GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-  FAILED=0
-  nvidia-smi >"$logs/nvidia-smi.txt" 2>&1
-  local nccl
-  nccl=$(nccl_flags)
-  for c in "${EXES[@]}"; do
-    IFS='|' read -r name prog size gpus <<<"$c"
-    local d=$DIR/exe/$name log=$logs/$name.log
-    {
-      echo "== $prog $size: build"
-      # shellcheck disable=SC2086
-      "$nvcc" -O2 -std=c++17 -arch=native -I"$d/src" -o "$d/exe" "$d/src/prog.cu" "$d/src/prog_main.cu" \
-        -L"$CUDA_HOME/lib64" -lcublas $nccl &&
-        echo "== run" && rm -rf "$d/got" &&
-        if [ -s "$d/want.err" ]; then  # the interpreter's error: the executable must stop with it
-          ! "$d/exe" --outputs="$d/got" >"$d/run.txt" 2>&1 && cat "$d/run.txt" &&
-            grep -qF "$(cat "$d/want.err")" "$d/run.txt" && echo "stopped with the interpreter's message"
-        else
-          "$d/exe" --outputs="$d/got" --format=json &&
-            echo "== against the interpreter" && "$py" - "$d/want" "$d/got" <<'EOF'
+# The comparison of an executable's outputs (DIR/got) with the interpreter's (DIR/want).
+COMPARE=$(cat <<'EOF'
 import os, sys
 import numpy as np
 want, got = sys.argv[1], sys.argv[2]
-bad = 0
+bad = same = total = 0
 def values(a):  # bf16 ('<V2') as f32; 16-bit values compare to a few of their ulps
     if a.dtype.kind == "V":
         return (a.view(np.uint16).astype(np.uint32) << 16).view(np.float32), 2.0 ** -6
     return a, 1e-4 if a.dtype != np.float16 else 2.0 ** -9
 for rank in sorted(os.listdir(want)):
     for f in sorted(os.listdir(os.path.join(want, rank))):
-        (w, rtol), (g, _) = values(np.load(os.path.join(want, rank, f))), values(np.load(os.path.join(got, rank, f)))
+        a, b = np.load(os.path.join(want, rank, f)), np.load(os.path.join(got, rank, f))
+        (w, rtol), (g, _) = values(a), values(b)
+        total += 1
+        same += a.shape == b.shape and a.tobytes() == b.tobytes()
         tol = rtol / 10 * max(1.0, float(np.abs(w).max()) if w.size else 1.0)
         if w.shape != g.shape or not np.allclose(g, w, rtol=rtol, atol=tol, equal_nan=True):
             bad += 1
             print(f"{rank}/{f}: differs by {float(np.abs(g - w).max()) if w.shape == g.shape else 'shape'}")
-print(f"{bad} outputs differ")
+print(f"{bad} of {total} outputs differ; {same} bit-equal")
 sys.exit(1 if bad else 0)
 EOF
-        fi
-    } >"$log" 2>&1
-    verdict "$name" "$gpus" $? "$log" "CUDA executable $size against the interpreter"
-  done
+)
+
+run_checks() {
+  [ -d "$DIR" ] || { echo "no gpu_check/: run scripts/gpu_check.sh --prepare where gradc builds first" >&2; exit 1; }
+  CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+  local logs=$DIR/logs nvcc=$CUDA_HOME/bin/nvcc py
+  py=${PYTHON:-$(command -v python3)}  # one with PyTorch and NumPy
+  rm -rf "$logs" && mkdir -p "$logs"
+  GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  FAILED=0
+  nvidia-smi >"$logs/nvidia-smi.txt" 2>&1
+  local libs
+  libs="$(nccl_flags) $(cublas_flags)"
+  # The torch cases, the scripts and the embedding example start at once in the
+  # background (each compiles for a minute first); the executables build side by side.
+  declare -A pid
   for c in "${OPS[@]}"; do
     IFS='|' read -r name args gpus <<<"$c"
     # shellcheck disable=SC2086
-    "$py" tests/torch/check_ops.py - $args "$DIR/$name" --device=cuda >"$logs/$name.log" 2>&1
-    verdict "$name" "$gpus" $? "$logs/$name.log" "torch op on CUDA tensors, NCCL: $(tail -n 1 "$logs/$name.log" | cut -c1-60)"
+    timeout 300 "$py" tests/torch/check_ops.py - $args "$DIR/$name" --device=cuda >"$logs/$name.log" 2>&1 &
+    pid[$name]=$!
   done
-  "$py" tests/torch/scripts.py - "$DIR/torch_scripts" --device=cuda >"$logs/torch_scripts.log" 2>&1
-  verdict torch_scripts 2 $? "$logs/torch_scripts.log" "seeds, torch.compile, errors on CUDA tensors"
+  timeout 300 "$py" tests/torch/scripts.py - "$DIR/torch_scripts" --device=cuda >"$logs/torch_scripts.log" 2>&1 &
+  pid[torch_scripts]=$!
   {
     # shellcheck disable=SC2086
     "$nvcc" -O2 -std=c++17 -arch=native -I"$DIR/embed/layer" -Iexamples/embed -o "$DIR/embed/embed" \
-      examples/embed/main.cu "$DIR/embed/layer/layer.cu" -L"$CUDA_HOME/lib64" -lcublas $nccl &&
-      "$DIR/embed/embed"
-  } >"$logs/embed.log" 2>&1
+      examples/embed/main.cu "$DIR/embed/layer/layer.cu" $libs &&
+      timeout 300 "$DIR/embed/embed"
+  } >"$logs/embed.log" 2>&1 &
+  pid[embed]=$!
+  for c in "${EXES[@]}"; do
+    IFS='|' read -r name prog size gpus inputs <<<"$c"
+    local d=$DIR/exe/$name
+    # shellcheck disable=SC2086
+    "$nvcc" -O2 -std=c++17 -arch=native -I"$d/src" -o "$d/exe" "$d/src/prog.cu" "$d/src/prog_main.cu" \
+      $libs >"$logs/$name.build.log" 2>&1 &
+    pid[$name]=$!
+  done
+  for c in "${EXES[@]}"; do
+    IFS='|' read -r name prog size gpus inputs <<<"$c"
+    local d=$DIR/exe/$name log=$logs/$name.log
+    wait "${pid[$name]}"
+    local built=$?
+    {
+      echo "== $prog $size: build" && cat "$logs/$name.build.log" && [ "$built" -eq 0 ] &&
+        echo "== run" && rm -rf "$d/got" &&
+        if [ -s "$d/want.err" ]; then  # the interpreter's error: the executable must stop with it
+          ! timeout 120 "$d/exe" --outputs="$d/got" ${inputs:+"--inputs=$inputs"} >"$d/run.txt" 2>&1 && cat "$d/run.txt" &&
+            grep -qF "$(cat "$d/want.err")" "$d/run.txt" && echo "stopped with the interpreter's message"
+        else
+          timeout 120 "$d/exe" --outputs="$d/got" ${inputs:+"--inputs=$inputs"} --format=json &&
+            echo "== against the interpreter" && "$py" -c "$COMPARE" "$d/want" "$d/got"
+        fi
+    } >"$log" 2>&1
+    verdict "$name" "$gpus" $? "$log" "CUDA executable $size: $(tail -n 1 "$log" | cut -c1-50)"
+  done
+  for c in "${OPS[@]}"; do
+    IFS='|' read -r name args gpus <<<"$c"
+    wait "${pid[$name]}"
+    verdict "$name" "$gpus" $? "$logs/$name.log" "torch op on CUDA tensors, NCCL: $(tail -n 1 "$logs/$name.log" | cut -c1-60)"
+  done
+  wait "${pid[torch_scripts]}"
+  verdict torch_scripts 2 $? "$logs/torch_scripts.log" "seeds, torch.compile, errors on CUDA tensors"
+  wait "${pid[embed]}"
   verdict embed 2 $? "$logs/embed.log" "examples/embed/main.cu: its own check of the values"
 
   echo "GPU check: $GPUS GPU(s) ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)); logs in $logs"
-  printf '| %-18s | %-12s | %s |\n' case result detail
-  printf '|%s|%s|%s|\n' "--------------------" "--------------" "------"
+  printf '| %-20s | %-12s | %s |\n' case result detail
+  printf '|%s|%s|%s|\n' "----------------------" "--------------" "------"
   for r in "${RESULTS[@]}"; do
     IFS='|' read -r name status detail <<<"$r"
-    printf '| %-18s | %-12s | %s |\n' "$name" "$status" "$detail"
+    printf '| %-20s | %-12s | %s |\n' "$name" "$status" "$detail"
   done | tee "$logs/table.md"
+  # the device tool brings back a few files: the table and the logs in one archive
+  [ -n "${OUT:-}" ] && cp "$logs/table.md" "$OUT/" && tar czf "$OUT/gpu_check_logs.tgz" -C "$DIR" logs
   exit "$FAILED"
 }
 

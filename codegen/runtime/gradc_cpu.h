@@ -8,6 +8,7 @@
 #include <memory>
 #include <thread>
 #include <type_traits>
+#include <vector>
 
 #include "gradc_common.h"
 #if defined(__AVX__)
@@ -190,6 +191,30 @@ inline void gemm(Blas, Stream, bool ta, bool tb, int64_t m, int64_t n, int64_t k
         }
     }
   }
+}
+
+// bf16 or f16 operands, an f32 result (lowered matmuls of widened 16-bit buffers):
+// the operands widened to f32 here, once a call, then sgemm, as the interpreter
+// multiplies their f32 values.
+template <class L>
+inline void gemm_widened(Stream s, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const L* a, int64_t sa,
+                         const L* b, int64_t sb, float* c, int64_t batch, float alpha) {
+  thread_local std::vector<float> wa, wb;
+  auto widen = [](std::vector<float>& w, const L* x, int64_t count) {
+    if (int64_t(w.size()) < count) w.resize(size_t(count));
+    for (int64_t i = 0; i < count; ++i) w[size_t(i)] = to_float(x[i]);
+  };
+  widen(wa, a, sa ? sa * batch : m * k);
+  widen(wb, b, sb ? sb * batch : k * n);
+  gemm(Blas{}, s, ta, tb, m, n, k, wa.data(), sa, wb.data(), sb, c, batch, alpha);
+}
+inline void gemm(Blas, Stream s, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const bfloat16* a, int64_t sa,
+                 const bfloat16* b, int64_t sb, float* c, int64_t batch, float alpha = 1) {
+  gemm_widened(s, ta, tb, m, n, k, a, sa, b, sb, c, batch, alpha);
+}
+inline void gemm(Blas, Stream s, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float16* a, int64_t sa,
+                 const float16* b, int64_t sb, float* c, int64_t batch, float alpha = 1) {
+  gemm_widened(s, ta, tb, m, n, k, a, sa, b, sb, c, batch, alpha);
 }
 
 #if defined(__AVX2__)

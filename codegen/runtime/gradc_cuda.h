@@ -297,6 +297,30 @@ inline void gemm(cublasHandle_t h, cudaStream_t s, bool ta, bool tb, int64_t m, 
   }
 }
 
+// bf16 or f16 operands, an f32 result (lowered matmuls of widened 16-bit buffers):
+// cuBLAS reads the 16-bit operands and computes in f32 (CUBLAS_COMPUTE_32F: exact
+// products, f32 sums), on the tensor cores.
+inline void gemm_16(cublasHandle_t h, cudaStream_t s, cudaDataType type, bool ta, bool tb, int64_t m, int64_t n,
+                    int64_t k, const void* a, int64_t sa, const void* b, int64_t sb, float* c, int64_t batch,
+                    float alpha) {
+  GRADC_CUBLAS(cublasSetStream(h, s), "matmul");
+  const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int lda = int(ta ? m : k), ldb = int(tb ? k : n);
+  const float zero = 0;
+  GRADC_CUBLAS(
+      cublasGemmStridedBatchedEx(h, opb, opa, int(n), int(m), int(k), &alpha, b, type, ldb, sb, a, type, lda, sa, &zero,
+                                 c, CUDA_R_32F, int(n), m * n, int(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      "matmul");
+}
+inline void gemm(cublasHandle_t h, cudaStream_t s, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const bfloat16* a,
+                 int64_t sa, const bfloat16* b, int64_t sb, float* c, int64_t batch, float alpha = 1) {
+  gemm_16(h, s, CUDA_R_16BF, ta, tb, m, n, k, a, sa, b, sb, c, batch, alpha);
+}
+inline void gemm(cublasHandle_t h, cudaStream_t s, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float16* a,
+                 int64_t sa, const float16* b, int64_t sb, float* c, int64_t batch, float alpha = 1) {
+  gemm_16(h, s, CUDA_R_16F, ta, tb, m, n, k, a, sa, b, sb, c, batch, alpha);
+}
+
 // gradc run --check-finite: the first NaN or infinity of an op's result stops the
 // rank (on CUDA after copying the result to the host: a check synchronises).
 template <class T>
