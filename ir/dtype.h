@@ -6,6 +6,8 @@
 
 #if defined(__CUDACC__)  // as ir/scalar.h: the conversions run in kernels too
 #define GRADC_HD __host__ __device__
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #else
 #define GRADC_HD
 #endif
@@ -26,12 +28,19 @@ inline int64_t dtype_size(DType t) {
   return 4;
 }
 
-// f32 to bf16's bits, round-to-nearest-even; a NaN stays a (quiet) NaN.
+// f32 to bf16's bits, round-to-nearest-even; a NaN stays a (quiet) NaN. On a GPU the
+// conversion instruction rounds the same way (subnormals kept: no -ftz), all but NaNs,
+// whose bits it does not keep.
 GRADC_HD inline uint16_t bf16_bits(float f) {
   uint32_t u;
   memcpy(&u, &f, 4);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return uint16_t((u >> 16) | 0x40);
+  const uint16_t nan = uint16_t((u >> 16) | 0x40);
+#if defined(__CUDA_ARCH__)
+  return f == f ? __bfloat16_as_ushort(__float2bfloat16_rn(f)) : nan;
+#else
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return nan;
   return uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+#endif
 }
 GRADC_HD inline float bf16_value(uint16_t b) {
   const uint32_t u = uint32_t(b) << 16;
@@ -46,6 +55,9 @@ GRADC_HD inline uint16_t f16_bits(float f) {
   uint32_t u;
   memcpy(&u, &f, 4);
   const uint16_t sign = uint16_t((u >> 16) & 0x8000u);
+#if defined(__CUDA_ARCH__)  // as bf16_bits
+  return f == f ? __half_as_ushort(__float2half_rn(f)) : uint16_t(sign | 0x7E00u);
+#else
   const uint32_t a = u & 0x7FFFFFFFu;
   if (a > 0x7F800000u) return uint16_t(sign | 0x7E00u);
   if (a >= 0x477FF000u) return uint16_t(sign | 0x7C00u);  // 65520 and above round to infinity
@@ -62,11 +74,16 @@ GRADC_HD inline uint16_t f16_bits(float f) {
   uint32_t r = a - 0x38000000u;
   r += 0xFFFu + ((r >> 13) & 1u);
   return uint16_t(sign | (r >> 13));
+#endif
 }
 GRADC_HD inline float f16_value(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000u) << 16;
   const uint32_t e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
   uint32_t u;
+#if defined(__CUDA_ARCH__)  // exact, as below; an infinity's or a NaN's bits as below
+  u = sign | 0x7F800000u | (m << 13);
+  return e != 0x1F ? __half2float(__ushort_as_half(h)) : __uint_as_float(u);
+#else
   if (e == 0x1F) {
     u = sign | 0x7F800000u | (m << 13);
   } else if (e != 0) {
@@ -78,6 +95,7 @@ GRADC_HD inline float f16_value(uint16_t h) {
   float f;
   memcpy(&f, &u, 4);
   return f;
+#endif
 }
 
 // bf16 and f16 elements as generated code stores them: the bits, and nothing that
