@@ -168,9 +168,13 @@ inline void rows(Stream, int64_t n_rows, const S&... steps) {
 }
 
 // C[b] = alpha op(A[b]) op(B[b]), row-major, for b < batch.
-struct Blas {};
+// The BLAS calls' state, one per program (per rank): the f32 copies that a call of
+// bf16 or f16 operands widens them into, grown to the largest call.
+struct Blas {
+  std::vector<float> a, b;
+};
 template <class T>
-inline void gemm(Blas, Stream, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t sa, const T* b,
+inline void gemm(Blas&, Stream, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t sa, const T* b,
                  int64_t sb, T* c, int64_t batch, T alpha = T(1)) {
   for (int64_t p = 0; p < batch; ++p) {
     const T* A = a + p * sa;
@@ -197,24 +201,23 @@ inline void gemm(Blas, Stream, bool ta, bool tb, int64_t m, int64_t n, int64_t k
 // the operands widened to f32 here, once a call, then sgemm, as the interpreter
 // multiplies their f32 values.
 template <class L>
-inline void gemm_widened(Stream s, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const L* a, int64_t sa,
+inline void gemm_widened(Blas& h, Stream s, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const L* a, int64_t sa,
                          const L* b, int64_t sb, float* c, int64_t batch, float alpha) {
-  thread_local std::vector<float> wa, wb;
   auto widen = [](std::vector<float>& w, const L* x, int64_t count) {
     if (int64_t(w.size()) < count) w.resize(size_t(count));
     for (int64_t i = 0; i < count; ++i) w[size_t(i)] = to_float(x[i]);
   };
-  widen(wa, a, sa ? sa * batch : m * k);
-  widen(wb, b, sb ? sb * batch : k * n);
-  gemm(Blas{}, s, ta, tb, m, n, k, wa.data(), sa, wb.data(), sb, c, batch, alpha);
+  widen(h.a, a, sa ? sa * batch : m * k);
+  widen(h.b, b, sb ? sb * batch : k * n);
+  gemm(h, s, ta, tb, m, n, k, h.a.data(), sa, h.b.data(), sb, c, batch, alpha);
 }
-inline void gemm(Blas, Stream s, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const bfloat16* a, int64_t sa,
+inline void gemm(Blas& h, Stream s, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const bfloat16* a, int64_t sa,
                  const bfloat16* b, int64_t sb, float* c, int64_t batch, float alpha = 1) {
-  gemm_widened(s, ta, tb, m, n, k, a, sa, b, sb, c, batch, alpha);
+  gemm_widened(h, s, ta, tb, m, n, k, a, sa, b, sb, c, batch, alpha);
 }
-inline void gemm(Blas, Stream s, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float16* a, int64_t sa,
+inline void gemm(Blas& h, Stream s, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float16* a, int64_t sa,
                  const float16* b, int64_t sb, float* c, int64_t batch, float alpha = 1) {
-  gemm_widened(s, ta, tb, m, n, k, a, sa, b, sb, c, batch, alpha);
+  gemm_widened(h, s, ta, tb, m, n, k, a, sa, b, sb, c, batch, alpha);
 }
 
 #if defined(__AVX2__)
