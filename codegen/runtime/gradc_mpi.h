@@ -123,7 +123,18 @@ class MpiComm : public Comm {
   }
 
  private:
-  static MPI_Datatype type(DType t) { return t == DType::F32 ? MPI_FLOAT : t == DType::F64 ? MPI_DOUBLE : MPI_INT32_T; }
+  // bf16 and f16 values only move here (a broadcast): the low-precision pass makes
+  // their reductions moves and f32 sums, so no MPI arithmetic sees them.
+  static MPI_Datatype type(DType t) {
+    switch (t) {
+      case DType::F32: return MPI_FLOAT;
+      case DType::F64: return MPI_DOUBLE;
+      case DType::BF16:
+      case DType::F16: return MPI_UINT16_T;
+      case DType::I32: break;
+    }
+    return MPI_INT32_T;
+  }
   static MPI_Op mpi_op(ROp op) {
     return op == ROp::Prod ? MPI_PROD : op == ROp::Max ? MPI_MAX : op == ROp::Min ? MPI_MIN : MPI_SUM;
   }
