@@ -172,6 +172,7 @@ inline void rows(Stream, int64_t n_rows, const S&... steps) {
 // bf16 or f16 operands widens them into, grown to the largest call.
 struct Blas {
   std::vector<float> a, b;
+  std::vector<uint32_t> pa, pb;  // gemm_bf16's packed operands
 };
 template <class T>
 inline void gemm(Blas&, Stream, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t sa, const T* b,
@@ -211,10 +212,103 @@ inline void gemm_widened(Blas& h, Stream s, bool ta, bool tb, int64_t m, int64_t
   widen(h.b, b, sb ? sb * batch : k * n);
   gemm(h, s, ta, tb, m, n, k, h.a.data(), sa, h.b.data(), sb, c, batch, alpha);
 }
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+// bf16 operands on a CPU with AVX512-BF16: vdpbf16ps multiplies a pair of bf16 values
+// in each f32 lane exactly and adds the products to the lane one after the other
+// (the high half's first), each sum rounded to nearest even. With k's even element in
+// the high half and every slab of k continuing from C's sums, each C element is the
+// sequential f32 sum over k that sgemm's kernels compute within one of their k blocks,
+// so small matmuls give sgemm's bits and large ones are within the f32 summation-order
+// tolerance. Subnormal bf16 operands and products count as zero (the instruction's
+// own rule). Debian's OpenBLAS has no sbgemm, so this is gradc's: the blocking of
+// GotoBLAS (a KC-deep slab of B packed in panels of NR columns, MC rows of A in panels
+// of MR, a register tile of MR x NR), each packed element a pair of k-adjacent values
+// (zero past the edges). About 3.5x sgemm on a Zen 5 core (bench/README.md).
+namespace bf16_gemm {
+constexpr int64_t MR = 8, NR = 32, KC = 384, MC = 96, NC = 2048;  // KC even
+
+// op(X)[row, q] for X [rows, k] row-major, or [k, rows] transposed
+inline uint32_t at(const uint16_t* x, bool t, int64_t rows, int64_t k, int64_t row, int64_t q) {
+  return t ? x[q * rows + row] : x[row * k + q];
+}
+// `width` rows of op(X) (panel rows past `real` zero) over k pairs from q0 into
+// out[pair * width + row]: A's panels (rows of op(A)) and B's (columns of op(B), which
+// are rows of op(B)^T, so `t` is flipped by the caller)
+inline void pack(const uint16_t* x, bool t, int64_t rows, int64_t k, int64_t r0, int64_t real, int64_t width,
+                 int64_t q0, int64_t kc, uint32_t* out) {
+  for (int64_t p = 0; p < (kc + 1) / 2; ++p) {
+    const int64_t q = q0 + 2 * p;
+    const bool odd = 2 * p + 1 < kc;
+    for (int64_t r = 0; r < width; ++r)
+      out[p * width + r] =
+          r >= real ? 0u : at(x, t, rows, k, r0 + r, q) << 16 | (odd ? at(x, t, rows, k, r0 + r, q + 1) : 0u);
+  }
+}
+// C's MR x NR tile (mr x nr of it real) from kp pairs: the first slab's sums start
+// from zero, the others' from C's; the last slab scales by alpha
+inline void tile(int64_t kp, const uint32_t* ap, const uint32_t* bp, float* c, int64_t ldc, int64_t mr, int64_t nr,
+                 bool first, bool last, float alpha) {
+  const __mmask16 mask[2] = {__mmask16(nr >= 16 ? 0xFFFFu : (1u << nr) - 1),
+                             __mmask16(nr >= 32   ? 0xFFFFu
+                                       : nr <= 16 ? 0u
+                                                  : (1u << (nr - 16)) - 1)};
+  __m512 acc[MR][2];
+  for (int64_t r = 0; r < MR; ++r)
+    for (int h = 0; h < 2; ++h)
+      acc[r][h] = first || r >= mr ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask[h], c + r * ldc + 16 * h);
+  for (int64_t p = 0; p < kp; ++p) {
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp + p * NR);
+    const __m512bh b1 = (__m512bh)_mm512_loadu_si512(bp + p * NR + 16);
+    for (int64_t r = 0; r < MR; ++r) {
+      const __m512bh a = (__m512bh)_mm512_set1_epi32(int(ap[p * MR + r]));
+      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], a, b0);
+      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], a, b1);
+    }
+  }
+  for (int64_t r = 0; r < mr; ++r)
+    for (int h = 0; h < 2; ++h)
+      _mm512_mask_storeu_ps(c + r * ldc + 16 * h, mask[h],
+                            last && alpha != 1.0f ? _mm512_mul_ps(acc[r][h], _mm512_set1_ps(alpha)) : acc[r][h]);
+}
+inline void gemm(Blas& h, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a, const uint16_t* b,
+                 float* c, float alpha) {
+  if (k == 0) {
+    for (int64_t i = 0; i < m * n; ++i) c[i] = 0;
+    return;
+  }
+  const int64_t kp_max = (KC + 1) / 2;
+  h.pb.resize(size_t((((NC < n ? NC : n) + NR - 1) / NR) * NR * kp_max));
+  h.pa.resize(size_t(((MC + MR - 1) / MR) * MR * kp_max));
+  for (int64_t jc = 0; jc < n; jc += NC) {
+    const int64_t nc = n - jc < NC ? n - jc : NC;
+    for (int64_t pc = 0; pc < k; pc += KC) {
+      const int64_t kc = k - pc < KC ? k - pc : KC, kp = (kc + 1) / 2;
+      for (int64_t jr = 0; jr < nc; jr += NR)
+        pack(b, !tb, n, k, jc + jr, nc - jr < NR ? nc - jr : NR, NR, pc, kc, h.pb.data() + jr * kp);
+      for (int64_t ic = 0; ic < m; ic += MC) {
+        const int64_t mc = m - ic < MC ? m - ic : MC;
+        for (int64_t ir = 0; ir < mc; ir += MR)
+          pack(a, ta, m, k, ic + ir, mc - ir < MR ? mc - ir : MR, MR, pc, kc, h.pa.data() + ir * kp);
+        for (int64_t jr = 0; jr < nc; jr += NR)
+          for (int64_t ir = 0; ir < mc; ir += MR)
+            tile(kp, h.pa.data() + ir * kp, h.pb.data() + jr * kp, c + (ic + ir) * n + jc + jr, n,
+                 mc - ir < MR ? mc - ir : MR, nc - jr < NR ? nc - jr : NR, pc == 0, pc + KC >= k, alpha);
+      }
+    }
+  }
+}
+}  // namespace bf16_gemm
+inline void gemm(Blas& h, Stream, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const bfloat16* a, int64_t sa,
+                 const bfloat16* b, int64_t sb, float* c, int64_t batch, float alpha = 1) {
+  for (int64_t p = 0; p < batch; ++p)
+    bf16_gemm::gemm(h, ta, tb, m, n, k, &a[p * sa].bits, &b[p * sb].bits, c + p * m * n, alpha);
+}
+#else
 inline void gemm(Blas& h, Stream s, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const bfloat16* a, int64_t sa,
                  const bfloat16* b, int64_t sb, float* c, int64_t batch, float alpha = 1) {
   gemm_widened(h, s, ta, tb, m, n, k, a, sa, b, sb, c, batch, alpha);
 }
+#endif
 inline void gemm(Blas& h, Stream s, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float16* a, int64_t sa,
                  const float16* b, int64_t sb, float* c, int64_t batch, float alpha = 1) {
   gemm_widened(h, s, ta, tb, m, n, k, a, sa, b, sb, c, batch, alpha);
