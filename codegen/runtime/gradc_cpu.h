@@ -317,8 +317,8 @@ inline void gemm(Blas& h, Stream s, bool ta, bool tb, int64_t m, int64_t n, int6
 #if defined(__AVX2__)
 // 8 rows of f32 (each `n` long, `stride` apart) summed along the rows together: an 8x8
 // transpose puts element s of the 8 rows in one vector, added to their running sums
-// (in double, two vectors of 4) and rounded once, and a transpose back stores them.
-// Each row's additions are the scalar loop's, in the same order.
+// (in double) and rounded once, and a transpose back stores them. Each row's
+// additions are the scalar loop's, in the same order.
 inline void transpose8x8(__m256 r[8]) {
   const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
   const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
@@ -333,44 +333,63 @@ inline void transpose8x8(__m256 r[8]) {
   r[4] = _mm256_permute2f128_ps(u0, u4, 0x31), r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
   r[6] = _mm256_permute2f128_ps(u2, u6, 0x31), r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
-// Elements s0 .. s0+7 of the 8 rows (from s0+7 down with Reverse).
-template <bool Reverse>
-inline void cumsum_8x8(int64_t s0, int64_t stride, const float* in, float* out, __m256d& lo, __m256d& hi) {
+// The 8 rows' running sums in double: one vector of 8 with AVX-512, else two of 4.
+struct Sums8 {
+#if defined(__AVX512F__)
+  __m512d v = _mm512_setzero_pd();
+  // adds element s of the 8 rows; their sums rounded to f32
+  __m256 add(__m256 x) {
+    v = _mm512_add_pd(v, _mm512_cvtps_pd(x));
+    return _mm512_cvtpd_ps(v);
+  }
+  void get(double* a) const { _mm512_storeu_pd(a, v); }
+  void set(const double* a) { v = _mm512_loadu_pd(a); }
+#else
+  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+  __m256 add(__m256 x) {
+    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(x)));
+    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)));
+    return _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo));
+  }
+  void get(double* a) const { _mm256_storeu_pd(a, lo), _mm256_storeu_pd(a + 4, hi); }
+  void set(const double* a) { lo = _mm256_loadu_pd(a), hi = _mm256_loadu_pd(a + 4); }
+#endif
+};
+// Elements s0 .. s0+7 of the 8 rows (from s0+7 down with Reverse); with Stream, stored
+// by streaming stores (`out`'s rows 32-byte aligned), as map's large results are.
+template <bool Reverse, bool Stream>
+inline void cumsum_8x8(int64_t s0, int64_t stride, const float* in, float* out, Sums8& sums) {
   __m256 r[8];
   for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(in + k * stride + s0);
   transpose8x8(r);
-  auto step = [&lo, &hi](__m256& v) __attribute__((always_inline)) {
-    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
-    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
-    v = _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo));
-  };
-  if constexpr (Reverse) {
-    step(r[7]), step(r[6]), step(r[5]), step(r[4]), step(r[3]), step(r[2]), step(r[1]), step(r[0]);
-  } else {
-    step(r[0]), step(r[1]), step(r[2]), step(r[3]), step(r[4]), step(r[5]), step(r[6]), step(r[7]);
-  }
+  for (int k = 0; k < 8; ++k) r[Reverse ? 7 - k : k] = sums.add(r[Reverse ? 7 - k : k]);
   transpose8x8(r);
-  for (int k = 0; k < 8; ++k) _mm256_storeu_ps(out + k * stride + s0, r[k]);
+  for (int k = 0; k < 8; ++k)
+    if constexpr (Stream)
+      _mm256_stream_ps(out + k * stride + s0, r[k]);
+    else
+      _mm256_storeu_ps(out + k * stride + s0, r[k]);
 }
 // Element s of the 8 rows (the ends that are not a whole 8x8 block).
-inline void cumsum_8x1(int64_t s, int64_t stride, const float* in, float* out, __m256d& lo, __m256d& hi) {
-  alignas(32) double acc[8];
-  _mm256_store_pd(acc, lo), _mm256_store_pd(acc + 4, hi);
+inline void cumsum_8x1(int64_t s, int64_t stride, const float* in, float* out, Sums8& sums) {
+  double acc[8];
+  sums.get(acc);
   for (int k = 0; k < 8; ++k) {
     acc[k] += double(in[k * stride + s]);
     out[k * stride + s] = float(acc[k]);
   }
-  lo = _mm256_load_pd(acc), hi = _mm256_load_pd(acc + 4);
+  sums.set(acc);
 }
+template <bool Stream>
 inline void cumsum_rows8(int64_t n, bool reverse, const float* in, float* out) {
-  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+  Sums8 sums;
   const int64_t whole = n / 8 * 8;
   if (!reverse) {
-    for (int64_t s = 0; s < whole; s += 8) cumsum_8x8<false>(s, n, in, out, lo, hi);
-    for (int64_t s = whole; s < n; ++s) cumsum_8x1(s, n, in, out, lo, hi);
+    for (int64_t s = 0; s < whole; s += 8) cumsum_8x8<false, Stream>(s, n, in, out, sums);
+    for (int64_t s = whole; s < n; ++s) cumsum_8x1(s, n, in, out, sums);
   } else {
-    for (int64_t s = n - 1; s >= whole; --s) cumsum_8x1(s, n, in, out, lo, hi);
-    for (int64_t s = whole - 8; s >= 0; s -= 8) cumsum_8x8<true>(s, n, in, out, lo, hi);
+    for (int64_t s = n - 1; s >= whole; --s) cumsum_8x1(s, n, in, out, sums);
+    for (int64_t s = whole - 8; s >= 0; s -= 8) cumsum_8x8<true, Stream>(s, n, in, out, sums);
   }
 }
 #endif
@@ -426,8 +445,14 @@ inline void cumsum(Stream, int64_t outer, int64_t n, int64_t inner, int64_t reve
   int64_t c0 = 0;
 #if defined(__AVX2__)
   if constexpr (std::is_same_v<T, float>)
-    if (inner == 1)  // rows: 8 at a time, as vectors
-      for (; c0 + W <= columns; c0 += W) cumsum_rows8(n, reverse, in + c0 * n, out + c0 * n);
+    if (inner == 1) {  // rows: 8 at a time, as vectors; a large result streamed where rows are aligned
+      if (out != in && outer * n * int64_t(sizeof(T)) >= kStreamBytes && n % 8 == 0 &&
+          reinterpret_cast<uintptr_t>(out) % 32 == 0) {
+        for (; c0 + W <= columns; c0 += W) cumsum_rows8<true>(n, reverse, in + c0 * n, out + c0 * n);
+        _mm_sfence();
+      }
+      for (; c0 + W <= columns; c0 += W) cumsum_rows8<false>(n, reverse, in + c0 * n, out + c0 * n);
+    }
 #endif
   for (; c0 < columns; c0 += W) {
     const int64_t w = columns - c0 < W ? columns - c0 : W;
