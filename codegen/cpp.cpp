@@ -720,6 +720,8 @@ class Emitter {
       for (size_t i = 0; i < l_.kernels.size(); ++i)
         if (l_.kernels[i].kind == LKernel::Map || l_.kernels[i].kind == LKernel::Reduce)
           (*functors_)[int(i)] = functor(int(i));
+        else if (l_.kernels[i].kind == LKernel::Loop && !l_.kernels[i].fused.empty())
+          (*functors_)[int(i)] = {index_check(int(i)), {}};
     }
     return *functors_;
   }
@@ -783,6 +785,19 @@ class Emitter {
     s += "  int32_t rank;\n";
     s += fmt::format("  {} {{\n{}  }}\n}};\n\n", signature, body.text());
     return {s, std::vector<int>(body.reads.begin(), body.reads.end())};
+  }
+  // What a loop kernel that checks its indices calls for one out of range: the error
+  // of the check_labels it makes (the interpreter's words), at that index's element.
+  std::string index_check(int i) {
+    const LKernel& k = l_.kernels[size_t(i)];
+    const Node& c = g_[k.fused[0]];
+    const Shape& s = c.type->shape;
+    return fmt::format(
+        "// {}: the check of {}'s indices, made as it reads them\nstruct {}_check {{\n  int32_t rank;\n"
+        "  GRADC_FUNCTOR void operator()(int64_t index, int64_t element) const {{\n"
+        "    gradc::index_error(\"{}\", \"{}\", rank, index, {}, element, \"{}\");\n  }}\n}};\n\n",
+        out_name(k), c.attr_sym("what"), kernel_name(i), loc_str(source_, c.loc), c.attr_sym("what"), c.attr_int("n"),
+        fmt::format("{}", fmt::join(s, ", ")));
   }
   // A kernel is named by the buffer it writes.
   const std::string& out_name(const LKernel& k) const { return l_.buffers[size_t(k.out)].name; }
@@ -1085,6 +1100,7 @@ class Emitter {
     GRADC_ASSERT(decls.empty(), "{}: a loop's call takes no arrays", op_name(n.op));
     for (ValueId a : n.args) args.push_back(ptr(l_.buffer_of[size_t(a)], true));
     args.push_back(ptr(k.out, false));
+    if (!k.fused.empty()) args.push_back(kernel_name(int(&k - &l_.kernels[0])) + "_check{rank_}");
     return fmt::format("  gradc::{}({});\n", rc.fn, fmt::join(args, ", "));
   }
   // The arguments a RuntimeCall lists for node n, appended to args (with the

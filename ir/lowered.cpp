@@ -117,6 +117,7 @@ void write_body(Out& out, const Lowered& l, const LKernel& k) {
       for (size_t i = 0; i < n.attrs->items.size(); ++i)
         fmt::format_to(it, "{}{}={}", i ? ", " : "", n.attrs->items[i].first, attr_str(n.attrs->items[i].second));
       fmt::format_to(it, "}}{}", l.buffers[size_t(k.out)].kind == LBuffer::Alias ? " in place" : "");
+      if (k.kind == LKernel::Loop && !k.fused.empty()) put(out, ", checking its indices");
       return;
     }
     default: {

@@ -70,7 +70,8 @@ struct LKernel {
   // reduce member reduces `row_len` elements to one a row.
   int group = -1;
   int64_t rows = 0, row_len = 0;
-  std::vector<ValueId> fused;  // map, reduce: the values computed inside it, in order, root last
+  std::vector<ValueId> fused;  // map, reduce: the values computed inside it, in order, root last;
+                               // loop: the check of its indices it makes (check_labels), if any
   std::vector<int> reads;      // buffers it reads
   std::vector<int> waits;      // kernels on the other stream this one waits for
   std::vector<int> lines;      // the source lines it covers

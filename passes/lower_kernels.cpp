@@ -164,6 +164,18 @@ class Lowerer {
       uses[size_t(o.second)] += 2;  // an output is always a buffer
       buffered_[size_t(o.second)] = true;
     }
+    // Indices checked where they are made (check_labels with what=, as scatter_add's)
+    // and read by a loop kernel alone: the loop checks each as it reads it, from the
+    // unchecked buffer (the check's value is an alias of it), instead of a pass that
+    // writes a checked copy.
+    loop_check_.assign(count, false);
+    for (size_t i = 0; i < count; ++i)
+      if (form(g.nodes[i].op) == KernelForm::Loop)
+        for (ValueId a : g.nodes[i].args)
+          if (g[a].op == Op::CheckLabels && g[a].attrs.has("what") && uses[size_t(a)] == 1) {
+            loop_check_[size_t(a)] = true;
+            buffered_[size_t(g[a].args[0])] = true;
+          }
     // A matmul read only by a transpose of its last two axes, or by a product or
     // quotient with a scalar constant: that op is the BLAS call, computing
     // C^T = op(B)^T op(A)^T, or alpha op(A) op(B) (no pass over the result).
@@ -308,6 +320,11 @@ class Lowerer {
       add_buffer(v, LBuffer::Const);
       return;
     }
+    if (loop_check_[size_t(v)]) {  // checked by the loop that reads it: its operand's buffer
+      int b = add_buffer(v, LBuffer::Alias);
+      l_.buffers[size_t(b)].alias_of = l_.buffer_of[size_t(n.args[0])];
+      return;
+    }
     if (n.op == Op::Reshape || n.op == Op::StopGradient) {  // a view of a buffer is that buffer,
       ValueId src = n.args[0];                              // through reshapes that are not buffered
       while (!buffered_[size_t(src)] && (g[src].op == Op::Reshape || g[src].op == Op::StopGradient))
@@ -367,6 +384,8 @@ class Lowerer {
       k.kind = LKernel::Comm;
     } else if (f == KernelForm::Loop) {
       k.kind = LKernel::Loop;
+      for (ValueId a : n.args)
+        if (loop_check_[size_t(a)]) k.fused.push_back(a);  // the check it makes
     } else if (f == KernelForm::Reduce) {
       k.kind = LKernel::Reduce;
       k.fused = fuse(v, false);
@@ -715,6 +734,7 @@ class Lowerer {
   std::vector<ValueId>
       folded_mm_;          // per value: the matmul whose BLAS call computes it (a transpose or scaling of it), or -1
   std::vector<int> uses_;  // readers of each value, an output counting twice
+  std::vector<bool> loop_check_;           // an index check that the loop kernel reading it makes
   std::vector<std::vector<int>> readers_;  // per base buffer: the kernels reading it (fit_rows)
   std::vector<ValueId> stack_;             // fuse's walk
   std::vector<int> base_of_;               // per buffer, from plan_memory on: base_buffer

@@ -111,6 +111,13 @@ GRADC_HD inline void index_error(const char* where, const char* op, int rank, in
 #endif
 }
 
+// What a loop kernel (scatter_add) calls for an index out of range: nothing, where the
+// indices were checked where they were made (the index is then skipped); else the
+// generated functor of the check it makes, which raises index_error.
+struct NoCheck {
+  GRADC_FUNCTOR void operator()(int64_t, int64_t) const {}
+};
+
 GRADC_HD inline void label_error(const char* where, int rank, int64_t label, int64_t n, int64_t ignore, int64_t element,
                                  const char* dims) {
 #if defined(__CUDA_ARCH__)

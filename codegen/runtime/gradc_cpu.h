@@ -469,11 +469,13 @@ inline void cumsum(Stream, int64_t outer, int64_t n, int64_t inner, int64_t reve
 }
 // out = x, then src[o, j, i] added at out[o, idx[o, j, i], i] for j = 0, 1, .. m-1
 // (src and idx: [outer, m, inner]; per_slice: idx[j] for the whole slice, the adds
-// contiguous and vectorised), in the value's type. The indices were checked where
-// they were made; one out of range is skipped, never written through.
-template <class T>
+// contiguous and vectorised), in the value's type. An index out of range is never
+// written through: `bad(index, element)` is called for it (the check of the indices,
+// where the kernel makes it: an error at the first in the indices' order), else it is
+// skipped (checked where it was made).
+template <class T, class Check = NoCheck>
 inline void scatter_add(Stream, int64_t outer, int64_t n, int64_t m, int64_t inner, int64_t per_slice, const T* x,
-                        const int32_t* idx, const T* src, T* out) {
+                        const int32_t* idx, const T* src, T* out, const Check& bad = Check()) {
   const uint64_t len = uint64_t(n);  // an index k is in range when uint64_t(k) < len
   for (int64_t o = 0; o < outer; ++o) {
     // each slab copied just before its adds, which then find it in cache
@@ -483,20 +485,29 @@ inline void scatter_add(Stream, int64_t outer, int64_t n, int64_t m, int64_t inn
       const int32_t* k = idx + o * m;
       const T* from = src + o * m;
       for (int64_t j = 0; j < m; ++j)
-        if (uint64_t(int64_t(k[j])) < len) to[k[j]] += from[j];
+        if (uint64_t(int64_t(k[j])) < len)
+          to[k[j]] += from[j];
+        else
+          bad(k[j], o * m + j);
       continue;
     }
     for (int64_t j = 0; j < m; ++j) {
       const T* from = src + (o * m + j) * inner;
       if (per_slice) {
-        if (uint64_t(int64_t(idx[j])) >= len) continue;
+        if (uint64_t(int64_t(idx[j])) >= len) {
+          bad(idx[j], j);
+          continue;
+        }
         T* __restrict__ row = to + idx[j] * inner;
         for (int64_t i = 0; i < inner; ++i) row[i] += from[i];
         continue;
       }
       const int32_t* k = idx + (o * m + j) * inner;
       for (int64_t i = 0; i < inner; ++i)
-        if (uint64_t(int64_t(k[i])) < len) to[k[i] * inner + i] += from[i];
+        if (uint64_t(int64_t(k[i])) < len)
+          to[k[i] * inner + i] += from[i];
+        else
+          bad(k[i], (o * m + j) * inner + i);
     }
   }
 }

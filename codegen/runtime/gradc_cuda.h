@@ -208,26 +208,31 @@ inline void cumsum(cudaStream_t s, int64_t outer, int64_t n, int64_t inner, int6
 }
 // out = x, then src[o, j, i] added at out[o, idx[o, j, i], i] for j = 0, 1, .. m-1
 // (per_slice: idx[j]), a thread per column (o, i): no two threads write one element,
-// and no atomics. An index out of range (checked where it was made) is skipped.
-template <class T>
+// and no atomics. An index out of range is never written through: `bad(index,
+// element)` is called for it (the check the kernel makes: an error), else skipped
+// (checked where it was made), as on the CPU.
+template <class T, class Check>
 __global__ void scatter_add_kernel(int64_t outer, int64_t n, int64_t m, int64_t inner, int64_t per_slice,
-                                   const int32_t* idx, const T* src, T* out) {
+                                   const int32_t* idx, const T* src, T* out, Check bad) {
   const int64_t stride = int64_t(blockDim.x) * gridDim.x;
   for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < outer * inner; c += stride) {
     const int64_t o = c / inner, i = c % inner;
     for (int64_t j = 0; j < m; ++j) {
       const int64_t e = (o * m + j) * inner + i;
       const int32_t k = idx[per_slice ? j : e];
-      if (k >= 0 && k < n) out[(o * n + k) * inner + i] += src[e];
+      if (k >= 0 && k < n)
+        out[(o * n + k) * inner + i] += src[e];
+      else
+        bad(k, per_slice ? j : e);
     }
   }
 }
-template <class T>
+template <class T, class Check = NoCheck>
 inline void scatter_add(cudaStream_t s, int64_t outer, int64_t n, int64_t m, int64_t inner, int64_t per_slice,
-                        const T* x, const int32_t* idx, const T* src, T* out) {
+                        const T* x, const int32_t* idx, const T* src, T* out, Check bad = Check()) {
   copy(s, out, x, outer * n * inner * int64_t(sizeof(T)));
   if (outer * inner * m == 0) return;
-  scatter_add_kernel<<<grid(outer * inner), 256, 0, s>>>(outer, n, m, inner, per_slice, idx, src, out);
+  scatter_add_kernel<<<grid(outer * inner), 256, 0, s>>>(outer, n, m, inner, per_slice, idx, src, out, bad);
   GRADC_CUDA(cudaGetLastError(), "a scatter_add launch");
 }
 
