@@ -52,7 +52,7 @@ def programs():
     out = []
     for group, pattern in (("examples", "examples/*.dg"), ("codegen", "tests/codegen/*.dg")):
         out += [(f"{group}_{os.path.basename(p)[:-3]}", p, "compare") for p in sorted(glob.glob(os.path.join(ROOT, pattern)))]
-    out += [(f"error_{n}", os.path.join(ROOT, f"tests/error/device_{n}.dg"), "error") for n in ("take_range", "division_zero")]
+    out += [(f"error_{n}", os.path.join(ROOT, f"tests/error/device_{n}.dg"), "error") for n in ("take_range", "division_zero", "scatter_add_range")]
     out += [(f"bench_{n}", os.path.join(HERE, "programs", n + ".dg"), "bench") for n in BENCH]
     out += [(f"bandwidth_{n}", os.path.join(HERE, "programs", "gpu", n + ".dg"), "bandwidth") for n in ("add_one", "elementwise")]
     for n in LARGE:
