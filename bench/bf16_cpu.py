@@ -17,21 +17,13 @@ Prints a Markdown table for bench/README.md.
 import os
 import platform
 import statistics
-import subprocess
 import sys
 
+from native import gradc_step, in_venv_one_thread  # noqa: E402  (bench/native.py)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
-GRADC = ARGS[0] if ARGS else os.path.join(HERE, "..", "build", "gradc")
 STEPS = next((int(a.split("=")[1]) for a in sys.argv[1:] if a.startswith("--steps=")), 15)
-VENV_PYTHON = os.path.join(HERE, "..", "build", "torch-venv", "bin", "python")
 PROGRAMS = ["elementwise", "contrastive", "tp_mlp"]
-
-
-def gradc_step(prog):
-    out = subprocess.run([GRADC, "run", prog, f"--iters={STEPS}", "--quiet"], check=True,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True).stderr
-    return float(out.split("median step: ")[1].split(" ms")[0])
 
 
 def rank_main(rank, name, port, out):
@@ -65,13 +57,7 @@ def torch_figures(name, port):
 
 
 def main():
-    if not os.path.exists(VENV_PYTHON):
-        sys.exit(f"no {VENV_PYTHON}: run scripts/torch_venv.sh first")
-    if sys.executable != os.path.abspath(VENV_PYTHON) and "GRADC_BENCH_CHILD" not in os.environ:
-        env = dict(os.environ, GRADC_BENCH_CHILD="1")
-        sys.exit(subprocess.run([VENV_PYTHON, __file__] + sys.argv[1:], env=env).returncode)
-    os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
-                      TORCHINDUCTOR_COMPILE_THREADS="1")
+    in_venv_one_thread(__file__)
     import torch
     flags = open("/proc/cpuinfo").read()
     cpu = next((l.split(":", 1)[1].strip() for l in flags.splitlines() if l.startswith("model name")), "?")
@@ -85,7 +71,7 @@ def main():
         runs = {"f32": [], "bf16": []}
         for _ in range(2):
             for tag, suffix in (("f32", ""), ("bf16", "_bf16")):
-                runs[tag].append(gradc_step(os.path.join(HERE, "programs", name + suffix + ".dg")))
+                runs[tag].append(gradc_step(os.path.join(HERE, "programs", name + suffix + ".dg"), "native"))
         ms = torch_figures(name, port)
         port += 1
         f32, bf16 = statistics.median(runs["f32"]), statistics.median(runs["bf16"])

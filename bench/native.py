@@ -86,6 +86,23 @@ def python_figure(code, *args, ranks=1):
     return max(float(p.communicate()[0].strip()) for p in procs)
 
 
+VENV_PYTHON = os.path.join(HERE, "..", "build", "torch-venv", "bin", "python")
+
+
+def in_venv_one_thread(script):
+    """Runs `script` again under PyPI's PyTorch (build/torch-venv) unless this is that
+    Python already; then one thread per process (OMP, MKL and OpenBLAS), and no pool of
+    inductor's compile workers, which otherwise stay busy beside the timed steps (the
+    op of bench/torch_op.py took 100 ms instead of 55 with them)."""
+    if not os.path.exists(VENV_PYTHON):
+        sys.exit(f"no {VENV_PYTHON}: run scripts/torch_venv.sh first")
+    if sys.executable != os.path.abspath(VENV_PYTHON) and "GRADC_BENCH_CHILD" not in os.environ:
+        env = dict(os.environ, GRADC_BENCH_CHILD="1")
+        sys.exit(subprocess.run([VENV_PYTHON, script] + sys.argv[1:], env=env).returncode)
+    os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+                      TORCHINDUCTOR_COMPILE_THREADS="1")
+
+
 def machine():
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     torch_version = subprocess.run([TORCH_PYTHON, "-c", "import torch; print(torch.__version__)"],

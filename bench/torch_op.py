@@ -29,11 +29,12 @@ import subprocess
 import sys
 import tempfile
 
+from native import in_venv_one_thread  # noqa: E402  (bench/native.py)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
 GRADC = ARGS[0] if ARGS else os.path.join(HERE, "..", "build", "gradc")
 STEPS = next((int(a.split("=")[1]) for a in sys.argv[1:] if a.startswith("--steps=")), 15)
-VENV_PYTHON = os.path.join(HERE, "..", "build", "torch-venv", "bin", "python")
 
 
 def contrastive(rank, torch, dist, op):
@@ -167,15 +168,7 @@ def rank_main(rank, world, program, pkg, steps, out):
 
 
 def main():
-    if not os.path.exists(VENV_PYTHON):
-        sys.exit(f"no {VENV_PYTHON}: run scripts/torch_venv.sh first")
-    if sys.executable != os.path.abspath(VENV_PYTHON) and "GRADC_BENCH_CHILD" not in os.environ:
-        env = dict(os.environ, GRADC_BENCH_CHILD="1")
-        sys.exit(subprocess.run([VENV_PYTHON, __file__] + sys.argv[1:], env=env).returncode)
-    # 1 thread each; and no pool of inductor's compile workers, which otherwise stay busy
-    # beside the timed steps (the op took 100 ms instead of 55 with them).
-    os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
-                      TORCHINDUCTOR_COMPILE_THREADS="1")
+    in_venv_one_thread(__file__)
     import torch
     import torch.multiprocessing as mp
 
