@@ -77,6 +77,15 @@ std::string flat_index(const std::vector<std::string>& idx, const Shape& shape) 
   return terms.empty() ? "0" : fmt::format("{}", fmt::join(terms, " + "));
 }
 
+// The statement raising an index check's error (check_labels with what=, node c) for
+// the C++ expressions `index` and `element` (its flat position in the indices): the
+// same words in a map kernel that fuses the check and in a loop kernel that makes it.
+std::string index_error_call(const Node& c, const std::string& where, const std::string& index,
+                             const std::string& element) {
+  return fmt::format("gradc::index_error(\"{}\", \"{}\", rank, {}, {}, {}, \"{}\");", where, c.attr_sym("what"), index,
+                     c.attr_int("n"), element, fmt::join(c.type->shape, ", "));
+}
+
 // The body of one map or reduce kernel: statements computing values at index
 // expressions, memoised within a scope.
 class Body {
@@ -331,9 +340,8 @@ class Body {
       case Op::CheckLabels: {
         const std::string x = arg(0);
         if (n.attrs.has("what")) {  // another op's indices, none ignored
-          line(fmt::format(
-              "if ({0} < 0 || {0} >= {1}) gradc::index_error(\"{2}\", \"{3}\", rank, {0}, {1}, {4}, \"{5}\");", x,
-              n.attr_int("n"), where(n), n.attr_sym("what"), flat_index(idx, t.shape), dims(t.shape)));
+          line(fmt::format("if ({0} < 0 || {0} >= {1}) {2}", x, n.attr_int("n"),
+                           index_error_call(n, where(n), x, flat_index(idx, t.shape))));
           return x;
         }
         line(
@@ -791,13 +799,11 @@ class Emitter {
   std::string index_check(int i) {
     const LKernel& k = l_.kernels[size_t(i)];
     const Node& c = g_[k.fused[0]];
-    const Shape& s = c.type->shape;
     return fmt::format(
         "// {}: the check of {}'s indices, made as it reads them\nstruct {}_check {{\n  int32_t rank;\n"
-        "  GRADC_FUNCTOR void operator()(int64_t index, int64_t element) const {{\n"
-        "    gradc::index_error(\"{}\", \"{}\", rank, index, {}, element, \"{}\");\n  }}\n}};\n\n",
-        out_name(k), c.attr_sym("what"), kernel_name(i), loc_str(source_, c.loc), c.attr_sym("what"), c.attr_int("n"),
-        fmt::format("{}", fmt::join(s, ", ")));
+        "  GRADC_FUNCTOR void operator()(int64_t index, int64_t element) const {{\n    {}\n  }}\n}};\n\n",
+        out_name(k), c.attr_sym("what"), kernel_name(i),
+        index_error_call(c, loc_str(source_, c.loc), "index", "element"));
   }
   // A kernel is named by the buffer it writes.
   const std::string& out_name(const LKernel& k) const { return l_.buffers[size_t(k.out)].name; }
@@ -1007,7 +1013,7 @@ class Emitter {
           break;
         }
         case LKernel::Comm: call += collective(k, stream, where); break;
-        case LKernel::Loop: call += loop(k, stream); break;
+        case LKernel::Loop: call += loop(k, kernel_name(int(i)), stream); break;
       }
       if (k.guard >= 0) {
         const std::string& n = g_[out.value].attr_sym("name");
@@ -1091,7 +1097,7 @@ class Emitter {
   }
   // A Loop kernel: gradc::FN(stream, ARGS..., operands..., out) (runtime_calls(), from
   // its block in ops/axis.cpp).
-  std::string loop(const LKernel& k, const std::string& stream) {
+  std::string loop(const LKernel& k, const std::string& name, const std::string& stream) {
     const Node& n = g_[k.root];
     const RuntimeCall& rc = runtime_calls()[n.op];
     GRADC_ASSERT(rc.fn, "{} has no runtime call", op_name(n.op));
@@ -1100,7 +1106,7 @@ class Emitter {
     GRADC_ASSERT(decls.empty(), "{}: a loop's call takes no arrays", op_name(n.op));
     for (ValueId a : n.args) args.push_back(ptr(l_.buffer_of[size_t(a)], true));
     args.push_back(ptr(k.out, false));
-    if (!k.fused.empty()) args.push_back(kernel_name(int(&k - &l_.kernels[0])) + "_check{rank_}");
+    if (!k.fused.empty()) args.push_back(name + "_check{rank_}");  // the check it makes (index_check)
     return fmt::format("  gradc::{}({});\n", rc.fn, fmt::join(args, ", "));
   }
   // The arguments a RuntimeCall lists for node n, appended to args (with the

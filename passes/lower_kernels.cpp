@@ -126,6 +126,7 @@ class Lowerer {
     // A transpose some BLAS call reads as a flag on its operand: that operand is the
     // buffer, so the transpose is never the one computing a folded matmul.
     std::vector<bool> gemm_flag(count, false);
+    std::vector<ValueId> loops;  // the loop kernels' nodes (their index checks are decided once uses are known)
     for (size_t i = 0; i < count; ++i) {
       __builtin_prefetch(&g.nodes[std::min(i + 8, count - 1)]);
       const Node& n = g.nodes[i];
@@ -141,8 +142,10 @@ class Lowerer {
             if (swaps_last_two(g[v])) gemm_flag[size_t(v)] = true;
       }
       if (f == KernelForm::Comm) buffered_[size_t(n.args[0])] = true;
-      if (f == KernelForm::Loop)
+      if (f == KernelForm::Loop) {
         for (ValueId a : n.args) buffered_[size_t(a)] = true;
+        loops.push_back(ValueId(i));
+      }
       // A one-element result of a reduction, BLAS call, collective or input is one load
       // wherever it is read (cross_entropy's count of labels, a learning rate): as cheap.
       const bool one_load = n.type->size() == 1 && (f == KernelForm::Reduce || f == KernelForm::Gemm ||
@@ -169,13 +172,12 @@ class Lowerer {
     // unchecked buffer (the check's value is an alias of it), instead of a pass that
     // writes a checked copy.
     loop_check_.assign(count, false);
-    for (size_t i = 0; i < count; ++i)
-      if (form(g.nodes[i].op) == KernelForm::Loop)
-        for (ValueId a : g.nodes[i].args)
-          if (g[a].op == Op::CheckLabels && g[a].attrs.has("what") && uses[size_t(a)] == 1) {
-            loop_check_[size_t(a)] = true;
-            buffered_[size_t(g[a].args[0])] = true;
-          }
+    for (ValueId l : loops)
+      for (ValueId a : g[l].args)
+        if (g[a].op == Op::CheckLabels && g[a].attrs.has("what") && uses[size_t(a)] == 1) {
+          loop_check_[size_t(a)] = true;
+          buffered_[size_t(g[a].args[0])] = true;
+        }
     // A matmul read only by a transpose of its last two axes, or by a product or
     // quotient with a scalar constant: that op is the BLAS call, computing
     // C^T = op(B)^T op(A)^T, or alpha op(A) op(B) (no pass over the result).
