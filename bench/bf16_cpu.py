@@ -19,10 +19,9 @@ import platform
 import statistics
 import sys
 
-from native import gradc_step, in_venv_one_thread  # noqa: E402  (bench/native.py)
+from native import STEPS, gradc_step, in_venv_one_thread  # noqa: E402  (bench/native.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-STEPS = next((int(a.split("=")[1]) for a in sys.argv[1:] if a.startswith("--steps=")), 15)
 PROGRAMS = ["elementwise", "contrastive", "tp_mlp"]
 
 
