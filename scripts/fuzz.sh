@@ -36,9 +36,11 @@ scripts/build.sh
 seed=${DGSMITH_SEED:-$(date +%s)}
 echo "fuzz: dgsmith for ${secs}s, seed $seed"
 # With the PyTorch venv (scripts/torch_venv.sh), every 20th program also as the torch
-# target's op.
+# target's op, and the f16 programs checked against its PyTorch eager too (Debian's
+# 1.13 lacks most f16 CPU kernels).
 torch_check=()
-[ -x build/torch-venv/bin/python ] && torch_check=(--torch --torch-every 20)
-/usr/bin/python3 tests/difftest/dgsmith.py build/gradc build-san/findings/dgsmith --seed "$seed" --seconds "$secs" \
+python=/usr/bin/python3
+[ -x build/torch-venv/bin/python ] && torch_check=(--torch --torch-every 20) && python=build/torch-venv/bin/python
+"$python" tests/difftest/dgsmith.py build/gradc build-san/findings/dgsmith --seed "$seed" --seconds "$secs" \
   --mesh-every 2 --low-every 6 --exe --exe-every 5 "${torch_check[@]}"
 echo "fuzz: no crashes, no disagreements"

@@ -14,7 +14,9 @@ and defaults), and for each one checks:
   * with --exe, the executable of `gradc build --target=cpu` against the interpreter,
     as threads and under mpirun;
   * with --low-every, every K-th program with its float inputs in bf16 or f16 instead:
-    no simulation, every backend against the interpreter, bit for bit in those types;
+    the interpreter against PyTorch eager computing it in the same dtypes (no less
+    accurate against the exact float64 values: low_against_torch), and every backend
+    against the interpreter, bit for bit in those types;
   * with --torch, the op of `gradc emit --target=torch` under multi-process PyTorch
     (on a DeviceMesh for a mesh program) against the interpreter (tests/torch/check_ops.py, its inputs and cotangents random;
     `shared` is dropped from the program for this check, since that check declares
@@ -26,11 +28,14 @@ removed while the same kind of disagreement remains) and written to WORKDIR.
 usage: dgsmith.py GRADC WORKDIR [--seed S] [--count N | --seconds T] [--mesh-every K] [--low-every K] [--exe] [--torch]
                   [--keep-going]
 Needs PyTorch (Debian's python3-torch is enough) and NumPy; --torch also the venv of
-scripts/torch_venv.sh (PyPI's PyTorch). Deterministic for a seed.
+scripts/torch_venv.sh (PyPI's PyTorch). Run by PyTorch 1.13, f16 programs that need a
+CPU kernel it lacks are not checked against it (the last lines say how many); the venv's
+Python checks them all. Deterministic for a seed.
 Exit 0 when every program agreed; 1 after the first disagreement (or, with
 --keep-going, after all of them), each shrunk program named on stdout.
 """
 import argparse
+import collections
 import functools
 import json
 import math
@@ -106,6 +111,16 @@ def in_groups(ranks, over, fn):
     return out
 
 
+# The simulation of an f64 program computes every float value in float64. That of a bf16
+# or f16 program (low_against_torch) keeps each value's own dtype, as PyTorch eager would.
+KEEP_DTYPES = False
+
+
+def sim_float(t):
+    """The dtype a float value's tensor takes in the simulation."""
+    return t.dtype if KEEP_DTYPES and t.is_floating_point() else torch.float64
+
+
 class Val:
     """A value in the simulation: per-rank tensors, its dtype, and the mesh axes along which
     gradc's replication analysis (docs/language.md sections 5, 6 and 8) says it varies
@@ -115,7 +130,7 @@ class Val:
 
     def __init__(self, ranks, dtype, vary):
         if dtype != "i32":
-            ranks = [t if t.requires_grad else t.detach().to(torch.float64).requires_grad_(True) for t in ranks]
+            ranks = [t if t.requires_grad else t.detach().to(sim_float(t)).requires_grad_(True) for t in ranks]
         self.ranks = ranks  # list of torch tensors, one per rank
         self.dtype = dtype  # "f64", "f32" or "i32"
         self.vary = frozenset(vary) & live()
@@ -237,7 +252,7 @@ def low_precision(prog, dtype):
             data = [bf16_array(d) if dtype == "bf16" else np.asarray(d, dtype=np.float16) for d in i.data]
         else:
             default = f"cast({i.default}, {dtype})"
-        q.inputs.append(Input(i.name, i.shape, dtype, i.shared, data, default, None, i.shape_text))
+        q.inputs.append(Input(i.name, i.shape, dtype, i.shared, data, default, i.default_sim, i.shape_text))
     return q
 
 
@@ -254,35 +269,76 @@ def float_of(d):
     return "f32" if d == "i32" else d
 
 
-def simulate(prog):
-    """Every output on every rank, as the .dg semantics define them, computed by PyTorch."""
+def f64_of(a):
+    """An input file's array as float64 (a bf16 one is the 2-byte void array bf16_array makes)."""
+    if a.dtype.kind == "V":
+        return (a.view(np.uint16).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return a.astype(np.float64)
+
+
+LOW_TORCH = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32, "f64": torch.float64}
+
+
+def simulate(prog, types=None):
+    """Every output on every rank, as the .dg semantics define them, computed by PyTorch:
+    in float64, or with `types` (gradc's dtype of each named value, gradc_types), in each
+    value's own dtype, as PyTorch eager computes a bf16 or f16 program."""
+    global KEEP_DTYPES
     set_mesh(prog.axes())
-    env = {}
-    for i in prog.inputs:
-        if i.data is not None:
-            ranks = [torch.tensor(i.data[r].astype(np.float64) if i.dtype != "i32" else i.data[r].astype(np.int64))
-                     for r in range(prog.world)]
-        else:
-            ranks = i.default_sim(prog.world)
-        if i.dtype != "i32":
-            ranks = [t.clone().requires_grad_(True) for t in ranks]
-        env[i.name] = Val(ranks, i.dtype, i.vary())
-    for s in prog.stmts:
-        if hasattr(s, "names"):  # a grad binds several names
-            for n, v in zip(s.names, s.multi(env, prog.world)):
-                env[n] = v
-        else:
-            env[s.name] = s.sim(env, prog.world)
-    return {o: [t.detach() for t in env[o].ranks] for o in prog.outputs}, env
+    KEEP_DTYPES = types is not None
+    try:
+        env = {}
+        for i in prog.inputs:
+            if i.data is not None:
+                ranks = [torch.tensor(f64_of(i.data[r]) if i.dtype != "i32" else i.data[r].astype(np.int64))
+                         for r in range(prog.world)]
+            else:
+                ranks = i.default_sim(prog.world)
+            if i.dtype in ("bf16", "f16"):  # a default is computed in f32, then converted
+                low = LOW_TORCH[i.dtype]
+                ranks = [t.to(torch.float32).to(low).to(low if KEEP_DTYPES else torch.float64) for t in ranks]
+            if i.dtype != "i32":
+                ranks = [t.detach().clone().requires_grad_(True) for t in ranks]
+            env[i.name] = Val(ranks, i.dtype, i.vary())
+
+        def bind(name, v):
+            if types is not None and types.get(name) in LOW_TORCH:
+                # where PyTorch's promotion differs from gradc's (a 0-d f32 tensor does not
+                # widen a bf16 one in PyTorch), the value takes gradc's dtype
+                v.ranks = [t.to(LOW_TORCH[types[name]]) for t in v.ranks]
+            env[name] = v
+        for s in prog.stmts:
+            if hasattr(s, "names"):  # a grad binds several names
+                for n, v in zip(s.names, s.multi(env, prog.world)):
+                    bind(n, v)
+            else:
+                bind(s.name, s.sim(env, prog.world))
+        return {o: [t.detach() for t in env[o].ranks] for o in prog.outputs}, env
+    finally:
+        KEEP_DTYPES = False
 
 
 # ---- simulation helpers ------------------------------------------------------------
 
 
+def promoted(ts):
+    """Float operands in the dtype gradc's promotion gives them (docs/language.md): the
+    widest, and bf16 with f16 is f32. PyTorch's differs for 0-d tensors (they do not widen
+    a tensor of more dimensions), and its matmul takes no mixed operands."""
+    fl = [t.dtype for t in ts if t.is_floating_point()]
+    if not KEEP_DTYPES or len(set(fl)) < 2:
+        return ts
+    rank = {torch.bfloat16: 0, torch.float16: 0, torch.float32: 1, torch.float64: 2}
+    to = max(fl, key=rank.get)
+    if to in (torch.bfloat16, torch.float16):
+        to = torch.float32  # bf16 and f16
+    return [t.to(to) if t.is_floating_point() else t for t in ts]
+
+
 def local(fn, dtype, *vals):
     """An op applied on each rank; varying if any operand varies."""
     world = len(vals[0].ranks)
-    return Val([fn(*[v.ranks[r] for v in vals]) for r in range(world)], dtype, union(*vals))
+    return Val([fn(*promoted([v.ranks[r] for v in vals])) for r in range(world)], dtype, union(*vals))
 
 
 def clones(t, world):
@@ -350,7 +406,7 @@ def grad_sim(loss, ws, mode, over, create_graph=True):
     got = torch.autograd.grad(L, inputs, create_graph=create_graph, allow_unused=True) if inputs and L.requires_grad else [None] * len(inputs)
     it = iter(got)
     per = [next(it) if n else None for n in need]
-    per = [g if g is not None else torch.zeros_like(t, dtype=torch.float64) for g, t in zip(per, flat)]
+    per = [g if g is not None else torch.zeros_like(t) for g, t in zip(per, flat)]
     out = []
     for k, w in enumerate(ws):
         mine = per[k * world:(k + 1) * world]
@@ -893,14 +949,14 @@ class Gen:
             if kind == "all_reduce":
                 return add(f"all_reduce({x}, op={op}", lambda xs: clones(reduce_stack(xs, op), n), same)
             return add(f"reduce({x}, root={root}, op={op}",
-                       lambda xs: [reduce_stack(xs, op) if i == root else torch.zeros(s) for i in range(n)], differs)
+                       lambda xs: [reduce_stack(xs, op) if i == root else torch.zeros(s, dtype=xs[0].dtype) for i in range(n)], differs)
         if kind in ("all_gather", "gather"):
             ax = rng.randrange(len(s))
             root = rng.randrange(n)
             if kind == "all_gather":
                 return add(f"all_gather({x}, axis={ax}", lambda xs: clones(torch.cat(xs, ax), n), same)
             return add(f"gather({x}, root={root}, axis={ax}",
-                       lambda xs: [torch.cat(xs, ax) if i == root else torch.zeros(torch.cat(xs, ax).shape)
+                       lambda xs: [torch.cat(xs, ax) if i == root else torch.zeros(torch.cat(xs, ax).shape, dtype=xs[0].dtype)
                                    for i in range(n)], differs)
         if kind in ("reduce_scatter", "scatter", "all_to_all"):
             axes = [d for d in range(len(s)) if s[d] % n == 0]
@@ -936,7 +992,7 @@ class Gen:
         ptext = "[" + ", ".join(f"[{a}, {b}]" for a, b in pairs) + "]"
         src_of = {b: a for a, b in pairs}
         return add(f"permute({x}, pairs={ptext}",
-                   lambda xs: [xs[src_of[i]].clone() if i in src_of else torch.zeros(s) for i in range(n)],
+                   lambda xs: [xs[src_of[i]].clone() if i in src_of else torch.zeros(s, dtype=xs[0].dtype) for i in range(n)],
                    lambda env: env[x].vary if not env[x].vary & frozenset(S) and len(pairs) == n else differs(env))
 
     def mesh_index(self):
@@ -1137,8 +1193,9 @@ def as_ranks(doc):
             for o in doc["ranks"][0]["outputs"]}, {o: doc["ranks"][0]["outputs"][o]["dtype"] for o in doc["ranks"][0]["outputs"]}
 
 
-def differ(a, b, dtype, rtol):
-    """The first element where a (got) and b (want) differ, or None. NaNs must match."""
+def differ(a, b, dtype, rtol, atol=0.0):
+    """The first element where a (got) and b (want) differ by more than rtol (|b| + the
+    largest |b|, at least 1) + atol (the largest |b|, at least 1), or None. NaNs must match."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if a.shape != b.shape:
         return f"shape {a.shape} against {b.shape}"
@@ -1149,7 +1206,7 @@ def differ(a, b, dtype, rtol):
             continue
         if x == y:
             continue
-        if not (abs(x - y) <= tol * (abs(y) + scale)):
+        if not (abs(x - y) <= tol * (abs(y) + scale) + atol * scale):
             return f"element {i}: {x!r} against {y!r}"
     return None
 
@@ -1157,11 +1214,59 @@ def differ(a, b, dtype, rtol):
 def compare(got, want, dtypes, what, rtol=None):
     for o, ranks in want.items():
         for r, w in enumerate(ranks):
-            # bf16 and f16 values bit for bit (an f32 op's last-bit difference, as between
-            # glibc's scalar and vector cosf, changes one only where it sits on a tie)
-            d = differ(got[o][r], w, dtypes[o], 0 if dtypes[o] in ("bf16", "f16") else rtol)
+            # bf16 and f16 values bit for bit, but for those within 1e-6 of the largest
+            # magnitude: an f32 op's last-bit difference (glibc's scalar and vector expf)
+            # changes a bf16 value where it sits on a tie, or where f32 terms cancel (the
+            # gradient of a softmax's sum is such a residue, 1e-9 where the exact is 0)
+            low = dtypes[o] in ("bf16", "f16")
+            d = differ(got[o][r], w, dtypes[o], 0 if low else rtol, 1e-6 if low else 0.0)
             if d:
                 return f"{what}: output {o} on rank {r}: {d}"
+    return None
+
+
+def gradc_types(gradc, path):
+    """The dtype gradc gives each named value of a program (`gradc ir`)."""
+    p = subprocess.run([gradc, "ir", path], capture_output=True, text=True)
+    return dict(re.findall(r"^%(\w+) = .* : (\w+)\[", p.stdout, re.M))
+
+
+# bf16 and f16 programs checked against PyTorch eager, and those it could not run (with why)
+LOW_TORCH_RUNS = {"checked": 0, "skipped": collections.Counter()}
+
+
+def low_against_torch(gradc, prog, path, got, dtypes, low):
+    """The interpreter's outputs of a bf16 or f16 program against PyTorch eager computing it
+    in the same dtypes (simulate with gradc_types), both against the exact values (the
+    program in float64 from the same rounded inputs). The interpreter must be no less
+    accurate than 4 times PyTorch's error plus 4 units of roundoff of the low type, as a
+    fraction of the output's largest magnitude: the two round as often but not in the same
+    places (gradc rounds a composite once, PyTorch after each of its ops; orders of sums
+    differ), and a wrong derivative or op is off by far more. A NaN or infinity where
+    PyTorch and the exact values are finite is a disagreement. None, or the message."""
+    try:
+        exact, _ = simulate(prog)
+        eager, _ = simulate(prog, gradc_types(gradc, path))
+    except RuntimeError as e:  # Debian's PyTorch 1.13 lacks many f16 CPU kernels
+        LOW_TORCH_RUNS["skipped"][re.sub(r"'\w+'|\s+", " ", str(e).split("\n")[0])[:70].strip()] += 1
+        return None
+    LOW_TORCH_RUNS["checked"] += 1
+    u = {"bf16": 2.0 ** -8, "f16": 2.0 ** -11}[low]
+    for o in prog.outputs:
+        if dtypes[o] == "i32":
+            continue  # an index of a tie may differ with the rounding
+        for r, (g, t, e) in enumerate(zip(got[o], eager[o], exact[o])):
+            t, e = t.double().numpy(), e.double().numpy()
+            if e.size == 0 or not np.isfinite(e).all() or not np.isfinite(t).all():
+                continue
+            if not np.isfinite(g).all():
+                return f"output {o} on rank {r}: not finite where PyTorch and the exact values are"
+            scale = max(np.abs(e).max(), np.abs(t).max(), np.abs(g).max(), 1e-30)
+            eg, et = np.abs(g - e).max() / scale, np.abs(t - e).max() / scale
+            if eg > 4 * et + 4 * u:
+                i = int(np.argmax(np.abs(g - e)))
+                return (f"output {o} on rank {r}: the interpreter's error {eg:.3g} against PyTorch eager's {et:.3g} "
+                        f"(of the largest magnitude; element {i}: {g.flat[i]!r}, PyTorch {t.flat[i]!r}, exact {e.flat[i]!r})")
     return None
 
 
@@ -1198,9 +1303,9 @@ def check_torch(gradc, prog, folder):
 
 def check(gradc, prog, folder, exe=False, torch_op=False, low=None):
     """None if every backend agrees, else (kind, message). With `low` (bf16 or f16), the
-    program with its float inputs in that dtype (low_precision): every backend against
-    the interpreter (its bf16 and f16 values bit for bit: docs/language.md, "Low
-    precision"), and no simulation."""
+    program with its float inputs in that dtype (low_precision): the interpreter against
+    PyTorch eager in those dtypes (low_against_torch), and every backend against the
+    interpreter (its bf16 and f16 values bit for bit: docs/language.md, "Low precision")."""
     if low:
         prog = low_precision(prog, low)
     path, ins = prog.write(folder)
@@ -1211,6 +1316,9 @@ def check(gradc, prog, folder, exe=False, torch_op=False, low=None):
         if err:
             return ("reject", f"the interpreter: {err}")
         got, dtypes = as_ranks(interp)
+        d = low_against_torch(gradc, prog, path, got, dtypes, low)
+        if d:
+            return ("torch-low", f"interpreter against PyTorch eager ({low}): {d}")
     else:
         try:
             want_sim, _ = simulate(prog)
@@ -1331,8 +1439,8 @@ def main():
     ap.add_argument("--mesh-every", type=int, default=0,
                     help="every K-th program over a 2-D or 3-D mesh (0: none; 1: every one)")
     ap.add_argument("--low-every", type=int, default=0,
-                    help="every K-th program with its float inputs in bf16 or f16 (in turn): the backends against "
-                         "the interpreter, bit for bit, instead of the simulation (0: none)")
+                    help="every K-th program with its float inputs in bf16 or f16 (in turn): the interpreter against "
+                         "PyTorch eager in those dtypes, the backends against the interpreter bit for bit (0: none)")
     ap.add_argument("--keep-going", action="store_true")
     ap.add_argument("-v", "--verbose", action="store_true", help="a line per program")
     args = ap.parse_args()
@@ -1361,13 +1469,19 @@ def main():
             continue
         failures += 1
         kind, msg = r
+        counts = (LOW_TORCH_RUNS["checked"], collections.Counter(LOW_TORCH_RUNS["skipped"]))
         small = shrink(args.gradc, prog, folder, kind, exe, torch_op, low)
         keep = os.path.join(args.work, f"failure-{seed}")
         final = check(args.gradc, small, keep, exe, torch_op, low) or r  # writes it there
+        LOW_TORCH_RUNS["checked"], LOW_TORCH_RUNS["skipped"] = counts  # the programs generated, not the shrunk
         print(f"DISAGREEMENT (seed {seed}, {kind}{', ' + low if low else ''}): {msg}\n  shrunk program: {keep}/p.dg, "
               f"inputs {keep}/in\n  on it: {final[1]}\n{(low_precision(small, low) if low else small).text()}", flush=True)
         if not args.keep_going:
             break
+    if args.low_every:
+        skipped = LOW_TORCH_RUNS["skipped"]
+        print(f"dgsmith: {LOW_TORCH_RUNS['checked']} bf16/f16 programs checked against PyTorch {torch.__version__} eager"
+              + "".join(f"; {k} not, PyTorch: {why}" for why, k in skipped.most_common()))
     print(f"dgsmith: {n} programs, {failures} disagreements (seed {args.seed})")
     sys.exit(1 if failures else 0)
 
