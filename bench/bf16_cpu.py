@@ -19,7 +19,7 @@ import platform
 import statistics
 import sys
 
-from native import STEPS, gradc_step, in_venv_one_thread  # noqa: E402  (bench/native.py)
+from native import STEPS, blas_kernels, gradc_step, in_venv_one_thread  # noqa: E402  (bench/native.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAMS = ["elementwise", "contrastive", "tp_mlp"]
@@ -61,7 +61,8 @@ def main():
     flags = open("/proc/cpuinfo").read()
     cpu = next((l.split(":", 1)[1].strip() for l in flags.splitlines() if l.startswith("model name")), "?")
     print(f"{cpu} ({'AVX512-BF16' if 'avx512_bf16' in flags else 'no AVX512-BF16'}), {os.cpu_count()} cores, "
-          f"{platform.system()} {platform.release()}; PyTorch {torch.__version__}; medians of {STEPS} steps, ms\n")
+          f"{platform.system()} {platform.release()}; {blas_kernels()}; PyTorch {torch.__version__}; "
+          f"medians of {STEPS} steps, ms\n")
     print("| program (2 ranks) | gradc f32 | gradc bf16 | gradc f32 / bf16 | eager f32 | eager bf16 | "
           "compile f32 | compile bf16 | compile bf16 / gradc bf16 |")
     print("|---|---|---|---|---|---|---|---|---|")

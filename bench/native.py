@@ -103,11 +103,22 @@ def in_venv_one_thread(script):
                       TORCHINDUCTOR_COMPILE_THREADS="1")
 
 
+def blas_kernels():
+    """The kernels the system's OpenBLAS (gradc's matmuls, Debian's PyTorch's) picks in this
+    environment, and OPENBLAS_CORETYPE, which overrides its own choice for the CPU."""
+    import ctypes
+    lib = ctypes.CDLL("libopenblas.so.0")
+    lib.openblas_get_corename.restype = ctypes.c_char_p
+    return f"OpenBLAS {lib.openblas_get_corename().decode()} kernels " \
+           f"(OPENBLAS_CORETYPE {os.environ.get('OPENBLAS_CORETYPE', 'unset')})"
+
+
 def machine():
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     torch_version = subprocess.run([TORCH_PYTHON, "-c", "import torch; print(torch.__version__)"],
                                    capture_output=True, text=True).stdout.strip()
-    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}; PyTorch {torch_version}"
+    return (f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}; {blas_kernels()}; "
+            f"PyTorch {torch_version}")
 
 
 def main():

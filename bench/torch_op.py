@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 
-from native import in_venv_one_thread  # noqa: E402  (bench/native.py)
+from native import blas_kernels, in_venv_one_thread  # noqa: E402  (bench/native.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
@@ -172,7 +172,8 @@ def main():
     import torch
     import torch.multiprocessing as mp
 
-    print(f"PyTorch {torch.__version__}, {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
+    print(f"PyTorch {torch.__version__}, {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"{blas_kernels()}; "
           f"gloo processes, 1 thread each; medians of {STEPS} steps (forward and backward), ms\n")
     print("| program | gradc op | gradc op, no check | PyTorch eager | PyTorch torch.compile | check's cost | "
           "torch.compile / op |")
