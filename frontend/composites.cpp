@@ -184,6 +184,7 @@ ValueId take_along_axis(Builder& b, ValueId x, ValueId indices, int axis) {
     if (d != axis) pos = pos + iota_along(is[size_t(d)], d, rank) * stride[size_t(d)];
   Attrs a;
   a.set("axis", Attr::of_int(0));
+  a.set("near", Attr::of_int(1));  // each position within its element's own row (codegen prefetches ahead)
   return b(Ex(Op::Take, {reshape(b[x], {num_elements(xs)}), pos}, a));
 }
 

@@ -36,6 +36,9 @@ inline void release(Partials) {}
 #define GRADC_VECTORIZE
 #define GRADC_VECTORIZE_SUM
 #endif
+// A hint that the cache line at p is read soon: a kernel's gathered reads that move
+// ahead in order (take_along_axis's, codegen's prefetch_ahead).
+#define GRADC_PREFETCH(p) __builtin_prefetch(p)
 
 // An output of kStreamBytes or more (far past a core's caches) is computed 1 KiB at a
 // time into a block that stays in L1, which streaming stores then write out: whole
