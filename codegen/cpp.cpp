@@ -154,9 +154,9 @@ class Body {
     elem_shape_ = shape;
     elem_flat_ = flat;
   }
+  void set_prefetch(bool on) { prefetch_ = on; }  // the CPU's (prefetch_ahead)
   // A row group member on the CPU, whose row is `row_var` (its element in the row
   // `in_row`, for a map): row-local buffers are read at the element's place in the row.
-  void set_prefetch(bool on) { prefetch_ = on; }  // the CPU's (prefetch_ahead)
   void set_row(const std::string& row_var, int64_t len, const std::string& in_row) {
     row_var_ = row_var;
     row_len_ = len;
@@ -194,8 +194,10 @@ class Body {
   // element's row of x) reads x about in order, but each row's cache lines in a random
   // one, which the CPU's prefetchers do not follow: every 16th element asks for the line
   // 4 KiB further on in x (scaled where x is longer than the result), as a streamed
-  // read would have it. Only where x is a buffer the kernel reads; CPU only.
+  // read would have it. Only where x is a buffer the kernel reads, and not in a row
+  // group (which works on one row, already in cache, and may hold x's row alone); CPU only.
   void prefetch_ahead(ValueId x, const std::vector<std::string>& idx, const Shape& shape) {
+    if (row_len_ > 0) return;
     const std::string element =
         idx == elem_idx_ && shape == elem_shape_ && !elem_flat_.empty() ? elem_flat_ : flat_index(idx, shape);
     const int64_t n = num_elements(g_.type(x).shape), count = num_elements(shape);
