@@ -6,7 +6,9 @@ device-to-device copy. Figures and findings go into bench/README.md.
 The executables are built where gradc is (no GPU needed), then carried to the GPU
 machine with the interpreter's outputs:
 
-  python3 bench/gpu.py prepare DIR [GRADC]   builds DIR/exe/*, DIR/ref/*, DIR/manifest.json
+  python3 bench/gpu.py prepare DIR [GRADC [PATTERN]]
+      builds DIR/exe/*, DIR/ref/*, DIR/manifest.json (with PATTERN, a regular
+      expression, only the programs whose names it finds: "error_|large_")
   python3 bench/gpu.py run DIR [OUT [SECTIONS]]
       on the GPU machine (python3 with PyTorch and NumPy; NCCL and cuBLAS where
       PyTorch's wheels or /usr/local/cuda have them). SECTIONS, comma-separated:
@@ -62,7 +64,7 @@ def programs():
     return out
 
 
-def prepare(work, gradc):
+def prepare(work, gradc, pattern=""):
     for sub in ("exe", "ref"):
         os.makedirs(os.path.join(work, sub), exist_ok=True)
     # A `mpicxx` that fails, first on PATH: gradc then builds without MPI.
@@ -74,6 +76,8 @@ def prepare(work, gradc):
     manifest = []
     jobs = []
     for name, path, kind in programs():
+        if not re.search(pattern, name):
+            continue
         if sh([gradc, "check", path, "--ranks=1"]).returncode != 0:
             print(f"{name}: needs more than 1 rank, left out")
             continue
@@ -385,7 +389,8 @@ if __name__ == "__main__":
     if len(sys.argv) < 3 or sys.argv[1] not in ("prepare", "run"):
         sys.exit(__doc__)
     if sys.argv[1] == "prepare":
-        prepare(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else os.path.join(ROOT, "build", "gradc"))
+        prepare(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else os.path.join(ROOT, "build", "gradc"),
+                sys.argv[4] if len(sys.argv) > 4 else "")
     else:
         sys.exit(run(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else os.environ.get("OUT", "/tmp/gpu-out"),
                      sys.argv[4].split(",") if len(sys.argv) > 4 else SECTIONS))

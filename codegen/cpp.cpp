@@ -150,11 +150,13 @@ class Body {
   }
   // A map kernel reads buffers of its own shape at its own element: buf[i].
   void set_element(const std::vector<std::string>& idx, const Shape& shape, const std::string& flat) {
-    elem_idx_ = idx;
-    elem_shape_ = shape;
+    elements_ = {{idx, shape}};
     elem_flat_ = flat;
   }
   void set_prefetch(bool on) { prefetch_ = on; }  // the CPU's (prefetch_ahead)
+  // A map's buffers read at its own element become the body's parameters e_NAME (in
+  // `params`, first read first), which its caller loads: two elements at a time on the GPU.
+  void set_element_params(bool on) { element_params_ = on; }
   // A row group member on the CPU, whose row is `row_var` (its element in the row
   // `in_row`, for a map): row-local buffers are read at the element's place in the row.
   void set_row(const std::string& row_var, int64_t len, const std::string& in_row) {
@@ -162,7 +164,8 @@ class Body {
     row_len_ = len;
     in_row_ = in_row;
   }
-  std::set<int> reads;  // buffers read
+  std::set<int> reads;      // buffers read
+  std::vector<int> params;  // of them, those read at the element as parameters (set_element_params)
 
  private:
   // A local: vK, or vK_NAME for a named value (never a field's b_NAME, an index variable or C++).
@@ -181,14 +184,22 @@ class Body {
   std::string load(int b, const std::vector<std::string>& idx) {
     reads.insert(b);
     const LBuffer& x = l_.buffers[size_t(b)];
-    const bool elem = !elem_flat_.empty() && idx == elem_idx_ && x.type->shape == elem_shape_;
+    const bool elem = at_own_element(idx, x.type->shape);
     if (row_len_ > 0 && l_.buffers[size_t(base_buffer(l_, b))].row_local) {  // it holds the current row only
       if (elem && !in_row_.empty()) return fmt::format("b_{}[{}]", x.name, in_row_);
       return fmt::format("b_{}[{} - {} * {}]", x.name, elem ? elem_flat_ : flat_index(idx, x.type->shape), row_var_,
                          row_len_);
     }
-    if (elem) return fmt::format("b_{}[{}]", x.name, elem_flat_);
+    if (elem) return at_element(b);
     return fmt::format("b_{}[{}]", x.name, flat_index(idx, x.type->shape));
+  }
+  // Buffer b at the map's own flat element: b_NAME[i], or the body's parameter e_NAME.
+  std::string at_element(int b) {
+    reads.insert(b);
+    const std::string& name = l_.buffers[size_t(b)].name;
+    if (!element_params_) return fmt::format("b_{}[{}]", name, elem_flat_);
+    if (std::find(params.begin(), params.end(), b) == params.end()) params.push_back(b);
+    return "e_" + name;
   }
   // A take whose positions stay near its element's own (take_along_axis: within the
   // element's row of x) reads x about in order, but each row's cache lines in a random
@@ -198,8 +209,7 @@ class Body {
   // group (which works on one row, already in cache, and may hold x's row alone); CPU only.
   void prefetch_ahead(ValueId x, const std::vector<std::string>& idx, const Shape& shape) {
     if (row_len_ > 0) return;
-    const std::string element =
-        idx == elem_idx_ && shape == elem_shape_ && !elem_flat_.empty() ? elem_flat_ : flat_index(idx, shape);
+    const std::string element = at_own_element(idx, shape) ? elem_flat_ : flat_index(idx, shape);
     const int64_t n = num_elements(g_.type(x).shape), count = num_elements(shape);
     std::string ahead = fmt::format("{} + {}", element, 4096 / dtype_size(g_.type(x).dtype));
     if (n != count) ahead = fmt::format("({}) * {} / {}", ahead, n, count);
@@ -240,8 +250,15 @@ class Body {
       if (in == out) return value(n.args[0], idx);
       const int b = l_.buffer_of[size_t(n.args[0])];
       if (!fused_.count(n.args[0]) && b >= 0 && !l_.buffers[size_t(base_buffer(l_, b))].row_local) {
-        reads.insert(b);  // a buffer: read at the flat element itself
+        // a buffer: read at the flat element itself
+        if (at_own_element(idx, out)) return at_element(b);
+        reads.insert(b);
         return fmt::format("b_{}[{}]", l_.buffers[size_t(b)].name, flat_index(idx, out));
+      }
+      if (at_own_element(idx, out)) {  // the operand's index at the same flat element is also the element's
+        std::vector<std::string> in_idx = unflatten(elem_flat_, in, fmt::format("r{}_", counter_++));
+        elements_.emplace_back(in_idx, in);
+        return value(n.args[0], in_idx);
       }
       std::string flat = fmt::format("f{}", counter_++);
       line(fmt::format("const int64_t {} = {};", flat, flat_index(idx, out)));
@@ -394,8 +411,14 @@ class Body {
   std::set<ValueId> fused_;
   std::vector<std::map<std::string, std::string>> memo_{1};
   bool prefetch_ = false;
-  std::vector<std::string> elem_idx_;
-  Shape elem_shape_;
+  bool element_params_ = false;
+  // The index variables and shape at which a value is the map's own flat element
+  // (elem_flat_): the output's, and a reshaped operand's at the same element.
+  std::vector<std::pair<std::vector<std::string>, Shape>> elements_;
+  bool at_own_element(const std::vector<std::string>& idx, const Shape& shape) const {
+    return !elem_flat_.empty() &&
+           std::find(elements_.begin(), elements_.end(), std::pair(idx, shape)) != elements_.end();
+  }
   std::string elem_flat_;
   std::string row_var_, in_row_;
   int64_t row_len_ = 0;
@@ -643,6 +666,7 @@ class Emitter {
   // Whether a row group's row-local buffers hold one row (the CPU runs a row at a time).
   virtual bool row_local_buffers() const { return false; }
   virtual bool prefetches() const { return false; }  // Body's prefetch_ahead
+  virtual bool pairs() const { return false; }       // pair_functor
   // A kernel's waits for the other stream, and the record of its end (CUDA's events).
   virtual std::string waits(const LKernel&, const std::string&) { return ""; }
   virtual std::string record(size_t, const std::string&, const std::string&) { return ""; }
@@ -759,6 +783,16 @@ class Emitter {
   Functor functor(int i) {
     const LKernel& k = l_.kernels[size_t(i)];
     const Type& out = l_.buffers[size_t(k.out)].type;
+    if (k.kind == LKernel::Map && k.group < 0 && pairs()) {
+      Body body(l_, k, source_);
+      body.set_element_params(true);
+      std::vector<std::string> idx = body.unflatten("i", out.shape, "i");
+      body.set_element(idx, out.shape, "i");
+      body.line(fmt::format("return {};", body.value(k.root, idx)));
+      auto low = [&](int b) { return is_low_precision(l_.buffers[size_t(b)].type->dtype); };
+      if (is_low_precision(out.dtype) || std::any_of(body.params.begin(), body.params.end(), low))
+        return pair_functor(i, body);
+    }
     Body body(l_, k, source_);
     body.set_prefetch(prefetches());
     std::string result;
@@ -814,6 +848,43 @@ class Emitter {
       s += fmt::format("  const {}* b_{};\n", cpp_type(l_.buffers[size_t(b)].type->dtype), l_.buffers[size_t(b)].name);
     s += "  int32_t rank;\n";
     s += fmt::format("  {} {{\n{}  }}\n}};\n\n", signature, body.text());
+    return {s, std::vector<int>(body.reads.begin(), body.reads.end())};
+  }
+  // A map kernel that reads or writes 16-bit elements, on the GPU: its body `at` takes the
+  // buffers read at its own element as parameters, and `pair` computes elements i and
+  // i + 1 (i even) from one load of two elements of each, for a store of two (the
+  // runtime's map, where every pointer is aligned to two elements: pairs_aligned).
+  Functor pair_functor(int i, const Body& body) {
+    const LKernel& k = l_.kernels[size_t(i)];
+    const char* t = cpp_type(l_.buffers[size_t(k.out)].type->dtype);
+    auto type = [&](int b) { return cpp_type(l_.buffers[size_t(b)].type->dtype); };
+    auto name = [&](int b) { return l_.buffers[size_t(b)].name; };
+    std::vector<std::string> one, two, loads, params, fields;
+    for (int b : body.params) {
+      one.push_back(fmt::format("b_{}[i]", name(b)));
+      two.push_back(fmt::format("e_{}.a", name(b)));
+      two.push_back(fmt::format("e_{}.b", name(b)));
+      loads.push_back(fmt::format("    const auto e_{0} = gradc::load_pair(b_{0} + i);\n", name(b)));
+      params.push_back(fmt::format("{} e_{}", type(b), name(b)));
+      fields.push_back("b_" + name(b));
+    }
+    auto args = [&](size_t lane) {
+      std::string s;
+      for (size_t p = 0; p < body.params.size(); ++p) s += ", " + two[2 * p + lane];
+      return s;
+    };
+    std::string s = comment(k) + fmt::format("struct {} {{\n", kernel_name(i));
+    for (int b : body.reads) s += fmt::format("  const {}* b_{};\n", type(b), name(b));
+    s += "  int32_t rank;\n";
+    s += fmt::format("  GRADC_FUNCTOR {} operator()(int64_t i) const {{ return at(i{}{}); }}\n", t,
+                     one.empty() ? "" : ", ", fmt::join(one, ", "));
+    s += fmt::format(
+        "  GRADC_FUNCTOR gradc::Pair<{}> pair(int64_t i) const {{\n{}    return {{at(i{}), at(i + 1{})}};\n  }}\n", t,
+        fmt::join(loads, ""), args(0), args(1));
+    s += fmt::format("  bool pairs_aligned() const {{ return {}; }}\n",
+                     fields.empty() ? "true" : fmt::format("gradc::pair_aligned({})", fmt::join(fields, ", ")));
+    s += fmt::format("  GRADC_FUNCTOR {} at(int64_t i{}{}) const {{\n{}  }}\n}};\n\n", t, params.empty() ? "" : ", ",
+                     fmt::join(params, ", "), body.text());
     return {s, std::vector<int>(body.reads.begin(), body.reads.end())};
   }
   // What a loop kernel that checks its indices calls for one out of range: the error
@@ -1295,6 +1366,7 @@ class CudaEmitter final : public Emitter {
     return {"gradc_runtime.h", "gradc_common.h", "gradc_dtype.h", "gradc_scalar.h",
             "gradc_cuda.h",    "gradc_nccl.h",   "gradc_main.h",  "gradc_npy.h"};
   }
+  bool pairs() const override { return true; }
   const char* cmake_template() const override { return "CMakeLists.cuda.txt"; }
   const char* main_template() const override { return "main.cuda.cu.in"; }
   std::string constructors() override {

@@ -34,6 +34,7 @@ EXES=(
   "tp_dp_mlp|examples/tp_dp_mlp.dg|--mesh=dp=2,tp=2|4"
   "transformer_2d|examples/transformer_2d.dg|--mesh=dp=2,tp=2|4"
   "models_1|tests/codegen/models.dg|--ranks=1|1"   # the ops of MoE layers and attention
+  "pairs_1|tests/codegen/pairs.dg|--ranks=1|1"     # 16-bit map kernels two elements at a time
   "loop_kernels_1|tests/lit/loop_kernels.dg|--ranks=1|1"   # cumsum, scatter_add, index_add: a thread per column
   "gpt_block_1|examples/gpt_block.dg|--mesh=dp=1,tp=1|1"
   "gpt_block|examples/gpt_block.dg|--mesh=dp=2,tp=2|4"
