@@ -140,10 +140,19 @@ class Log:
         self.f.flush()
 
 
+def widened(a):
+    """An output as float64; bf16 (ml_dtypes' '<V2') by its bits."""
+    import numpy as np
+    if a.dtype.kind == "V":
+        return (a.view(np.uint16).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return a.astype(np.float64)
+
+
 def compare_outputs(ref, got):
     """Worst errors over every output: the norm-relative error |a-b| / |b|, and the
-    largest |a-b| / (1e-4 |b| + 1e-5 (1 + max|b|)) over the elements (at most 1 passes:
-    kernels that sum in another order and CUDA's exp, tanh, ... round differently)."""
+    largest |a-b| / (rtol |b| + rtol/10 (1 + max|b|)) over the elements, rtol 1e-4 (2^-6
+    for bf16, 2^-9 for f16, a few of their ulps) (at most 1 passes: kernels that sum in
+    another order and CUDA's exp, tanh, ... round differently)."""
     import numpy as np
     worst_norm, worst_elem, rows = 0.0, 0.0, []
     for path in sorted(glob.glob(os.path.join(ref, "rank0", "*.npy"))):
@@ -155,14 +164,15 @@ def compare_outputs(ref, got):
         have = np.load(other)
         if have.shape != want.shape or have.dtype != want.dtype:
             return float("inf"), float("inf"), [f"{name}: {have.dtype}{list(have.shape)}, want {want.dtype}{list(want.shape)}"]
-        w, h = want.astype(np.float64), have.astype(np.float64)
+        w, h = widened(want), widened(have)
+        rtol = 2.0 ** -6 if want.dtype.kind == "V" else 2.0 ** -9 if want.dtype == np.float16 else 1e-4
         if np.isnan(w).any() or np.isnan(h).any():
             if not np.array_equal(np.isnan(w), np.isnan(h)):
                 return float("inf"), float("inf"), [f"{name}: NaN where the interpreter has none, or the reverse"]
             w, h = np.nan_to_num(w), np.nan_to_num(h)
         norm = float(np.linalg.norm(h - w) / max(np.linalg.norm(w), 1e-30))
         scale = float(np.abs(w).max()) if w.size else 0.0
-        elem = float((np.abs(h - w) / (1e-4 * np.abs(w) + 1e-5 * (1 + scale))).max()) if w.size else 0.0
+        elem = float((np.abs(h - w) / (rtol * np.abs(w) + rtol / 10 * (1 + scale))).max()) if w.size else 0.0
         worst_norm, worst_elem = max(worst_norm, norm), max(worst_elem, elem)
         rows.append(f"{name} {want.dtype}{list(want.shape)}: norm {norm:.1e}, element {elem:.1e}")
     return worst_norm, worst_elem, rows

@@ -214,7 +214,9 @@ inline void check_shared(Comm& world, Stream compute, const SharedInput<Comm>* i
   GRADC_CUDA(cudaMemcpyAsync(h.data(), hashes, 8 * size_t(n), cudaMemcpyDeviceToHost, world.stream), where);
   GRADC_CUDA(cudaStreamSynchronize(world.stream), where);
   for (int k = 0; k < n; ++k) msg.put(k, in[k].slot, h[size_t(k)] + uint64_t(in[k].count * dtype_size(in[k].t)));
-  GRADC_CUDA(cudaMemcpy(m, msg.m.data(), size_t(bytes_msg), cudaMemcpyHostToDevice), where);
+  // on the stream the collective reads it on: a cudaMemcpy from pageable memory may
+  // return before its copy lands, and the class's streams do not wait for it
+  GRADC_CUDA(cudaMemcpyAsync(m, msg.m.data(), size_t(bytes_msg), cudaMemcpyHostToDevice, world.stream), where);
   GRADC_NCCL(ncclAllReduce(m, m, msg.m.size(), ncclInt32, ncclMax, world.nccl, world.stream), where);
   GRADC_CUDA(cudaMemcpyAsync(msg.m.data(), m, size_t(bytes_msg), cudaMemcpyDeviceToHost, world.stream), where);
   GRADC_CUDA(cudaStreamSynchronize(world.stream), where);
@@ -225,7 +227,7 @@ inline void check_shared(Comm& world, Stream compute, const SharedInput<Comm>* i
     std::vector<char> first(static_cast<size_t>(bytes)), own(static_cast<size_t>(bytes));
     char* buf = static_cast<char*>(alloc(bytes + 4));
     GRADC_NCCL(ncclBroadcast(x.data, buf, size_t(x.count), nccl_type(x.t), 0, x.group->nccl, x.group->stream), where);
-    GRADC_CUDA(cudaMemcpy(buf + bytes, &world_rank, 4, cudaMemcpyHostToDevice), where);
+    GRADC_CUDA(cudaMemcpyAsync(buf + bytes, &world_rank, 4, cudaMemcpyHostToDevice, x.group->stream), where);
     GRADC_NCCL(ncclBroadcast(buf + bytes, buf + bytes, 1, ncclInt32, 0, x.group->nccl, x.group->stream), where);
     GRADC_CUDA(cudaStreamSynchronize(x.group->stream), where);
     int32_t first_rank = 0, row[kSharedRow];
@@ -234,7 +236,8 @@ inline void check_shared(Comm& world, Stream compute, const SharedInput<Comm>* i
     GRADC_CUDA(cudaMemcpy(own.data(), x.data, size_t(bytes), cudaMemcpyDeviceToHost), where);
     release(buf);
     shared_row(first_difference(first.data(), own.data(), x.count, size), first_rank, world_rank, row);
-    GRADC_CUDA(cudaMemcpy(rows + kSharedRow * world.rank, row, 4 * kSharedRow, cudaMemcpyHostToDevice), where);
+    GRADC_CUDA(cudaMemcpyAsync(rows + kSharedRow * world.rank, row, 4 * kSharedRow, cudaMemcpyHostToDevice, world.stream),
+               where);
     GRADC_NCCL(ncclAllGather(rows + kSharedRow * world.rank, rows, kSharedRow, ncclInt32, world.nccl, world.stream),
                where);
     GRADC_CUDA(cudaStreamSynchronize(world.stream), where);
