@@ -12,7 +12,8 @@
 #
 # The cases: CUDA executables (examples and call sites) on one GPU and on as many as
 # their world, the torch op on CUDA tensors under NCCL (tests/torch/check_ops.py and
-# scripts.py), and the embedding example (examples/embed/main.cu). A case that needs more
+# scripts.py), the embedding example (examples/embed/main.cu), and a class whose 16-bit
+# map kernels meet pointers at odd elements (tests/cuda/pairs_offsets.cu). A case that needs more
 # GPUs than the machine has is still run: NCCL refuses two ranks on one GPU, and the
 # table says so (needs N GPUs) instead of failing. Exit 1 if any case that could run failed.
 set -uo pipefail
@@ -79,6 +80,7 @@ prepare() {
   done
   "$py" tests/torch/scripts.py "$gradc" "$DIR/torch_scripts" --prepare-only
   "$gradc" emit examples/embed/layer.dg --target=cuda -o "$DIR/embed/layer"
+  "$gradc" emit tests/codegen/pairs.dg --target=cuda -o "$DIR/pairs_offsets/pairs"
   echo "gpu_check/: $(find "$DIR" -type f | wc -l) files; now run scripts/gpu_check.sh on the GPU machine"
 }
 
@@ -173,6 +175,13 @@ run_checks() {
       timeout 300 "$DIR/embed/embed"
   } >"$logs/embed.log" 2>&1 &
   pid[embed]=$!
+  {
+    # shellcheck disable=SC2086
+    "$nvcc" -O2 -std=c++17 -arch=native -I"$DIR/pairs_offsets/pairs" -o "$DIR/pairs_offsets/run" \
+      tests/cuda/pairs_offsets.cu "$DIR/pairs_offsets/pairs/pairs.cu" $libs &&
+      timeout 120 "$DIR/pairs_offsets/run"
+  } >"$logs/pairs_offsets.log" 2>&1 &
+  pid[pairs_offsets]=$!
   for c in "${EXES[@]}"; do
     IFS='|' read -r name prog size gpus inputs <<<"$c"
     local d=$DIR/exe/$name
@@ -208,6 +217,8 @@ run_checks() {
   verdict torch_scripts 2 $? "$logs/torch_scripts.log" "seeds, torch.compile, errors on CUDA tensors"
   wait "${pid[embed]}"
   verdict embed 2 $? "$logs/embed.log" "examples/embed/main.cu: its own check of the values"
+  wait "${pid[pairs_offsets]}"
+  verdict pairs_offsets 1 $? "$logs/pairs_offsets.log" "tests/cuda/pairs_offsets.cu: $(tail -n 1 "$logs/pairs_offsets.log" | cut -c1-60)"
 
   echo "GPU check: $GPUS GPU(s) ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)); logs in $logs"
   printf '| %-20s | %-12s | %s |\n' case result detail

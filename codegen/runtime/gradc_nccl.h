@@ -236,8 +236,9 @@ inline void check_shared(Comm& world, Stream compute, const SharedInput<Comm>* i
     GRADC_CUDA(cudaMemcpy(own.data(), x.data, size_t(bytes), cudaMemcpyDeviceToHost), where);
     release(buf);
     shared_row(first_difference(first.data(), own.data(), x.count, size), first_rank, world_rank, row);
-    GRADC_CUDA(cudaMemcpyAsync(rows + kSharedRow * world.rank, row, 4 * kSharedRow, cudaMemcpyHostToDevice, world.stream),
-               where);
+    GRADC_CUDA(
+        cudaMemcpyAsync(rows + kSharedRow * world.rank, row, 4 * kSharedRow, cudaMemcpyHostToDevice, world.stream),
+        where);
     GRADC_NCCL(ncclAllGather(rows + kSharedRow * world.rank, rows, kSharedRow, ncclInt32, world.nccl, world.stream),
                where);
     GRADC_CUDA(cudaStreamSynchronize(world.stream), where);
