@@ -261,8 +261,12 @@ TORCH = {"f64": torch.float64, "f32": torch.float32, "i32": torch.int64}
 
 
 def promote(a, b):
-    order = ["i32", "f32", "f64"]
-    return order[max(order.index(a), order.index(b))]
+    """gradc's promotion of two dtypes (docs/language.md): the wider wins, an i32 value
+    widens no float one, and bf16 with f16 is f32."""
+    if {a, b} == {"bf16", "f16"}:
+        return "f32"
+    rank = {"i32": 0, "bf16": 1, "f16": 1, "f32": 2, "f64": 3}
+    return max(a, b, key=rank.get)
 
 
 def float_of(d):
@@ -276,7 +280,9 @@ def f64_of(a):
     return a.astype(np.float64)
 
 
-LOW_TORCH = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32, "f64": torch.float64}
+# the float dtypes, as PyTorch's (TORCH computes i32 in int64)
+LOW_TORCH = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": TORCH["f32"], "f64": TORCH["f64"]}
+LOW_NAME = {t: name for name, t in LOW_TORCH.items()}
 
 
 def simulate(prog, types=None):
@@ -325,13 +331,10 @@ def promoted(ts):
     """Float operands in the dtype gradc's promotion gives them (docs/language.md): the
     widest, and bf16 with f16 is f32. PyTorch's differs for 0-d tensors (they do not widen
     a tensor of more dimensions), and its matmul takes no mixed operands."""
-    fl = [t.dtype for t in ts if t.is_floating_point()]
+    fl = [LOW_NAME[t.dtype] for t in ts if t.is_floating_point()]
     if not KEEP_DTYPES or len(set(fl)) < 2:
         return ts
-    rank = {torch.bfloat16: 0, torch.float16: 0, torch.float32: 1, torch.float64: 2}
-    to = max(fl, key=rank.get)
-    if to in (torch.bfloat16, torch.float16):
-        to = torch.float32  # bf16 and f16
+    to = LOW_TORCH[functools.reduce(promote, fl)]
     return [t.to(to) if t.is_floating_point() else t for t in ts]
 
 
