@@ -1068,9 +1068,17 @@ class Gen:
         fn = torch_unary(u)
         dt = promote(self.env[x].dtype, self.env[y].dtype)
         prologue = f"def {fname}(p, q) {{\n  t = {u}(p) * q\n  return t + p\n}}"
-        return self.add(f"{fname}({x}, {y}) - {fname}({y}, {x})", [x, y],
-                        lambda env, w: local(lambda a, b: (fn(a) * b + a) - (fn(b) * a + b), dt, env[x], env[y]),
-                        prologue=prologue)
+
+        def op(f, a, b):  # gradc's promotion at each op, not once for the statement's operands
+            return f(*promoted([a, b]))
+
+        def body(p, q):
+            return op(operator.add, op(operator.mul, fn(p), q), p)
+
+        def sim(env, w):
+            pairs = zip(env[x].ranks, env[y].ranks)
+            return Val([op(operator.sub, body(a, b), body(b, a)) for a, b in pairs], dt, union(env[x], env[y]))
+        return self.add(f"{fname}({x}, {y}) - {fname}({y}, {x})", [x, y], sim, prologue=prologue)
 
     def grad(self):
         # a loss from a value, then gradients with respect to some inputs and intermediates
