@@ -148,6 +148,12 @@ class Body {
     for (const std::string& l : lines) out += l + "\n";
     return out;
   }
+  // A plain map's body: `root` at flat element i of the output, of `shape`.
+  void map_element(ValueId root, const Shape& shape) {
+    std::vector<std::string> idx = unflatten("i", shape, "i");
+    set_element(idx, shape, "i");
+    line(fmt::format("return {};", value(root, idx)));
+  }
   // A map kernel reads buffers of its own shape at its own element: buf[i].
   void set_element(const std::vector<std::string>& idx, const Shape& shape, const std::string& flat) {
     elements_ = {{idx, shape}};
@@ -786,9 +792,7 @@ class Emitter {
     if (k.kind == LKernel::Map && k.group < 0 && pairs()) {
       Body body(l_, k, source_);
       body.set_element_params(true);
-      std::vector<std::string> idx = body.unflatten("i", out.shape, "i");
-      body.set_element(idx, out.shape, "i");
-      body.line(fmt::format("return {};", body.value(k.root, idx)));
+      body.map_element(k.root, out.shape);
       auto low = [&](int b) { return is_low_precision(l_.buffers[size_t(b)].type->dtype); };
       if (is_low_precision(out.dtype) || std::any_of(body.params.begin(), body.params.end(), low))
         return pair_functor(i, body);
@@ -819,10 +823,7 @@ class Emitter {
       body.line(fmt::format("return {};", result));
       signature = fmt::format("GRADC_FUNCTOR {} operator()(int64_t r, int64_t j) const", cpp_type(out.dtype));
     } else if (k.kind == LKernel::Map) {
-      std::vector<std::string> idx = body.unflatten("i", out.shape, "i");
-      body.set_element(idx, out.shape, "i");
-      result = body.value(k.root, idx);
-      body.line(fmt::format("return {};", result));
+      body.map_element(k.root, out.shape);
       signature = fmt::format("GRADC_FUNCTOR {} operator()(int64_t i) const", cpp_type(out.dtype));
     } else {
       const Node& r = g_[k.root];
@@ -859,20 +860,16 @@ class Emitter {
     const char* t = cpp_type(l_.buffers[size_t(k.out)].type->dtype);
     auto type = [&](int b) { return cpp_type(l_.buffers[size_t(b)].type->dtype); };
     auto name = [&](int b) { return l_.buffers[size_t(b)].name; };
-    std::vector<std::string> one, two, loads, params, fields;
+    std::vector<std::string> one, loads, params, fields;
+    std::string lane_a, lane_b;  // at()'s arguments after i, for elements i and i + 1
     for (int b : body.params) {
       one.push_back(fmt::format("b_{}[i]", name(b)));
-      two.push_back(fmt::format("e_{}.a", name(b)));
-      two.push_back(fmt::format("e_{}.b", name(b)));
+      lane_a += fmt::format(", e_{}.a", name(b));
+      lane_b += fmt::format(", e_{}.b", name(b));
       loads.push_back(fmt::format("    const auto e_{0} = gradc::load_pair(b_{0} + i);\n", name(b)));
       params.push_back(fmt::format("{} e_{}", type(b), name(b)));
       fields.push_back("b_" + name(b));
     }
-    auto args = [&](size_t lane) {
-      std::string s;
-      for (size_t p = 0; p < body.params.size(); ++p) s += ", " + two[2 * p + lane];
-      return s;
-    };
     std::string s = comment(k) + fmt::format("struct {} {{\n", kernel_name(i));
     for (int b : body.reads) s += fmt::format("  const {}* b_{};\n", type(b), name(b));
     s += "  int32_t rank;\n";
@@ -880,7 +877,7 @@ class Emitter {
                      one.empty() ? "" : ", ", fmt::join(one, ", "));
     s += fmt::format(
         "  GRADC_FUNCTOR gradc::Pair<{}> pair(int64_t i) const {{\n{}    return {{at(i{}), at(i + 1{})}};\n  }}\n", t,
-        fmt::join(loads, ""), args(0), args(1));
+        fmt::join(loads, ""), lane_a, lane_b);
     s += fmt::format("  bool pairs_aligned() const {{ return {}; }}\n",
                      fields.empty() ? "true" : fmt::format("gradc::pair_aligned({})", fmt::join(fields, ", ")));
     s += fmt::format("  GRADC_FUNCTOR {} at(int64_t i{}{}) const {{\n{}  }}\n}};\n\n", t, params.empty() ? "" : ", ",
