@@ -113,7 +113,7 @@ std::string group_str(const Graph& g, const Node& n) {
 }
 }  // namespace
 
-std::string cost_report(const Graph& g, const GraphCost& c, const std::string& source) {
+std::string cost_report(const Graph& g, const GraphCost& c, const std::string& source, const CostFormulas* f) {
   const bool mesh = !g.mesh.axes.empty();
   std::string s = fmt::format("{} ranks{}; bytes each rank sends and receives under ring algorithms{}\n", g.world,
                               mesh ? fmt::format(" (mesh {})", mesh_option(g.mesh)) : "",
@@ -157,6 +157,19 @@ std::string cost_report(const Graph& g, const GraphCost& c, const std::string& s
   s += fmt::format("flops per rank: forward {}, backward {}\n", readable(c.flops_forward, "flop", false),
                    readable(c.flops_backward, "flop", false));
   s += fmt::format("peak memory per rank: {} (the buffer plan)\n", readable(c.peak_bytes, "B", true));
+  if (!f) return s;
+  if (!f->failure.empty()) return s + fmt::format("as functions of the sizes: none, {}\n", f->failure);
+  s += fmt::format("as functions of the sizes, in bytes and flops ({}):\n", f->fitted);
+  for (size_t i = 0; i < c.collectives.size(); ++i) {
+    const CollectiveCost& cc = c.collectives[i];
+    s += fmt::format("{:<9} {:<{}} {:<26} sent {}, received {}\n", cc.backward ? "backward" : "forward", at[i],
+                     at_width, source_value(g[cc.node]), f->sent[i], f->received[i]);
+  }
+  for (int b = 0; b < 2; ++b)
+    s += fmt::format("total {:<8} sent {}, received {} per rank\n", b ? "backward" : "forward", f->sent_total[b],
+                     f->received_total[b]);
+  s += fmt::format("flops per rank: forward {}, backward {}\n", f->flops[0], f->flops[1]);
+  s += fmt::format("peak memory per rank: {}\n", f->peak);
   return s;
 }
 
@@ -170,7 +183,7 @@ std::string group_json(const Graph& g, const Node& n) {
 }
 }  // namespace
 
-std::string cost_json(const Graph& g, const GraphCost& c, const std::string& source) {
+std::string cost_json(const Graph& g, const GraphCost& c, const std::string& source, const CostFormulas* f) {
   std::string s = fmt::format("{{\"world\": {}, \"collectives\": [", g.world);
   double totals[2] = {0, 0};
   for (size_t i = 0; i < c.collectives.size(); ++i) {
@@ -183,16 +196,29 @@ std::string cost_json(const Graph& g, const GraphCost& c, const std::string& sou
           fmt::format("{{\"def\": {}, \"line\": {}, \"col\": {}}}", quote(cs.callee), cs.call.line, cs.call.col));
     s += fmt::format(
         "{}\n  {{\"phase\": \"{}\", \"file\": {}, \"line\": {}, \"col\": {}, \"calls\": [{}], \"value\": {}, "
-        "\"collective\": {}, \"call\": {}, \"operand\": \"{}\", \"sent_bytes\": {}, \"received_bytes\": {}{}}}",
+        "\"collective\": {}, \"call\": {}, \"operand\": \"{}\", \"sent_bytes\": {}, \"received_bytes\": {}{}{}}}",
         i ? "," : "", cc.backward ? "backward" : "forward", quote(source), n.loc.line, n.loc.col,
         fmt::join(calls, ", "), quote(source_value(n)), quote(std::string(op_name(n.op))), quote(call_str(n)),
-        type_str(g.type(n.args[0])), bytes_str(cc.sent), bytes_str(cc.received), group_json(g, n));
+        type_str(g.type(n.args[0])), bytes_str(cc.sent), bytes_str(cc.received), group_json(g, n),
+        f && f->failure.empty()
+            ? fmt::format(", \"sent_formula\": {}, \"received_formula\": {}", quote(f->sent[i]), quote(f->received[i]))
+            : "");
   }
   s += fmt::format("],\n \"sent_bytes\": {{\"forward\": {}, \"backward\": {}}},\n", bytes_str(totals[0]),
                    bytes_str(totals[1]));
-  s += fmt::format(" \"flops\": {{\"forward\": {}, \"backward\": {}}},\n \"peak_bytes\": {}}}\n",
+  s += fmt::format(" \"flops\": {{\"forward\": {}, \"backward\": {}}},\n \"peak_bytes\": {}",
                    bytes_str(c.flops_forward), bytes_str(c.flops_backward), bytes_str(c.peak_bytes));
-  return s;
+  if (f && !f->failure.empty()) s += fmt::format(",\n \"formulas\": {{\"failure\": {}}}", quote(f->failure));
+  if (f && f->failure.empty()) {
+    auto pair = [](const std::string* x) {
+      return fmt::format("{{\"forward\": {}, \"backward\": {}}}", quote(x[0]), quote(x[1]));
+    };
+    s += fmt::format(
+        ",\n \"formulas\": {{\"fitted\": {}, \"sent_bytes\": {}, \"received_bytes\": {}, \"flops\": {}, "
+        "\"peak_bytes\": {}}}",
+        quote(f->fitted), pair(f->sent_total), pair(f->received_total), pair(f->flops), quote(f->peak));
+  }
+  return s + "}\n";
 }
 
 }  // namespace gradc

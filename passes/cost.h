@@ -31,10 +31,23 @@ OpTable<SentFn>& bytes_sent();
 // receives; averaged over ranks for the rooted ones).
 CollectiveCost collective_cost(const Graph& g, ValueId v);
 GraphCost graph_cost(const Graph& g);
+// A program with `size` parameters: each count of its GraphCost as a polynomial in
+// the sizes, such as "96*B + 768", or "16*B, B a multiple of 16" where it is one only
+// at multiples, or "none" (gradc cost fits them, tools/gradc.cpp).
+struct CostFormulas {
+  std::string fitted;   // the sizes they were fitted and checked at, for the report
+  std::string failure;  // where the program could not be sampled, why (the fields below are then empty)
+  std::vector<std::string> sent, received;                       // per collective, in GraphCost's order
+  std::string sent_total[2], received_total[2], flops[2], peak;  // [0] forward, [1] backward
+};
+
 // The report, each collective named by its source value (or, in the backward, the
 // forward op whose gradient it computes) and `source`'s line; sizes in readable units.
-std::string cost_report(const Graph& g, const GraphCost& c, const std::string& source);
-// The same as JSON, for scripts: exact byte and flop counts.
-std::string cost_json(const Graph& g, const GraphCost& c, const std::string& source);
+// With `formulas`, a section gives the counts as functions of the program's sizes.
+std::string cost_report(const Graph& g, const GraphCost& c, const std::string& source,
+                        const CostFormulas* formulas = nullptr);
+// The same as JSON, for scripts: exact byte and flop counts (and formulas as text).
+std::string cost_json(const Graph& g, const GraphCost& c, const std::string& source,
+                      const CostFormulas* formulas = nullptr);
 
 }  // namespace gradc

@@ -34,6 +34,7 @@
 #include "runtime/npy_format.h"
 #include "runtime/report.h"
 #include "support/file.h"
+#include "support/polynomial.h"
 #include "tools/native.h"
 #include "tools/toolchain.h"
 
@@ -629,14 +630,164 @@ const char* kCostHelp =
     "buffer; all_gather, reduce_scatter and all_to_all (N-1)/N of the whole buffer;\n"
     "the rooted ones averaged over ranks), with totals; flops per rank; and the memory per\n"
     "rank of the buffer plan the backends use (workspace, inputs and constants).\n"
-    "text gives sizes in readable units (KiB, Mflop); json exact counts, for scripts.\n";
+    "text gives sizes in readable units (KiB, Mflop); json exact counts, for scripts.\n"
+    "A program with size parameters also gets each count as a polynomial in its sizes\n"
+    "(96*B + 768), fitted at several sizes and checked at others (docs/cli.md).\n";
+
+// What the program (after autodiff) costs: graph_cost, with the buffer plan's peak.
+GraphCost cost_of(const Graph& g) {
+  GraphCost c = graph_cost(g);
+  c.peak_bytes = double(plan_bytes(lowered(g)));
+  return c;
+}
+
+// What a cost's rows are: each collective's op, place and phase. Counts at other sizes
+// fit the rows' formulas only where the rows are the same.
+std::vector<std::string> cost_rows(const Graph& g, const GraphCost& c) {
+  std::vector<std::string> rows;
+  for (const CollectiveCost& cc : c.collectives)
+    rows.push_back(fmt::format("{} {} {} {}", op_name(g[cc.node].op), loc_str("", g[cc.node].loc, false),
+                               g[cc.node].loc.col, cc.backward));
+  return rows;
+}
+
+// The counts of a GraphCost in one list: each collective's sent and received bytes,
+// the totals, flops and peak memory (the order CostFormulas' fields take them in).
+std::vector<double> cost_counts(const GraphCost& c) {
+  std::vector<double> v, totals(4, 0.0);
+  for (const CollectiveCost& cc : c.collectives) {
+    v.push_back(cc.sent);
+    v.push_back(cc.received);
+    totals[cc.backward * 2] += cc.sent;
+    totals[cc.backward * 2 + 1] += cc.received;
+  }
+  v.insert(v.end(), totals.begin(), totals.end());
+  v.insert(v.end(), {c.flops_forward, c.flops_backward, c.peak_bytes});
+  return v;
+}
+
+// gradc cost on a program with sizes: each count as a polynomial of degree 3 or less
+// in each size, fitted exactly at every size taking m, 2m, 3m and 4m (each combination)
+// and checked at 5m and 7m. m is 1, else the least of a few multiples at which the
+// program compiles with the same collectives and the count fits (a buffer plan rounds
+// sizes up to an alignment, a size such as B // 2 is one only at even B).
+CostFormulas cost_formulas(const Options& o, const ast::Program& p, const Graph& g, const GraphCost& given) {
+  const std::vector<std::string> vars = declared_sizes(p);
+  CostFormulas f;
+  if (vars.size() > 3) {
+    f.failure = fmt::format("the program has {} sizes (formulas are fitted for at most 3)", vars.size());
+    return f;
+  }
+  constexpr int kDegree = 3, kPoints = kDegree + 1;
+  const std::vector<std::string> rows = cost_rows(g, given);
+  const size_t ncounts = cost_counts(given).size();
+  std::vector<std::string> text(ncounts);
+  size_t grid = 1;
+  for (size_t i = 0; i < vars.size(); ++i) grid *= kPoints;
+  // The two points each fit is checked at, as multiples of m: every size at 5, and the
+  // first at 7 with the rest at 5.
+  std::vector<std::vector<int64_t>> checks = {std::vector<int64_t>(vars.size(), 5),
+                                              std::vector<int64_t>(vars.size(), 5)};
+  checks[1][0] = 7;
+  auto sizes_at = [&](const std::vector<int64_t>& x) {
+    std::vector<std::pair<std::string, int64_t>> sz;
+    for (size_t i = 0; i < vars.size(); ++i) sz.push_back({vars[i], x[i]});
+    return sz;
+  };
+  bool sampled = false;
+  for (int64_t m : {1, 2, 4, 8, 16, 32, 64, 3, 6, 12, 24, 48, 96}) {
+    // The counts at the grid's points and at the checks', or nothing where the program
+    // does not compile there or has other collectives.
+    std::vector<std::vector<double>> at;
+    auto sample = [&](const std::vector<int64_t>& t) {
+      std::vector<int64_t> x;
+      for (int64_t ti : t) x.push_back(ti * m);
+      const Graph gx =
+          run_pipeline(lower_program(p, LowerOptions{o.ranks, false, o.mesh, sizes_at(x)}), Pipeline::Grad);
+      const GraphCost cx = cost_of(gx);
+      if (cost_rows(gx, cx) != rows) return false;
+      at.push_back(cost_counts(cx));
+      return true;
+    };
+    bool ok = true;
+    try {
+      for (size_t idx = 0; idx < grid && ok; ++idx) {
+        std::vector<int64_t> t(vars.size());
+        for (size_t i = vars.size(), rest = idx; i-- > 0; rest /= kPoints) t[i] = int64_t(rest % kPoints) + 1;
+        ok = sample(t);
+      }
+      for (size_t k = 0; k < checks.size() && ok; ++k) ok = sample(checks[k]);
+    } catch (const UserError&) {
+      ok = false;  // a size the program rejects at this m (a divisibility)
+    }
+    if (!ok) continue;
+    sampled = true;
+    bool all = true;
+    for (size_t q = 0; q < ncounts; ++q) {
+      if (!text[q].empty()) continue;
+      std::vector<Rational> values;
+      for (size_t idx = 0; idx < grid; ++idx)
+        if (auto r = rational_of(at[idx][q])) values.push_back(*r);
+      bool fits = values.size() == grid;
+      if (fits) {
+        const Polynomial poly = fit_on_grid(vars, m, kDegree, values);
+        for (size_t k = 0; k < checks.size() && fits; ++k) {
+          std::vector<int64_t> x;
+          for (int64_t t : checks[k]) x.push_back(t * m);
+          const std::optional<Rational> want = rational_of(at[grid + k][q]);
+          fits = want && poly.at(x) == *want;
+        }
+        if (fits)
+          text[q] = m == 1 ? poly.str()
+                           : fmt::format("{} ({} {} of {})", poly.str(), fmt::join(vars, " and "),
+                                         vars.size() == 1 ? "a multiple" : "multiples", m);
+      }
+      all = all && fits;
+    }
+    if (all) break;
+  }
+  if (!sampled) {
+    f.failure = "the program compiles with these collectives at none of the sizes tried";
+    return f;
+  }
+  for (std::string& t : text)
+    if (t.empty()) t = "none (no polynomial of degree 3 or less in each size)";
+  f.fitted = vars.size() == 1
+                 ? fmt::format(
+                       "fitted at {0} = 1, 2, 3, 4 and checked at {0} = 5 and 7; a count that is a "
+                       "polynomial only at multiples of m, at m times those",
+                       vars[0])
+                 : fmt::format(
+                       "fitted at {} = 1, 2, 3, 4 each and checked at 5 each and at {} = 7; a count that is "
+                       "a polynomial only at multiples of m, at m times those",
+                       fmt::join(vars, ", "), vars[0]);
+  const size_t n = given.collectives.size();
+  for (size_t i = 0; i < n; ++i) {
+    f.sent.push_back(text[2 * i]);
+    f.received.push_back(text[2 * i + 1]);
+  }
+  f.sent_total[0] = text[2 * n];
+  f.received_total[0] = text[2 * n + 1];
+  f.sent_total[1] = text[2 * n + 2];
+  f.received_total[1] = text[2 * n + 3];
+  f.flops[0] = text[2 * n + 4];
+  f.flops[1] = text[2 * n + 5];
+  f.peak = text[2 * n + 6];
+  return f;
+}
 
 int cmd_cost(const Options& o, SourceFile& src) {
   check_text_or_json(o.format);
-  Graph g = run_pipeline(load_program(o, src), Pipeline::Grad);
-  GraphCost c = graph_cost(g);
-  c.peak_bytes = double(plan_bytes(lowered(g)));
-  std::cout << (o.format == "json" ? cost_json(g, c, src.path) : cost_report(g, c, src.path));
+  src.path = o.one_file("FILE.dg");
+  src.text = read_file(src.path);
+  const ast::Program p = parse_program(src.text);
+  const Graph g =
+      run_pipeline(lower_program(p, LowerOptions{o.ranks, false, o.mesh, size_values(p, o)}), Pipeline::Grad);
+  const GraphCost c = cost_of(g);
+  std::optional<CostFormulas> f;
+  if (!declared_sizes(p).empty()) f = cost_formulas(o, p, g, c);
+  const CostFormulas* fp = f ? &*f : nullptr;
+  std::cout << (o.format == "json" ? cost_json(g, c, src.path, fp) : cost_report(g, c, src.path, fp));
   return 0;
 }
 

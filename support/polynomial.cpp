@@ -1,0 +1,157 @@
+#include "support/polynomial.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace gradc {
+
+namespace {
+int128 gcd128(int128 a, int128 b) {
+  if (a < 0) a = -a;
+  if (b < 0) b = -b;
+  while (b) {
+    const int128 t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+std::string int128_str(int128 v) {
+  char digits[48];  // 39 digits at most, and the sign
+  char* p = digits + sizeof digits;
+  const bool neg = v < 0;
+  do *--p = char('0' + int(neg ? -(v % 10) : v % 10));
+  while (v /= 10);
+  if (neg) *--p = '-';
+  return std::string(p, size_t(digits + sizeof digits - p));
+}
+}  // namespace
+
+Rational::Rational(int128 n, int128 d) {
+  if (d == 0) throw std::domain_error("a rational with denominator 0");
+  if (d < 0) n = -n, d = -d;
+  const int128 g = gcd128(n, d);
+  num = g ? n / g : 0;
+  den = g ? d / g : 1;
+}
+
+std::string Rational::str() const { return den == 1 ? int128_str(num) : int128_str(num) + "/" + int128_str(den); }
+
+Rational operator+(const Rational& a, const Rational& b) { return {a.num * b.den + b.num * a.den, a.den * b.den}; }
+Rational operator-(const Rational& a, const Rational& b) { return {a.num * b.den - b.num * a.den, a.den * b.den}; }
+Rational operator*(const Rational& a, const Rational& b) { return {a.num * b.num, a.den * b.den}; }
+Rational operator/(const Rational& a, const Rational& b) { return {a.num * b.den, a.den * b.num}; }
+
+std::optional<Rational> rational_of(double v, int64_t max_den) {
+  if (!std::isfinite(v) || std::fabs(v) > 1e30) return std::nullopt;
+  for (int64_t d = 1; d <= max_den; ++d) {
+    const double n = std::round(v * double(d));
+    if (std::fabs(v * double(d) - n) <= 1e-9 * std::max(1.0, std::fabs(n))) return Rational(int128(n), d);
+  }
+  return std::nullopt;
+}
+
+Rational Polynomial::at(const std::vector<int64_t>& x) const {
+  Rational sum;
+  for (const auto& [exps, c] : terms) {
+    Rational t = c;
+    for (size_t i = 0; i < exps.size(); ++i)
+      for (int e = 0; e < exps[i]; ++e) t = t * Rational(x[i]);
+    sum = sum + t;
+  }
+  return sum;
+}
+
+std::string Polynomial::str() const {
+  std::vector<std::pair<std::vector<int>, Rational>> order(terms.begin(), terms.end());
+  auto degree = [](const std::vector<int>& e) {
+    int d = 0;
+    for (int x : e) d += x;
+    return d;
+  };
+  std::stable_sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
+    if (degree(a.first) != degree(b.first)) return degree(a.first) > degree(b.first);
+    return a.first > b.first;
+  });
+  std::string s;
+  for (const auto& [exps, c] : order) {
+    std::string mono;
+    for (size_t i = 0; i < exps.size(); ++i) {
+      if (!exps[i]) continue;
+      if (!mono.empty()) mono += "*";
+      mono += vars[i];
+      if (exps[i] > 1) mono += fmt::format("^{}", exps[i]);
+    }
+    const Rational a = c.num < 0 ? Rational(-c.num, c.den) : c;
+    std::string term;
+    if (mono.empty()) term = a.str();
+    else if (a.den == 1) term = a.num == 1 ? mono : int128_str(a.num) + "*" + mono;
+    else term = (a.num == 1 ? mono : int128_str(a.num) + "*" + mono) + "/" + int128_str(a.den);
+    s += s.empty() ? (c.num < 0 ? "-" : "") : (c.num < 0 ? " - " : " + ");
+    s += term;
+  }
+  return s.empty() ? "0" : s;
+}
+
+Polynomial fit_on_grid(const std::vector<std::string>& vars, int64_t m, int degree, const std::vector<Rational>& values) {
+  const size_t k = vars.size(), n = size_t(degree) + 1;
+  size_t count = 1;
+  for (size_t i = 0; i < k; ++i) count *= n;
+  if (values.size() != count) throw std::invalid_argument("fit_on_grid: values do not fill the grid");
+  // w = the inverse of the Vandermonde matrix v[t-1][a] = t^a (Gauss-Jordan, exact):
+  // w times a variable's values at t = 1..n gives the coefficients of t^0..t^degree.
+  std::vector<std::vector<Rational>> v(n, std::vector<Rational>(2 * n));
+  for (size_t r = 0; r < n; ++r) {
+    Rational p(1);
+    for (size_t a = 0; a < n; ++a, p = p * Rational(int128(r + 1))) v[r][a] = p;
+    v[r][n + r] = Rational(1);
+  }
+  for (size_t col = 0; col < n; ++col) {
+    size_t piv = col;
+    while (v[piv][col].num == 0) ++piv;  // the matrix is invertible: some row has it
+    std::swap(v[piv], v[col]);
+    const Rational d = v[col][col];
+    for (Rational& x : v[col]) x = x / d;
+    for (size_t r = 0; r < n; ++r) {
+      if (r == col || v[r][col].num == 0) continue;
+      const Rational f = v[r][col];
+      for (size_t c = 0; c < 2 * n; ++c) v[r][c] = v[r][c] - f * v[col][c];
+    }
+  }
+  // Along each variable in turn: the values of its t's become its coefficients.
+  std::vector<Rational> c = values;
+  size_t stride = count;
+  for (size_t i = 0; i < k; ++i) {
+    stride /= n;
+    for (size_t base = 0; base < count; ++base) {
+      if ((base / stride) % n != 0) continue;  // the first element of a fiber along variable i
+      std::vector<Rational> fiber(n);
+      for (size_t a = 0; a < n; ++a) {
+        for (size_t t = 0; t < n; ++t) fiber[a] = fiber[a] + v[a][n + t] * c[base + t * stride];
+      }
+      for (size_t a = 0; a < n; ++a) c[base + a * stride] = fiber[a];
+    }
+  }
+  // t = x / m: the coefficient of t^a is that of x^a times m^a.
+  Polynomial p;
+  p.vars = vars;
+  for (size_t idx = 0; idx < count; ++idx) {
+    if (c[idx].num == 0) continue;
+    std::vector<int> exps(k);
+    Rational scale(1);
+    for (size_t i = 0, rest = idx, s = count; i < k; ++i) {
+      s /= n;
+      exps[i] = int(rest / s);
+      rest %= s;
+      for (int e = 0; e < exps[i]; ++e) scale = scale * Rational(m);
+    }
+    p.terms[exps] = c[idx] / scale;
+  }
+  return p;
+}
+
+}  // namespace gradc
