@@ -193,11 +193,14 @@ class Body {
     const bool elem = at_own_element(idx, x.type->shape);
     if (row_len_ > 0 && l_.buffers[size_t(base_buffer(l_, b))].row_local) {  // it holds the current row only
       if (elem && !in_row_.empty()) return fmt::format("b_{}[{}]", x.name, in_row_);
-      return fmt::format("b_{}[{} - {} * {}]", x.name, elem ? elem_flat_ : flat_index(idx, x.type->shape), row_var_,
-                         row_len_);
+      return fmt::format("b_{}[{} - {} * {}]", x.name, flat_at(idx, x.type->shape), row_var_, row_len_);
     }
     if (elem) return at_element(b);
     return fmt::format("b_{}[{}]", x.name, flat_index(idx, x.type->shape));
+  }
+  // The flat index of idx in shape: the map's own element's variable where it is that.
+  std::string flat_at(const std::vector<std::string>& idx, const Shape& shape) const {
+    return at_own_element(idx, shape) ? elem_flat_ : flat_index(idx, shape);
   }
   // Buffer b at the map's own flat element: b_NAME[i], or the body's parameter e_NAME.
   std::string at_element(int b) {
@@ -215,7 +218,7 @@ class Body {
   // group (which works on one row, already in cache, and may hold x's row alone); CPU only.
   void prefetch_ahead(ValueId x, const std::vector<std::string>& idx, const Shape& shape) {
     if (row_len_ > 0) return;
-    const std::string element = at_own_element(idx, shape) ? elem_flat_ : flat_index(idx, shape);
+    const std::string element = flat_at(idx, shape);
     const int64_t n = num_elements(g_.type(x).shape), count = num_elements(shape);
     std::string ahead = fmt::format("{} + {}", element, 4096 / dtype_size(g_.type(x).dtype));
     if (n != count) ahead = fmt::format("({}) * {} / {}", ahead, n, count);
@@ -789,11 +792,14 @@ class Emitter {
   Functor functor(int i) {
     const LKernel& k = l_.kernels[size_t(i)];
     const Type& out = l_.buffers[size_t(k.out)].type;
-    if (k.kind == LKernel::Map && k.group < 0 && pairs()) {
+    // The pair form, where the output is 16-bit or a 16-bit buffer is read at the element
+    // (known once the body is built: a kernel that reads no 16-bit buffer skips the trial).
+    auto low = [&](int b) { return is_low_precision(l_.buffers[size_t(b)].type->dtype); };
+    if (k.kind == LKernel::Map && k.group < 0 && pairs() &&
+        (is_low_precision(out.dtype) || std::any_of(k.reads.begin(), k.reads.end(), low))) {
       Body body(l_, k, source_);
       body.set_element_params(true);
       body.map_element(k.root, out.shape);
-      auto low = [&](int b) { return is_low_precision(l_.buffers[size_t(b)].type->dtype); };
       if (is_low_precision(out.dtype) || std::any_of(body.params.begin(), body.params.end(), low))
         return pair_functor(i, body);
     }

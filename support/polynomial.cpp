@@ -88,16 +88,20 @@ std::string Polynomial::str() const {
     }
     const Rational a = c.num < 0 ? Rational(-c.num, c.den) : c;
     std::string term;
-    if (mono.empty()) term = a.str();
-    else if (a.den == 1) term = a.num == 1 ? mono : int128_str(a.num) + "*" + mono;
-    else term = (a.num == 1 ? mono : int128_str(a.num) + "*" + mono) + "/" + int128_str(a.den);
+    if (mono.empty())
+      term = a.str();
+    else if (a.den == 1)
+      term = a.num == 1 ? mono : int128_str(a.num) + "*" + mono;
+    else
+      term = (a.num == 1 ? mono : int128_str(a.num) + "*" + mono) + "/" + int128_str(a.den);
     s += s.empty() ? (c.num < 0 ? "-" : "") : (c.num < 0 ? " - " : " + ");
     s += term;
   }
   return s.empty() ? "0" : s;
 }
 
-Polynomial fit_on_grid(const std::vector<std::string>& vars, int64_t m, int degree, const std::vector<Rational>& values) {
+Polynomial fit_on_grid(const std::vector<std::string>& vars, int64_t m, int degree,
+                       const std::vector<Rational>& values) {
   const size_t k = vars.size(), n = size_t(degree) + 1;
   size_t count = 1;
   for (size_t i = 0; i < k; ++i) count *= n;
