@@ -140,20 +140,14 @@ class Log:
         self.f.flush()
 
 
-def widened(a):
-    """An output as float64; bf16 (ml_dtypes' '<V2') by its bits."""
-    import numpy as np
-    if a.dtype.kind == "V":
-        return (a.view(np.uint16).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-    return a.astype(np.float64)
-
-
 def compare_outputs(ref, got):
     """Worst errors over every output: the norm-relative error |a-b| / |b|, and the
     largest |a-b| / (rtol |b| + rtol/10 (1 + max|b|)) over the elements, rtol 1e-4 (2^-6
     for bf16, 2^-9 for f16, a few of their ulps) (at most 1 passes: kernels that sum in
     another order and CUDA's exp, tanh, ... round differently)."""
     import numpy as np
+    sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+    from npy16 import rtol as rtol_of, widened
     worst_norm, worst_elem, rows = 0.0, 0.0, []
     for path in sorted(glob.glob(os.path.join(ref, "rank0", "*.npy"))):
         name = os.path.basename(path)[:-4]
@@ -165,7 +159,7 @@ def compare_outputs(ref, got):
         if have.shape != want.shape or have.dtype != want.dtype:
             return float("inf"), float("inf"), [f"{name}: {have.dtype}{list(have.shape)}, want {want.dtype}{list(want.shape)}"]
         w, h = widened(want), widened(have)
-        rtol = 2.0 ** -6 if want.dtype.kind == "V" else 2.0 ** -9 if want.dtype == np.float16 else 1e-4
+        rtol = rtol_of(want.dtype)
         if np.isnan(w).any() or np.isnan(h).any():
             if not np.array_equal(np.isnan(w), np.isnan(h)):
                 return float("inf"), float("inf"), [f"{name}: NaN where the interpreter has none, or the reverse"]

@@ -53,6 +53,8 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VENV_PYTHON = os.path.join(HERE, "..", "..", "build", "torch-venv", "bin", "python")
+sys.path.insert(0, os.path.join(HERE, ".."))
+from npy16 import widened  # noqa: E402 (tests/npy16.py)
 
 torch.set_default_dtype(torch.float64)
 
@@ -257,7 +259,6 @@ def low_precision(prog, dtype):
 
 
 NP = {"f64": np.float64, "f32": np.float32, "i32": np.int32}
-TORCH = {"f64": torch.float64, "f32": torch.float32, "i32": torch.int64}
 
 
 def promote(a, b):
@@ -273,16 +274,11 @@ def float_of(d):
     return "f32" if d == "i32" else d
 
 
-def f64_of(a):
-    """An input file's array as float64 (a bf16 one is the 2-byte void array bf16_array makes)."""
-    if a.dtype.kind == "V":
-        return (a.view(np.uint16).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-    return a.astype(np.float64)
 
 
-# the float dtypes, as PyTorch's (TORCH computes i32 in int64)
-LOW_TORCH = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": TORCH["f32"], "f64": TORCH["f64"]}
-LOW_NAME = {t: name for name, t in LOW_TORCH.items()}
+# the float dtypes, as PyTorch's (the simulation computes i32 in int64)
+FLOAT_TORCH = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32, "f64": torch.float64}
+FLOAT_NAME = {t: name for name, t in FLOAT_TORCH.items()}
 
 
 def simulate(prog, types=None):
@@ -296,22 +292,22 @@ def simulate(prog, types=None):
         env = {}
         for i in prog.inputs:
             if i.data is not None:
-                ranks = [torch.tensor(f64_of(i.data[r]) if i.dtype != "i32" else i.data[r].astype(np.int64))
+                ranks = [torch.tensor(widened(i.data[r]) if i.dtype != "i32" else i.data[r].astype(np.int64))
                          for r in range(prog.world)]
             else:
                 ranks = i.default_sim(prog.world)
             if i.dtype in ("bf16", "f16"):  # a default is computed in f32, then converted
-                low = LOW_TORCH[i.dtype]
+                low = FLOAT_TORCH[i.dtype]
                 ranks = [t.to(torch.float32).to(low).to(low if KEEP_DTYPES else torch.float64) for t in ranks]
             if i.dtype != "i32":
                 ranks = [t.detach().clone().requires_grad_(True) for t in ranks]
             env[i.name] = Val(ranks, i.dtype, i.vary())
 
         def bind(name, v):
-            if types is not None and types.get(name) in LOW_TORCH:
+            if types is not None and types.get(name) in FLOAT_TORCH:
                 # where PyTorch's promotion differs from gradc's (a 0-d f32 tensor does not
                 # widen a bf16 one in PyTorch), the value takes gradc's dtype
-                v.ranks = [t.to(LOW_TORCH[types[name]]) for t in v.ranks]
+                v.ranks = [t.to(FLOAT_TORCH[types[name]]) for t in v.ranks]
             env[name] = v
         for s in prog.stmts:
             if hasattr(s, "names"):  # a grad binds several names
@@ -331,10 +327,10 @@ def promoted(ts):
     """Float operands in the dtype gradc's promotion gives them (docs/language.md): the
     widest, and bf16 with f16 is f32. PyTorch's differs for 0-d tensors (they do not widen
     a tensor of more dimensions), and its matmul takes no mixed operands."""
-    fl = [LOW_NAME[t.dtype] for t in ts if t.is_floating_point()]
+    fl = [FLOAT_NAME[t.dtype] for t in ts if t.is_floating_point()]
     if not KEEP_DTYPES or len(set(fl)) < 2:
         return ts
-    to = LOW_TORCH[functools.reduce(promote, fl)]
+    to = FLOAT_TORCH[functools.reduce(promote, fl)]
     return [t.to(to) if t.is_floating_point() else t for t in ts]
 
 
