@@ -40,10 +40,47 @@ void fold_transposes(Graph& g, Node& n) {
   }
 }
 
+// A transpose of the last two axes of casts of a matmul, each read by the next alone
+// (the derivative of a bf16 matmul rounds its f32 product, widens it again and
+// transposes it), becomes the same casts of the transposed matmul: lowering then folds
+// the transpose into the BLAS call (C^T = B^T A^T), and the casts read the product in
+// order instead of across its rows. Casts are elementwise, so every value is the same;
+// each node keeps its place, the transpose's node now the last cast.
+void sink_transpose(Graph& g, Node& n, const std::vector<int>& uses) {
+  if (n.op != Op::Transpose) return;
+  const std::vector<int64_t> perm = n.attr_ints("perm");
+  const size_t r = perm.size();
+  if (r < 2 || perm[r - 2] != int64_t(r - 1) || perm[r - 1] != int64_t(r - 2)) return;
+  std::vector<ValueId> casts;  // the operand's chain, from the matmul's reader up
+  ValueId v = n.args[0];
+  for (; g[v].op == Op::Cast && uses[size_t(v)] == 1; v = g[v].args[0]) casts.insert(casts.begin(), v);
+  if (casts.empty() || g[v].op != Op::Matmul || uses[size_t(v)] != 1) return;
+  std::vector<Attrs> to;  // each cast's target, in order; the last one's moves to n
+  for (ValueId c : casts) to.push_back(g[c].attrs);
+  const Attrs transpose = n.attrs;
+  Node& first = g[casts[0]];
+  first.op = Op::Transpose;
+  first.args = {v};
+  first.attrs = transpose;
+  first.type = infer_type(g, first);
+  for (size_t i = 1; i <= casts.size(); ++i) {
+    Node& c = i < casts.size() ? g[casts[i]] : n;
+    c.op = Op::Cast;
+    c.args = {casts[i - 1]};
+    c.attrs = to[i - 1];
+    c.type = infer_type(g, c);
+  }
+}
+
 Graph fold(Graph g) {
   Graph& out = g;
+  std::vector<int> uses(out.nodes.size(), 0);
+  for (const Node& n : out.nodes)
+    for (ValueId a : n.args) ++uses[size_t(a)];
+  for (const auto& o : out.outputs) ++uses[size_t(o.second)];
   for (Node& n : out.nodes) {
     fold_transposes(out, n);
+    sink_transpose(out, n, uses);
     if (!foldable(out, n)) continue;
     std::vector<Tensor> vals;
     for (ValueId a : n.args) vals.push_back(run_local(out[a], {}, EvalCtx{}));
