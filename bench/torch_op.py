@@ -19,12 +19,16 @@ Forward and backward per step (every input's gradient the op gives), 1 thread pe
 warm-up one (torch.compile's warm-up compiles; TORCHINDUCTOR_COMPILE_THREADS=1, so that
 no compile workers run beside the steps). The four variants run in the same processes,
 taking turns step by step (so that the machine's other load falls on all of them alike),
-after a check that the op's loss and gradients are PyTorch's.
+after a check that the op's loss and gradients are PyTorch's. The check's cost is the
+median over rounds of the ratio of the op's step with the check to its step without it
+in the same round, with the middle half of those ratios (the steps of one variant vary
+by more than the check costs on a busy machine).
 PyTorch: PyPI's, in the virtual environment scripts/torch_venv.sh makes. Prints Markdown
 for bench/README.md.
 """
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -120,7 +124,7 @@ def rank_main(rank, world, program, pkg, steps, out):
     import torch.distributed as dist
 
     sys.path.insert(0, HERE)
-    from torch_programs import median_steps_ms
+    from torch_programs import steps_ms
 
     torch.set_num_threads(1)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(29490 + world))
@@ -160,7 +164,7 @@ def rank_main(rank, world, program, pkg, steps, out):
 
     variants = (("gradc op", step(call)), ("gradc op, no shared-input check", step(call, False)),
                 ("PyTorch eager", step(torch_loss)), ("PyTorch torch.compile", step(compiled)))
-    ms = median_steps_ms(variants, steps)
+    ms = steps_ms(variants, steps)
     if rank == 0:
         with open(out, "w") as f:
             f.write(repr(ms))
@@ -188,11 +192,17 @@ def main():
                        + flags, check=True)
         out = os.path.join(work, "ms.txt")
         mp.spawn(rank_main, args=(world, program, work, STEPS, out), nprocs=world)
-        ms = eval(open(out).read())
+        times = eval(open(out).read())
+        ms = {name: statistics.median(t) for name, t in times.items()}
         op, bare = ms["gradc op"], ms["gradc op, no shared-input check"]
+        # the check's cost from the steps with and without it of each round (adjacent in
+        # time, so alike in the machine's other load): the median of their ratios, and
+        # the middle half of the ratios
+        ratios = sorted(a / b - 1 for a, b in zip(times["gradc op"], times["gradc op, no shared-input check"]))
+        q1, q3 = ratios[len(ratios) // 4], ratios[(3 * len(ratios)) // 4]
         print(f"| {program}, {world} ranks | {op:.1f} | {bare:.1f} | {ms['PyTorch eager']:.1f} | "
-              f"{ms['PyTorch torch.compile']:.1f} | {100 * (op - bare) / bare:+.1f}% | "
-              f"{ms['PyTorch torch.compile'] / op:.2f}x |", flush=True)
+              f"{ms['PyTorch torch.compile']:.1f} | {100 * statistics.median(ratios):+.1f}% "
+              f"({100 * q1:+.0f}% to {100 * q3:+.0f}%) | {ms['PyTorch torch.compile'] / op:.2f}x |", flush=True)
 
 
 if __name__ == "__main__":

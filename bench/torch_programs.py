@@ -112,21 +112,29 @@ def median_step_ms(one_step, steps):
     return statistics.median(times)
 
 
-def median_steps_ms(variants, steps):
-    """Each variant's (name, one_step) median of `steps` timed steps, after a warm-up one,
-    the variants taking turns step by step (so that the machine's other load, which comes
-    and goes, falls on all of them alike), a barrier before and after each step."""
+def steps_ms(variants, steps):
+    """Each variant's (name, one_step) `steps` timed steps in ms, after a warm-up one, the
+    variants taking turns step by step (so that the machine's other load, which comes and
+    goes, falls on all of them alike), each round starting one variant further on (a
+    step runs measurably slower or faster for the variant it follows: after
+    torch.compile's step, the next one took about 3% longer in bench/torch_op.py), a
+    barrier before and after each step."""
     for _, one_step in variants:
         one_step()
     times = {name: [] for name, _ in variants}
-    for _ in range(steps):
-        for name, one_step in variants:
+    for r in range(steps):
+        for name, one_step in variants[r % len(variants):] + variants[:r % len(variants)]:
             dist.barrier()
             t0 = time.perf_counter()
             one_step()
             dist.barrier()
             times[name].append((time.perf_counter() - t0) * 1e3)
-    return {name: statistics.median(t) for name, t in times.items()}
+    return times
+
+
+def median_steps_ms(variants, steps):
+    """Each variant's median step (steps_ms)."""
+    return {name: statistics.median(t) for name, t in steps_ms(variants, steps).items()}
 
 
 if __name__ == "__main__":
