@@ -100,12 +100,12 @@ std::string Polynomial::str() const {
   return s.empty() ? "0" : s;
 }
 
-Polynomial fit_on_grid(const std::vector<std::string>& vars, int64_t m, int degree,
+Polynomial fit_on_grid(const std::vector<std::string>& vars, const std::vector<int64_t>& m, int degree,
                        const std::vector<Rational>& values) {
   const size_t k = vars.size(), n = size_t(degree) + 1;
   size_t count = 1;
   for (size_t i = 0; i < k; ++i) count *= n;
-  if (values.size() != count) throw std::invalid_argument("fit_on_grid: values do not fill the grid");
+  if (values.size() != count || m.size() != k) throw std::invalid_argument("fit_on_grid: values do not fill the grid");
   // w = the inverse of the Vandermonde matrix v[t-1][a] = t^a (Gauss-Jordan, exact):
   // w times a variable's values at t = 1..n gives the coefficients of t^0..t^degree.
   std::vector<std::vector<Rational>> v(n, std::vector<Rational>(2 * n));
@@ -140,7 +140,7 @@ Polynomial fit_on_grid(const std::vector<std::string>& vars, int64_t m, int degr
       for (size_t a = 0; a < n; ++a) c[base + a * stride] = fiber[a];
     }
   }
-  // t = x / m: the coefficient of t^a is that of x^a times m^a.
+  // t_i = x_i / m_i: the coefficient of t^a is that of x^a times the m_i^a_i.
   Polynomial p;
   p.vars = vars;
   for (size_t idx = 0; idx < count; ++idx) {
@@ -151,7 +151,7 @@ Polynomial fit_on_grid(const std::vector<std::string>& vars, int64_t m, int degr
       s /= n;
       exps[i] = int(rest / s);
       rest %= s;
-      for (int e = 0; e < exps[i]; ++e) scale = scale * Rational(m);
+      for (int e = 0; e < exps[i]; ++e) scale = scale * Rational(m[i]);
     }
     p.terms[exps] = c[idx] / scale;
   }

@@ -38,9 +38,9 @@ struct Polynomial {
 };
 
 // The polynomial of degree at most `degree` in each variable that takes `values` at
-// the grid's points: variable i at m*t, t = 1..degree+1, every combination, the
+// the grid's points: variable i at m[i]*t, t = 1..degree+1, every combination, the
 // first variable's t slowest (values.size() == (degree+1)^vars.size()).
-Polynomial fit_on_grid(const std::vector<std::string>& vars, int64_t m, int degree,
+Polynomial fit_on_grid(const std::vector<std::string>& vars, const std::vector<int64_t>& m, int degree,
                        const std::vector<Rational>& values);
 
 }  // namespace gradc

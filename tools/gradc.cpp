@@ -670,7 +670,8 @@ std::vector<double> cost_counts(const GraphCost& c) {
 // in each size, fitted exactly at every size taking m, 2m, 3m and 4m (each combination)
 // and checked at 5m and 7m. m is 1, else the least of a few multiples at which the
 // program compiles with the same collectives and the count fits (a buffer plan rounds
-// sizes up to an alignment, a size such as B // 2 is one only at even B).
+// sizes up to an alignment, a size such as B // 2 is one only at even B); then each
+// size's multiple is made as small as the fit allows, the others' kept.
 CostFormulas cost_formulas(const Options& o, const ast::Program& p, const Graph& g, const GraphCost& given) {
   const std::vector<std::string> vars = declared_sizes(p);
   CostFormulas f;
@@ -681,72 +682,100 @@ CostFormulas cost_formulas(const Options& o, const ast::Program& p, const Graph&
   constexpr int kDegree = 3, kPoints = kDegree + 1;
   const std::vector<std::string> rows = cost_rows(g, given);
   const size_t ncounts = cost_counts(given).size();
-  std::vector<std::string> text(ncounts);
   size_t grid = 1;
   for (size_t i = 0; i < vars.size(); ++i) grid *= kPoints;
-  // The two points each fit is checked at, as multiples of m: every size at 5, and the
-  // first at 7 with the rest at 5.
-  std::vector<std::vector<int64_t>> checks = {std::vector<int64_t>(vars.size(), 5),
-                                              std::vector<int64_t>(vars.size(), 5)};
-  checks[1][0] = 7;
-  auto sizes_at = [&](const std::vector<int64_t>& x) {
-    std::vector<std::pair<std::string, int64_t>> sz;
-    for (size_t i = 0; i < vars.size(); ++i) sz.push_back({vars[i], x[i]});
-    return sz;
-  };
-  bool sampled = false;
-  for (int64_t m : {1, 2, 4, 8, 16, 32, 64, 3, 6, 12, 24, 48, 96}) {
-    // The counts at the grid's points and at the checks', or nothing where the program
-    // does not compile there or has other collectives.
-    std::vector<std::vector<double>> at;
-    auto sample = [&](const std::vector<int64_t>& t) {
-      std::vector<int64_t> x;
-      for (int64_t ti : t) x.push_back(ti * m);
-      const Graph gx =
-          run_pipeline(lower_program(p, LowerOptions{o.ranks, false, o.mesh, sizes_at(x)}), Pipeline::Grad);
-      const GraphCost cx = cost_of(gx);
-      if (cost_rows(gx, cx) != rows) return false;
-      at.push_back(cost_counts(cx));
-      return true;
-    };
-    bool ok = true;
-    try {
-      for (size_t idx = 0; idx < grid && ok; ++idx) {
-        std::vector<int64_t> t(vars.size());
-        for (size_t i = vars.size(), rest = idx; i-- > 0; rest /= kPoints) t[i] = int64_t(rest % kPoints) + 1;
-        ok = sample(t);
-      }
-      for (size_t k = 0; k < checks.size() && ok; ++k) ok = sample(checks[k]);
-    } catch (const UserError&) {
-      ok = false;  // a size the program rejects at this m (a divisibility)
-    }
-    if (!ok) continue;
-    sampled = true;
-    bool all = true;
-    for (size_t q = 0; q < ncounts; ++q) {
-      if (!text[q].empty()) continue;
-      std::vector<Rational> values;
-      for (size_t idx = 0; idx < grid; ++idx)
-        if (auto r = rational_of(at[idx][q])) values.push_back(*r);
-      bool fits = values.size() == grid;
-      if (fits) {
-        const Polynomial poly = fit_on_grid(vars, m, kDegree, values);
-        for (size_t k = 0; k < checks.size() && fits; ++k) {
-          std::vector<int64_t> x;
-          for (int64_t t : checks[k]) x.push_back(t * m);
-          const std::optional<Rational> want = rational_of(at[grid + k][q]);
-          fits = want && poly.at(x) == *want;
-        }
-        if (fits)
-          text[q] = m == 1 ? poly.str()
-                           : fmt::format("{} ({} {} of {})", poly.str(), fmt::join(vars, " and "),
-                                         vars.size() == 1 ? "a multiple" : "multiples", m);
-      }
-      all = all && fits;
-    }
-    if (all) break;
+  // The grid's points as multiples of m (the first size's slowest), then the two points
+  // each fit is checked at: every size at 5, and the first at 7 with the rest at 5.
+  std::vector<std::vector<int64_t>> points;
+  for (size_t idx = 0; idx < grid; ++idx) {
+    std::vector<int64_t> t(vars.size());
+    for (size_t i = vars.size(), rest = idx; i-- > 0; rest /= kPoints) t[i] = int64_t(rest % kPoints) + 1;
+    points.push_back(t);
   }
-  if (!sampled) {
+  points.push_back(std::vector<int64_t>(vars.size(), 5));
+  points.push_back(std::vector<int64_t>(vars.size(), 5));
+  points.back()[0] = 7;
+  // The counts at the points for multiples m (one per size), or nothing where the
+  // program does not compile there or has other collectives; each m sampled once.
+  using Samples = std::optional<std::vector<std::vector<double>>>;
+  std::map<std::vector<int64_t>, Samples> sampled;
+  auto scaled = [&](const std::vector<int64_t>& t, const std::vector<int64_t>& m) {
+    std::vector<int64_t> x;
+    for (size_t i = 0; i < t.size(); ++i) x.push_back(t[i] * m[i]);
+    return x;
+  };
+  auto samples = [&](const std::vector<int64_t>& m) -> const Samples& {
+    auto [at, fresh] = sampled.try_emplace(m);
+    if (!fresh) return at->second;
+    std::vector<std::vector<double>> counts;
+    try {
+      for (const std::vector<int64_t>& t : points) {
+        const std::vector<int64_t> x = scaled(t, m);
+        std::vector<std::pair<std::string, int64_t>> sizes;
+        for (size_t i = 0; i < vars.size(); ++i) sizes.push_back({vars[i], x[i]});
+        const Graph gx = run_pipeline(lower_program(p, LowerOptions{o.ranks, false, o.mesh, sizes}), Pipeline::Grad);
+        const GraphCost cx = cost_of(gx);
+        if (cost_rows(gx, cx) != rows) return at->second;
+        counts.push_back(cost_counts(cx));
+      }
+    } catch (const UserError&) {
+      return at->second;  // a size the program rejects at these multiples (a divisibility)
+    }
+    at->second = std::move(counts);
+    return at->second;
+  };
+  // Count q's polynomial at multiples m, where one fits.
+  auto fit = [&](size_t q, const std::vector<int64_t>& m) -> std::optional<Polynomial> {
+    const Samples& s = samples(m);
+    if (!s) return std::nullopt;
+    std::vector<Rational> values;
+    for (size_t idx = 0; idx < grid; ++idx)
+      if (auto r = rational_of((*s)[idx][q])) values.push_back(*r);
+    if (values.size() != grid) return std::nullopt;
+    Polynomial poly = fit_on_grid(vars, m, kDegree, values);
+    for (size_t k = grid; k < points.size(); ++k) {
+      const std::optional<Rational> want = rational_of((*s)[k][q]);
+      if (!want || !(poly.at(scaled(points[k], m)) == *want)) return std::nullopt;
+    }
+    return poly;
+  };
+  // "B a multiple of 4", "B and C multiples of 2", "B a multiple of 4, C of 2"
+  auto domain = [&](const std::vector<int64_t>& m) {
+    std::vector<std::string> names, parts;
+    for (size_t i = 0; i < vars.size(); ++i)
+      if (m[i] > 1) {
+        names.push_back(vars[i]);
+        parts.push_back(parts.empty() ? fmt::format("{} a multiple of {}", vars[i], m[i])
+                                      : fmt::format("{} of {}", vars[i], m[i]));
+      }
+    if (names.empty()) return std::string();
+    const bool same = std::all_of(m.begin(), m.end(), [&](int64_t v) { return v == m[0]; });
+    if (same && names.size() > 1) return fmt::format(" ({} multiples of {})", fmt::join(names, " and "), m[0]);
+    return fmt::format(" ({})", fmt::join(parts, ", "));
+  };
+  const std::vector<int64_t> candidates = {1, 2, 4, 8, 16, 32, 64, 3, 6, 12, 24, 48, 96};
+  std::vector<std::string> text(ncounts);
+  for (size_t q = 0; q < ncounts; ++q) {
+    for (int64_t c : candidates) {
+      std::vector<int64_t> m(vars.size(), c);
+      std::optional<Polynomial> poly = fit(q, m);
+      if (!poly) continue;
+      for (size_t i = 0; i < vars.size() && c > 1; ++i)
+        for (int64_t d : candidates) {
+          if (d >= m[i] || c % d != 0) continue;
+          std::vector<int64_t> looser = m;
+          looser[i] = d;
+          if (std::optional<Polynomial> p2 = fit(q, looser)) {
+            m = looser;
+            poly = std::move(p2);
+            break;
+          }
+        }
+      text[q] = poly->str() + domain(m);
+      break;
+    }
+  }
+  if (std::none_of(sampled.begin(), sampled.end(), [](const auto& s) { return s.second.has_value(); })) {
     f.failure = "the program compiles with these collectives at none of the sizes tried";
     return f;
   }
