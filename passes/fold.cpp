@@ -21,9 +21,11 @@ bool foldable(const Graph& g, const Node& n) {
 // transpose(transpose(x)) is one transpose of x, or x itself (as a reshape to its
 // own shape, which costs nothing): the backward of a matmul with a transposed
 // operand makes these, and a transpose left standing is a copy before a BLAS call.
-void fold_transposes(Graph& g, Node& n) {
+void fold_transposes(Graph& g, Node& n, std::vector<int>& uses) {
   if (n.op != Op::Transpose || g[n.args[0]].op != Op::Transpose) return;
   const Node& inner = g[n.args[0]];
+  --uses[size_t(n.args[0])];  // n reads inner's operand now
+  ++uses[size_t(inner.args[0])];
   std::vector<int64_t> p1 = inner.attr_ints("perm"), p2 = n.attr_ints("perm"), c(p2.size());
   bool identity = true;
   for (size_t d = 0; d < p2.size(); ++d) {
@@ -45,7 +47,8 @@ void fold_transposes(Graph& g, Node& n) {
 // transposes it), becomes the same casts of the transposed matmul: lowering then folds
 // the transpose into the BLAS call (C^T = B^T A^T), and the casts read the product in
 // order instead of across its rows. Casts are elementwise, so every value is the same;
-// each node keeps its place, the transpose's node now the last cast.
+// each node keeps its place, the transpose's node now the last cast. Only casts the
+// program does not name (autodiff's) move: a name keeps the value it was given.
 void sink_transpose(Graph& g, Node& n, const std::vector<int>& uses) {
   if (n.op != Op::Transpose) return;
   const std::vector<int64_t> perm = n.attr_ints("perm");
@@ -53,7 +56,8 @@ void sink_transpose(Graph& g, Node& n, const std::vector<int>& uses) {
   if (r < 2 || perm[r - 2] != int64_t(r - 1) || perm[r - 1] != int64_t(r - 2)) return;
   std::vector<ValueId> casts;  // the operand's chain, from the matmul's reader up
   ValueId v = n.args[0];
-  for (; g[v].op == Op::Cast && uses[size_t(v)] == 1; v = g[v].args[0]) casts.insert(casts.begin(), v);
+  for (; g[v].op == Op::Cast && uses[size_t(v)] == 1 && g[v].name.empty(); v = g[v].args[0])
+    casts.insert(casts.begin(), v);
   if (casts.empty() || g[v].op != Op::Matmul || uses[size_t(v)] != 1) return;
   std::vector<Attrs> to;  // each cast's target, in order; the last one's moves to n
   for (ValueId c : casts) to.push_back(g[c].attrs);
@@ -79,7 +83,7 @@ Graph fold(Graph g) {
     for (ValueId a : n.args) ++uses[size_t(a)];
   for (const auto& o : out.outputs) ++uses[size_t(o.second)];
   for (Node& n : out.nodes) {
-    fold_transposes(out, n);
+    fold_transposes(out, n, uses);
     sink_transpose(out, n, uses);
     if (!foldable(out, n)) continue;
     std::vector<Tensor> vals;
