@@ -192,12 +192,14 @@ std::vector<std::pair<std::string, int64_t>> size_values(const ast::Program& p, 
 }
 
 // Reads FILE.dg into `src` (which main's diagnostics quote) and lowers it for the
-// ranks and sizes asked for.
-Graph load_program(const Options& o, SourceFile& src, bool f64 = false) {
+// ranks and sizes asked for; `parsed`, where given, gets its syntax tree.
+Graph load_program(const Options& o, SourceFile& src, bool f64 = false, ast::Program* parsed = nullptr) {
   src.path = o.one_file("FILE.dg");
   src.text = read_file(src.path);
-  const ast::Program p = parse_program(src.text);
-  return lower_program(p, LowerOptions{o.ranks, f64, o.mesh, size_values(p, o)});
+  ast::Program p = parse_program(src.text);
+  Graph g = lower_program(p, LowerOptions{o.ranks, f64, o.mesh, size_values(p, o)});
+  if (parsed) *parsed = std::move(p);
+  return g;
 }
 
 void check_text_or_json(const std::string& format) {
@@ -807,11 +809,8 @@ CostFormulas cost_formulas(const Options& o, const ast::Program& p, const Graph&
 
 int cmd_cost(const Options& o, SourceFile& src) {
   check_text_or_json(o.format);
-  src.path = o.one_file("FILE.dg");
-  src.text = read_file(src.path);
-  const ast::Program p = parse_program(src.text);
-  const Graph g =
-      run_pipeline(lower_program(p, LowerOptions{o.ranks, false, o.mesh, size_values(p, o)}), Pipeline::Grad);
+  ast::Program p;
+  const Graph g = run_pipeline(load_program(o, src, false, &p), Pipeline::Grad);
   const GraphCost c = cost_of(g);
   std::optional<CostFormulas> f;
   if (!declared_sizes(p).empty()) f = cost_formulas(o, p, g, c);

@@ -274,8 +274,6 @@ def float_of(d):
     return "f32" if d == "i32" else d
 
 
-
-
 # the float dtypes, as PyTorch's (the simulation computes i32 in int64)
 FLOAT_TORCH = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32, "f64": torch.float64}
 FLOAT_NAME = {t: name for name, t in FLOAT_TORCH.items()}
