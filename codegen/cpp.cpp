@@ -77,13 +77,16 @@ std::string flat_index(const std::vector<std::string>& idx, const Shape& shape) 
   return terms.empty() ? "0" : fmt::format("{}", fmt::join(terms, " + "));
 }
 
+// A shape as the runtime's error messages take it: gradc::Dims{2, 3}.
+std::string dims_code(const Shape& s) { return fmt::format("gradc::Dims{{{}}}", fmt::join(s, ", ")); }
+
 // The statement raising an index check's error (check_labels with what=, node c) for
 // the C++ expressions `index` and `element` (its flat position in the indices): the
 // same words in a map kernel that fuses the check and in a loop kernel that makes it.
 std::string index_error_call(const Node& c, const std::string& where, const std::string& index,
                              const std::string& element) {
-  return fmt::format("gradc::index_error(\"{}\", \"{}\", rank, {}, {}, {}, \"{}\");", where, c.attr_sym("what"), index,
-                     c.attr_int("n"), element, fmt::join(c.type->shape, ", "));
+  return fmt::format("gradc::index_error(\"{}\", \"{}\", rank, {}, {}, {}, {});", where, c.attr_sym("what"), index,
+                     c.attr_int("n"), element, dims_code(c.type->shape));
 }
 
 // The body of one map or reduce kernel: statements computing values at index
@@ -374,8 +377,8 @@ class Body {
         const int64_t len = g_.type(n.args[0]).shape[size_t(axis)];
         std::vector<std::string> at(idx.begin() + axis, idx.begin() + axis + ri);
         std::string ix = value(n.args[1], at);
-        line(fmt::format("if ({} < 0 || {} >= {}) gradc::index_error(\"{}\", \"take\", rank, {}, {}, {}, \"{}\");", ix,
-                         ix, len, where(n), ix, len, at.empty() ? "0" : flat_index(at, is), dims(is)));
+        line(fmt::format("if ({} < 0 || {} >= {}) gradc::index_error(\"{}\", \"take\", rank, {}, {}, {}, {});", ix,
+                         ix, len, where(n), ix, len, at.empty() ? "0" : flat_index(at, is), dims_code(is)));
         std::vector<std::string> in(idx.begin(), idx.begin() + axis);
         in.push_back(ix);
         in.insert(in.end(), idx.begin() + axis + ri, idx.end());
@@ -391,15 +394,15 @@ class Body {
         }
         line(
             fmt::format("if ({0} != {1} && ({0} < 0 || {0} >= {2})) gradc::label_error(\"{3}\", rank, {0}, {2}, {1}, "
-                        "{4}, \"{5}\");",
-                        x, n.attr_int("ignore"), n.attr_int("n"), where(n), flat_index(idx, t.shape), dims(t.shape)));
+                        "{4}, {5});",
+                        x, n.attr_int("ignore"), n.attr_int("n"), where(n), flat_index(idx, t.shape), dims_code(t.shape)));
         return x;
       }
       case Op::FloorDiv:
       case Op::Mod: {
         std::string a = arg(0), d = arg(1);
-        line(fmt::format("if ({} == 0) gradc::division_error(\"{}\", \"{}\", rank, {}, \"{}\");", d, where(n),
-                         n.op == Op::Mod ? "%" : "//", flat_index(idx, t.shape), dims(t.shape)));
+        line(fmt::format("if ({} == 0) gradc::division_error(\"{}\", \"{}\", rank, {}, {});", d, where(n),
+                         n.op == Op::Mod ? "%" : "//", flat_index(idx, t.shape), dims_code(t.shape)));
         return def(v, fmt::format("gradc::op::{}({}, {})", op_name(n.op), a, d));
       }
       default: break;
@@ -412,7 +415,6 @@ class Body {
 
   // file:line:col of a node, for the run-time errors at it
   std::string where(const Node& n) const { return loc_str(source_, n.loc); }
-  static std::string dims(const Shape& s) { return fmt::format("{}", fmt::join(s, ", ")); }
 
   const Lowered& l_;
   const Graph& g_;
@@ -570,6 +572,10 @@ class Emitter {
     groups_ = mesh_group_axes(l);
   }
   virtual ~Emitter() = default;
+  // A class for any value of these sizes (AnySizes): it is generated at several sizes
+  // and the numbers that differ become formulas in them (codegen/any_size.h).
+  void set_any(std::vector<std::pair<std::string, int64_t>> sizes) { any_ = std::move(sizes); }
+  bool any() const { return !any_.empty(); }
 
   // The class's files, the runtime's, CMake's, and (gradc build) an executable's main.
   std::vector<GeneratedFile> files() {
@@ -591,6 +597,11 @@ class Emitter {
         "#pragma once\n#include \"gradc_runtime.h\"\n\n",
         source_);
     s += fmt::format("class {} {{\n public:\n  static constexpr int world = {};\n", name_, g_.world);
+    if (any()) {
+      s += "  // The program's sizes, chosen at run time (set_sizes, or run(sizes)); 0: no default.\n  struct Sizes {\n";
+      for (const auto& [n, v] : any_) s += fmt::format("    int64_t {} = {};\n", n, v);
+      s += "  };\n";
+    }
     std::set<std::string> described;  // an input may be an output too
     for (const auto& [n, b] : l_.inputs)
       if (described.insert(n).second) s += shape_members(n, l_.buffers[size_t(b)]);
@@ -599,7 +610,10 @@ class Emitter {
     for (const auto& [n, a] : api_)
       if (n != a)
         s += fmt::format("  // '{}' of the program is {} here ({} is taken in C++ or in this class)\n", n, a, n);
-    s += fmt::format("  static constexpr int64_t workspace_bytes = {};\n\n", l_.workspace_bytes);
+    if (any())
+      s += fmt::format("  int64_t workspace_bytes() const {{ return ws_bytes_; }}  // at the sizes set\n\n");
+    else
+      s += fmt::format("  static constexpr int64_t workspace_bytes = {};\n\n", l_.workspace_bytes);
     s += constructors();
     s += fmt::format("  ~{0}();\n  {0}(const {0}&) = delete;\n  {0}& operator=(const {0}&) = delete;\n\n", name_);
     for (const auto& [n, b] : l_.inputs) {
@@ -613,6 +627,11 @@ class Emitter {
       s += fmt::format("  void set_{}_out({}* p) {{ out_{}_ = p; }}\n", api(n), cpp_type(x.type->dtype), n);
     }
     s += "  void run();  // enqueues one step; does not synchronise\n";
+    if (any())
+      s += "  // The sizes of the next runs: checked, and the workspace and defaults planned for\n"
+           "  // them (memory is allocated only where they need more than it holds).\n"
+           "  void set_sizes(const Sizes& sizes);\n  const Sizes& sizes() const { return sz_; }\n"
+           "  void run(const Sizes& sizes) { set_sizes(sizes); run(); }\n";
     if (any_shared())
       s += "  // Check that each shared input holds the same data on every rank in the next `steps`\n"
            "  // runs (-1: every run; 0: none). A check is one all_reduce of a 64-bit hash per input\n"
@@ -626,6 +645,11 @@ class Emitter {
     s += " }\n\n private:\n";
     s += members();
     s += "  int32_t rank_;\n  char* ws_ = nullptr;\n  gradc::Partials partials_;  // a reduction's partial results\n";
+    if (any())
+      s += fmt::format(
+          "  Sizes sz_;\n  bool sized_ = false;  // set_sizes was called\n  int64_t ws_bytes_ = 0, ws_capacity_ = 0;\n"
+          "  int64_t off_[{}] = {{}};  // each buffer's place in the workspace (the plan's)\n",
+          std::max<size_t>(1, l_.buffers.size()));
     if (any_shared()) s += "  int shared_checks_ = GRADC_CHECK_SHARED;\n";
     for (const auto& [n, b] : l_.inputs)
       s += fmt::format("  const {}* in_{}_ = nullptr;\n", cpp_type(l_.buffers[size_t(b)].type->dtype), n);
@@ -718,6 +742,12 @@ class Emitter {
   std::string shape_members(const std::string& name, const LBuffer& b) {
     const std::string& n = api(name);
     std::string dims = b.type->shape.empty() ? "" : fmt::format("{}", fmt::join(b.type->shape, ", "));
+    if (any())
+      return fmt::format(
+          "  using {0}_type = {1};\n  int64_t {0}_size() const {{ return {2}; }}\n"
+          "  static constexpr int {0}_rank = {3};\n  std::array<int64_t, {4}> {0}_shape() const {{ return {{{5}}}; }}\n",
+          n, cpp_type(b.type->dtype), b.type->size(), b.type->rank(), std::max(1, b.type->rank()),
+          b.type->shape.empty() ? "1" : dims);
     return fmt::format(
         "  using {}_type = {};\n  static constexpr int64_t {}_size = {};\n"
         "  static constexpr int {}_rank = {};\n  static constexpr int64_t {}_shape[{}] = {{{}}};\n",
@@ -765,7 +795,8 @@ class Emitter {
       p = const_pointer(*base);
       if (!for_reading) p = fmt::format("const_cast<{}*>({})", t, p);
     } else {
-      p = fmt::format("reinterpret_cast<{}*>(ws_ + {})", t, base->offset);
+      p = any() ? fmt::format("reinterpret_cast<{}*>(ws_ + off_[{}])", t, base_buffer(l_, b))
+                : fmt::format("reinterpret_cast<{}*>(ws_ + {})", t, base->offset);
     }
     return p;
   }
@@ -853,7 +884,7 @@ class Emitter {
     s += fmt::format("struct {} {{\n", kernel_name(i));
     for (int b : body.reads)
       s += fmt::format("  const {}* b_{};\n", cpp_type(l_.buffers[size_t(b)].type->dtype), l_.buffers[size_t(b)].name);
-    s += "  int32_t rank;\n";
+    s += functor_fields();
     s += fmt::format("  {} {{\n{}  }}\n}};\n\n", signature, body.text());
     return {s, std::vector<int>(body.reads.begin(), body.reads.end())};
   }
@@ -878,7 +909,7 @@ class Emitter {
     }
     std::string s = comment(k) + fmt::format("struct {} {{\n", kernel_name(i));
     for (int b : body.reads) s += fmt::format("  const {}* b_{};\n", type(b), name(b));
-    s += "  int32_t rank;\n";
+    s += functor_fields();
     s += fmt::format("  GRADC_FUNCTOR {} operator()(int64_t i) const {{ return at(i{}{}); }}\n", t,
                      one.empty() ? "" : ", ", fmt::join(one, ", "));
     s += fmt::format(
@@ -896,11 +927,17 @@ class Emitter {
     const LKernel& k = l_.kernels[size_t(i)];
     const Node& c = g_[k.fused[0]];
     return fmt::format(
-        "// {}: the check of {}'s indices, made as it reads them\nstruct {}_check {{\n  int32_t rank;\n"
+        "// {}: the check of {}'s indices, made as it reads them\nstruct {}_check {{\n{}"
         "  GRADC_FUNCTOR void operator()(int64_t index, int64_t element) const {{\n    {}\n  }}\n}};\n\n",
-        out_name(k), c.attr_sym("what"), kernel_name(i),
+        out_name(k), c.attr_sym("what"), kernel_name(i), functor_fields(),
         index_error_call(c, loc_str(source_, c.loc), "index", "element"));
   }
+  // A functor's last fields: the rank, and in a class for any size the sizes (the
+  // functor's `sz`, the class's `sz_`); and the values that fill them in.
+  std::string functor_fields() const {
+    return any() ? fmt::format("  int32_t rank;\n  {}::Sizes sz;\n", name_) : "  int32_t rank;\n";
+  }
+  std::string rank_fields() const { return any() ? "rank_, sz_" : "rank_"; }
   // A kernel is named by the buffer it writes.
   const std::string& out_name(const LKernel& k) const { return l_.buffers[size_t(k.out)].name; }
   std::string kernel_name(int i) { return fmt::format("k{}_{}", i, out_name(l_.kernels[size_t(i)])); }
@@ -908,17 +945,59 @@ class Emitter {
   // The constructors and the destructor: the target's part, then what both do.
   std::string lifetime() {
     std::string s = constructor();
-    s += "  ws_ = static_cast<char*>(gradc::alloc(workspace_bytes));\n  partials_ = gradc::alloc_partials();\n";
+    if (any()) {
+      s += "  partials_ = gradc::alloc_partials();\n";
+      if (std::all_of(any_.begin(), any_.end(), [](const auto& v) { return v.second > 0; }))
+        s += "  set_sizes(Sizes{});\n";
+      s += "}\n\n" + set_sizes();
+    } else {
+      s += "  ws_ = static_cast<char*>(gradc::alloc(workspace_bytes));\n  partials_ = gradc::alloc_partials();\n";
+      s += default_allocs();
+      s += "}\n\n";
+    }
+    s += fmt::format("{}::~{}() {{\n  gradc::release(ws_);\n  gradc::release(partials_);\n", name_, name_);
+    for (const auto& [n, b] : l_.inputs)
+      if (!g_[l_.buffers[size_t(b)].value].args.empty()) s += fmt::format("  gradc::release(default_{}_);\n", n);
+    return s + destructor() + "}\n\n";
+  }
+
+  // Where each input's default is computed.
+  std::string default_allocs() {
+    std::string s;
     for (const auto& [n, b] : l_.inputs)
       if (!g_[l_.buffers[size_t(b)].value].args.empty())
         s += fmt::format("  default_{}_ = static_cast<{}*>(gradc::alloc({} * sizeof({})));\n", n,
                          cpp_type(l_.buffers[size_t(b)].type->dtype), l_.buffers[size_t(b)].type->size(),
                          cpp_type(l_.buffers[size_t(b)].type->dtype));
-    s += "}\n\n";
-    s += fmt::format("{}::~{}() {{\n  gradc::release(ws_);\n  gradc::release(partials_);\n", name_, name_);
+    return s;
+  }
+  // A class for any size: set_sizes checks them (@M_B@, each size's multiple, is filled
+  // in once the formulas are fitted), plans the workspace again (runtime/plan.h) and
+  // allocates where the new sizes need more.
+  std::string set_sizes() {
+    std::string s = fmt::format("void {}::set_sizes(const Sizes& s) {{\n", name_);
+    std::vector<std::string> same;
+    for (const auto& [n, v] : any_) {
+      s += fmt::format("  if (s.{0} < 1 || s.{0} % @M_{0}@ != 0) gradc::wrong_size(\"{1}\", \"{0}\", s.{0}, @M_{0}@);\n",
+                       n, name_);
+      same.push_back(fmt::format("s.{0} == sz_.{0}", n));
+    }
+    s += fmt::format("  if (sized_ && {}) return;\n  sz_ = s;\n", fmt::join(same, " && "));
+    std::vector<std::string> steps, bytes;
+    for (int32_t x : l_.plan_steps) steps.push_back(std::to_string(x));
+    for (const LBuffer& b : l_.buffers) bytes.push_back(std::to_string(b.bytes()));
+    s += fmt::format("  static const int32_t steps[] = {{{}}};  // the buffer plan's\n",
+                     steps.empty() ? "0" : fmt::format("{}", fmt::join(steps, ", ")));
+    s += fmt::format("  const int64_t bytes[] = {{{}}};  // each buffer's\n", fmt::join(bytes, ", "));
+    s += fmt::format("  ws_bytes_ = gradc::plan_first_fit(steps, {}, bytes, off_);\n", steps.size());
+    s += "  if (ws_bytes_ > ws_capacity_) {\n    gradc::release(ws_);\n"
+         "    ws_ = static_cast<char*>(gradc::alloc(ws_bytes_));\n    ws_capacity_ = ws_bytes_;\n  }\n";
     for (const auto& [n, b] : l_.inputs)
-      if (!g_[l_.buffers[size_t(b)].value].args.empty()) s += fmt::format("  gradc::release(default_{}_);\n", n);
-    return s + destructor() + "}\n\n";
+      if (!g_[l_.buffers[size_t(b)].value].args.empty())
+        s += fmt::format("  if (in_{0}_ == default_{0}_) in_{0}_ = nullptr;  // a kept default of other sizes\n"
+                         "  gradc::release(default_{0}_);\n",
+                         n);
+    return s + default_allocs() + "  sized_ = true;\n}\n\n";
   }
 
   // --check-finite: a buffer's float values checked for NaN and infinity (an error at
@@ -932,9 +1011,9 @@ class Emitter {
     const Node& a = n.args.empty() ? n : g_[n.args[0]];
     const bool rounds = n.op == Op::Cast && is_low_precision(n.type->dtype) && a.op != Op::Cast &&
                         a.loc.line == n.loc.line && a.loc.col == n.loc.col && a.backward == n.backward;
-    return fmt::format("  gradc::check_finite({}, {}, {}, rank_, \"{}\", \"{}\", \"{}\", \"{}\");\n", stream,
+    return fmt::format("  gradc::check_finite({}, {}, {}, rank_, \"{}\", \"{}\", \"{}\", {});\n", stream,
                        ptr(buffer, true), b.type->size(), loc_str(source_, n.loc), checked_op_name(rounds ? a : n),
-                       type_str(b.type), fmt::join(b.type->shape, ", "));
+                       dtype_name(b.type->dtype), dims_code(b.type->shape));
   }
 
   bool any_shared() const { return has_shared_input(l_); }
@@ -989,10 +1068,10 @@ class Emitter {
       for (int k = 0; k < num_axes(g_); ++k)
         if (std::find(axes.begin(), axes.end(), k) == axes.end()) others.push_back(k);
       const SharedWords w = shared_words(g_, n);
-      entries.push_back(fmt::format("{{&{}, {}, {}, {}, {}, {},\n       \"{}\", \"{}\", \"{}\", \"{}\"}}",
+      entries.push_back(fmt::format("{{&{}, {}, {}, {}, {}, {},\n       \"{}\", \"{}\", \"{}\", {}}}",
                                     comm_for(axes), ptr(b, true), x.type->size(), dtype_enum(x.type->dtype),
                                     group_rank_code(g_, others, "rank_"), g_.world / axes_size(g_, axes), w.what,
-                                    loc_str(source_, n.loc), w.note, fmt::join(x.type->shape, ", ")));
+                                    loc_str(source_, n.loc), w.note, dims_code(x.type->shape)));
     }
     return entries;
   }
@@ -1047,6 +1126,7 @@ class Emitter {
 
   std::string run() {
     std::string s = fmt::format("void {}::run() {{\n", name_);
+    if (any()) s += fmt::format("  if (!sized_) gradc::sizes_unset(\"{}\");\n", name_);
     if (any_shared())
       s += "  const bool check_shared = shared_checks_ != 0;\n  if (shared_checks_ > 0) --shared_checks_;\n";
     for (const auto& [n, b] : l_.inputs)  // given inputs; a default is checked where it is computed
@@ -1081,7 +1161,7 @@ class Emitter {
         case LKernel::Map: {
           std::vector<std::string> fields;
           for (int b : reads(i)) fields.push_back(ptr(b, true));
-          fields.push_back("rank_");
+          fields.push_back(rank_fields());
           const std::string n_arg = n_out == 1 ? "" : fmt::format("{}, ", n_out);
           call += fmt::format(
               "  gradc::map{}({}, {}{}{{{}}}, {});\n", n_out == 1 ? "_one" : "", stream, n_arg, kernel_name(int(i)),
@@ -1092,7 +1172,7 @@ class Emitter {
         case LKernel::Reduce: {
           std::vector<std::string> fields;
           for (int b : reads(i)) fields.push_back(ptr(b, true));
-          fields.push_back("rank_");
+          fields.push_back(rank_fields());
           const Node& r = g_[k.root];
           call += fmt::format("  gradc::{}({}, partials_, {}, {}, {}, {}{{{}}}, {});\n",
                               leading_axes(r) ? "reduce_leading" : "reduce", stream, reduce_op(r.op), n_out,
@@ -1152,7 +1232,7 @@ class Emitter {
       waits += this->waits(k, stream);
       std::vector<std::string> fields;
       for (int b : reads(j)) fields.push_back(ptr(b, true));
-      fields.push_back("rank_");
+      fields.push_back(rank_fields());
       std::string f = fmt::format("{}{{{}}}", kernel_name(int(j)), fmt::join(fields, ", "));
       const bool local = row_local_buffers() && l_.buffers[size_t(k.out)].row_local;  // written at row 0
       steps += k.kind == LKernel::Map ? fmt::format(",\n              gradc::{}({}, {}, {})",
@@ -1202,7 +1282,7 @@ class Emitter {
     GRADC_ASSERT(decls.empty(), "{}: a loop's call takes no arrays", op_name(n.op));
     for (ValueId a : n.args) args.push_back(ptr(l_.buffer_of[size_t(a)], true));
     args.push_back(ptr(k.out, false));
-    if (!k.fused.empty()) args.push_back(name + "_check{rank_}");  // the check it makes (index_check)
+    if (!k.fused.empty()) args.push_back(name + "_check{" + rank_fields() + "}");  // the check it makes (index_check)
     return fmt::format("  gradc::{}({});\n", rc.fn, fmt::join(args, ", "));
   }
   // The arguments a RuntimeCall lists for node n, appended to args (with the
@@ -1250,6 +1330,7 @@ class Emitter {
   const Graph& g_;
   std::string name_, source_;
   std::optional<std::map<int, Functor>> functors_;
+  std::vector<std::pair<std::string, int64_t>> any_;  // a class for any size: the sizes, their defaults (0: none)
   std::map<std::string, std::string> api_;  // an input's or output's name in the API, by its name
   const std::string& api(const std::string& n) const { return api_.at(n); }
 };
@@ -1282,7 +1363,7 @@ class CpuEmitter final : public Emitter {
  private:
   const char* extension() const override { return ".cpp"; }
   std::vector<const char*> runtime_files() const override {
-    return {"gradc_runtime.h", "gradc_common.h", "gradc_dtype.h", "gradc_scalar.h", "gradc_cpu.h",
+    return {"gradc_runtime.h", "gradc_common.h", "gradc_dtype.h", "gradc_scalar.h", "gradc_plan.h", "gradc_cpu.h",
             "gradc_threads.h", "gradc_mpi.h",    "gradc_main.h",  "gradc_npy.h",    "gradc_kernels.cmake"};
   }
   const char* cmake_template() const override { return "CMakeLists.cpu.txt"; }
@@ -1366,7 +1447,7 @@ class CudaEmitter final : public Emitter {
  private:
   const char* extension() const override { return ".cu"; }
   std::vector<const char*> runtime_files() const override {
-    return {"gradc_runtime.h", "gradc_common.h", "gradc_dtype.h", "gradc_scalar.h",
+    return {"gradc_runtime.h", "gradc_common.h", "gradc_dtype.h", "gradc_scalar.h", "gradc_plan.h",
             "gradc_cuda.h",    "gradc_nccl.h",   "gradc_main.h",  "gradc_npy.h"};
   }
   bool pairs() const override { return true; }
@@ -1493,8 +1574,11 @@ std::unique_ptr<Emitter> emitter(const Lowered& l, Target target, const std::str
 }  // namespace
 
 std::vector<GeneratedFile> generate(const Lowered& l, Target target, const std::string& name,
-                                    const std::string& source_path) {
-  return emitter(l, target, name, source_path)->files();
+                                    const std::string& source_path,
+                                    const std::vector<std::pair<std::string, int64_t>>& any) {
+  std::unique_ptr<Emitter> e = emitter(l, target, name, source_path);
+  e->set_any(any);
+  return e->files();
 }
 
 GeneratedFile generate_main(const Lowered& l, Target target, const std::string& name) {

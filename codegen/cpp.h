@@ -74,8 +74,12 @@ struct GeneratedFile {
 
 // The sources of `gradc emit`: NAME.h (the class), NAME.cpp or NAME.cu, the
 // runtime headers and a CMakeLists.txt defining the library NAME.
+// With `any` (sizes and their defaults, 0 for none), the class's any-size form, as
+// fit_any_size reads it (codegen/any_size.h): the code at these sizes with the sizes
+// in the class and its functors, the workspace planned at run time.
 std::vector<GeneratedFile> generate(const Lowered& l, Target target, const std::string& name,
-                                    const std::string& source_path);
+                                    const std::string& source_path,
+                                    const std::vector<std::pair<std::string, int64_t>>& any = {});
 // The standalone executable's main (gradc build), beside generate()'s files.
 GeneratedFile generate_main(const Lowered& l, Target target, const std::string& name);
 // Whether the program has a shared input (its class then checks it: check_shared_inputs).

@@ -18,6 +18,7 @@ set(files
     "gradc_dtype.h=ir/dtype.h"
     "gradc_scalar.h=ir/scalar.h"
     "gradc_npy.h=runtime/npy_format.h"
+    "gradc_plan.h=runtime/plan.h"
     "gradc_kernels.cmake=cmake/gradc_kernels.cmake"
     "CMakeLists.cpu.txt=codegen/templates/CMakeLists.cpu.txt"
     "CMakeLists.cuda.txt=codegen/templates/CMakeLists.cuda.txt"

@@ -10,6 +10,7 @@
 #include "ir/print.h"
 #include "ir/rules.h"
 #include "passes/pass.h"
+#include "runtime/plan.h"
 
 namespace gradc {
 
@@ -603,16 +604,10 @@ class Lowerer {
   // ---- the buffer plan ---------------------------------------------------------
   int base(int b) const { return base_buffer(l_, b); }
   void plan_memory() {
-    // Per buffer, the aliases being final: the buffer whose memory it is, and that
-    // memory's size, aligned. Small arrays, read in kernel order (the buffers, and
-    // their shapes on the heap, would be read at random).
+    // Per buffer, the aliases being final: the buffer whose memory it is.
     const size_t nb = l_.buffers.size();
     base_of_.resize(nb);
-    std::vector<int64_t> aligned(nb);
-    for (size_t b = 0; b < nb; ++b) {
-      base_of_[b] = base(int(b));
-      aligned[b] = (l_.buffers[b].bytes() + 255) / 256 * 256;
-    }
+    for (size_t b = 0; b < nb; ++b) base_of_[b] = base(int(b));
     const int K = int(l_.kernels.size());
     // A row group's members run interleaved, row by row: for liveness they are one
     // kernel, what they read and write live through the whole group (its members
@@ -631,55 +626,28 @@ class Lowerer {
     }
     std::vector<bool> placed(nb, false);
     for (const auto& out : l_.outputs) last[size_t(base_of_[size_t(out.second)])] = K;  // outputs live to the end
-    // First fit over the free blocks of one workspace, 256-byte aligned.
-    struct Block {
-      int64_t offset, size;
-    };
-    std::vector<Block> free_blocks;  // by offset, none adjacent to the next (first fit scans them anyway)
-    // The placed buffers by last use: a list per kernel (released after it), linked
-    // through next_freed (the order of releases does not change the free blocks).
+    // The plan's steps (runtime/plan.h): before kernel i, release what kernel i - 1 used
+    // last; then place what kernel i writes. The placed buffers by last use: a list per
+    // kernel, linked through next_freed (the order of releases does not change the
+    // free blocks).
     std::vector<int> freed_after(size_t(K) + 1, -1), next_freed(nb, -1);
-    int64_t top = 0;
-    auto release = [&](int b) {
-      const int64_t off = l_.buffers[size_t(b)].offset, size = aligned[size_t(b)];
-      if (size == 0) return;
-      auto next = std::lower_bound(free_blocks.begin(), free_blocks.end(), off,
-                                   [](const Block& f, int64_t o) { return f.offset < o; });
-      const bool joins_prev = next != free_blocks.begin() && std::prev(next)->offset + std::prev(next)->size == off;
-      const bool joins_next = next != free_blocks.end() && off + size == next->offset;
-      if (joins_prev && joins_next) {
-        std::prev(next)->size += size + next->size;
-        free_blocks.erase(next);
-      } else if (joins_prev) {
-        std::prev(next)->size += size;
-      } else if (joins_next) {
-        next->offset = off;
-        next->size += size;
-      } else {
-        free_blocks.insert(next, {off, size});
-      }
-    };
+    std::vector<int32_t>& steps = l_.plan_steps;
+    steps.clear();
     for (int i = 0; i < K; ++i) {
       if (i > 0)
-        for (int b = freed_after[size_t(i - 1)]; b >= 0; b = next_freed[size_t(b)]) release(b);
+        for (int b = freed_after[size_t(i - 1)]; b >= 0; b = next_freed[size_t(b)]) steps.push_back(-1 - b);
       int o = base_of_[size_t(l_.kernels[size_t(i)].out)];
-      LBuffer& b = l_.buffers[size_t(o)];
-      if (b.kind != LBuffer::Work || placed[size_t(o)]) continue;
+      if (l_.buffers[size_t(o)].kind != LBuffer::Work || placed[size_t(o)]) continue;
       placed[size_t(o)] = true;
-      const int64_t size = aligned[size_t(o)];
-      auto fit = std::find_if(free_blocks.begin(), free_blocks.end(), [&](const Block& f) { return f.size >= size; });
-      if (fit != free_blocks.end()) {
-        b.offset = fit->offset;
-        fit->offset += size;
-        fit->size -= size;
-        if (fit->size == 0) free_blocks.erase(fit);
-      } else {
-        b.offset = top;
-        top += size;
-      }
+      steps.push_back(o);
       next_freed[size_t(o)] = freed_after[size_t(last[size_t(o)])];
       freed_after[size_t(last[size_t(o)])] = o;
     }
+    std::vector<int64_t> bytes(nb), offset(nb, 0);
+    for (size_t b = 0; b < nb; ++b) bytes[b] = l_.buffers[b].bytes();
+    const int64_t top = plan_first_fit(steps.data(), steps.size(), bytes.data(), offset.data());
+    for (int32_t b : steps)
+      if (b >= 0) l_.buffers[size_t(b)].offset = offset[size_t(b)];
     for (size_t b = 0; b < nb; ++b)
       if (l_.buffers[b].kind == LBuffer::Alias) l_.buffers[b].offset = l_.buffers[size_t(base_of_[b])].offset;
     l_.workspace_bytes = top;

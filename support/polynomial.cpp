@@ -100,18 +100,49 @@ std::string Polynomial::str() const {
   return s.empty() ? "0" : s;
 }
 
+std::string Polynomial::cpp_str(const std::string& prefix) const {
+  int128 den = 1;  // the least common multiple of the coefficients' denominators
+  for (const auto& [exps, c] : terms) {
+    int128 a = den, b = c.den;
+    while (b) a %= b, std::swap(a, b);
+    den = den / a * c.den;
+  }
+  std::vector<std::pair<std::vector<int>, Rational>> order(terms.begin(), terms.end());
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    int da = 0, db = 0;
+    for (int x : a.first) da += x;
+    for (int x : b.first) db += x;
+    return da != db ? da > db : a.first > b.first;
+  });
+  std::string s;
+  for (const auto& [exps, c] : order) {
+    const int128 k = c.num * (den / c.den);
+    std::vector<std::string> factors;
+    if (k != 1 && k != -1) factors.push_back(int128_str(k < 0 ? -k : k));
+    for (size_t i = 0; i < exps.size(); ++i)
+      for (int e = 0; e < exps[i]; ++e) factors.push_back(prefix + vars[i]);
+    if (factors.empty()) factors.push_back("1");
+    s += s.empty() ? (k < 0 ? "-" : "") : (k < 0 ? " - " : " + ");
+    s += fmt::format("{}", fmt::join(factors, "*"));
+  }
+  if (s.empty()) return "0";
+  if (den != 1) return fmt::format("({}) / {}", s, int128_str(den));
+  return s;
+}
+
 Polynomial fit_on_grid(const std::vector<std::string>& vars, const std::vector<int64_t>& m, int degree,
-                       const std::vector<Rational>& values) {
+                       const std::vector<Rational>& values, int first) {
   const size_t k = vars.size(), n = size_t(degree) + 1;
   size_t count = 1;
   for (size_t i = 0; i < k; ++i) count *= n;
   if (values.size() != count || m.size() != k) throw std::invalid_argument("fit_on_grid: values do not fill the grid");
-  // w = the inverse of the Vandermonde matrix v[t-1][a] = t^a (Gauss-Jordan, exact):
-  // w times a variable's values at t = 1..n gives the coefficients of t^0..t^degree.
+  // w = the inverse of the Vandermonde matrix v[t-first][a] = t^a (Gauss-Jordan, exact):
+  // w times a variable's values at t = first..first+degree gives the coefficients of
+  // t^0..t^degree.
   std::vector<std::vector<Rational>> v(n, std::vector<Rational>(2 * n));
   for (size_t r = 0; r < n; ++r) {
     Rational p(1);
-    for (size_t a = 0; a < n; ++a, p = p * Rational(int128(r + 1))) v[r][a] = p;
+    for (size_t a = 0; a < n; ++a, p = p * Rational(int128(r) + first)) v[r][a] = p;
     v[r][n + r] = Rational(1);
   }
   for (size_t col = 0; col < n; ++col) {

@@ -35,12 +35,15 @@ struct Polynomial {
   Rational at(const std::vector<int64_t>& x) const;
   // "2*B^2 + 36*B + 8", "B*C/2 - 3", "0": terms by total degree, highest first.
   std::string str() const;
+  // As an integer expression in C++, each variable v written prefix + v: "16*sz.B + 4",
+  // "(sz.B*sz.B + sz.B) / 2" (a division that is exact wherever the values are integers).
+  std::string cpp_str(const std::string& prefix) const;
 };
 
 // The polynomial of degree at most `degree` in each variable that takes `values` at
-// the grid's points: variable i at m[i]*t, t = 1..degree+1, every combination, the
-// first variable's t slowest (values.size() == (degree+1)^vars.size()).
+// the grid's points: variable i at m[i]*t, t = first..first+degree, every combination,
+// the first variable's t slowest (values.size() == (degree+1)^vars.size()).
 Polynomial fit_on_grid(const std::vector<std::string>& vars, const std::vector<int64_t>& m, int degree,
-                       const std::vector<Rational>& values);
+                       const std::vector<Rational>& values, int first = 1);
 
 }  // namespace gradc

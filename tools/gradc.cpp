@@ -17,6 +17,7 @@
 #include "check/gradcheck.h"
 #include "check/memory.h"
 #include "check/prove.h"
+#include "codegen/any_size.h"
 #include "codegen/cpp.h"
 #include "frontend/ast.h"
 #include "frontend/ir_reader.h"
@@ -60,6 +61,7 @@ struct Options {
   int ranks = 0;                                       // --ranks: 0 is the program's world, else 1
   std::vector<std::pair<std::string, int>> mesh;       // --mesh=dp=2,tp=2: the sizes of a program's mesh axes
   std::vector<std::pair<std::string, int64_t>> sizes;  // --size=B=32: values of the program's size parameters
+  std::vector<std::string> any_sizes;                  // --size=B=any (emit): sizes chosen at run time
   std::string format = "text";                         // --format: each command checks the ones it can print
   bool verbose = false;                                // check -v
   bool no_grad = false;                                // emit --no-grad (torch: no backward)
@@ -194,6 +196,9 @@ std::vector<std::pair<std::string, int64_t>> size_values(const ast::Program& p, 
 // Reads FILE.dg into `src` (which main's diagnostics quote) and lowers it for the
 // ranks and sizes asked for; `parsed`, where given, gets its syntax tree.
 Graph load_program(const Options& o, SourceFile& src, bool f64 = false, ast::Program* parsed = nullptr) {
+  if (!o.any_sizes.empty())
+    throw UsageError(fmt::format("--size {}=any is for gradc emit --target=cpu (here, give each size a value)",
+                                 o.any_sizes[0]));
   src.path = o.one_file("FILE.dg");
   src.text = read_file(src.path);
   ast::Program p = parse_program(src.text);
@@ -871,10 +876,85 @@ const char* kEmitHelp =
     "own); along the others every rank's copy of a replicated output is one loss. A\n"
     "program without a mesh defaults to its one axis (DDP); a mesh program must say.\n";
 
+// gradc emit --size B=any: the class generated at the points of any_size_points(m), its
+// numbers fitted as formulas in the sizes (codegen/any_size.h). m is 1 for each size,
+// else the least of a few multiples at which the texts agree but for numbers that fit
+// (a size such as B // 2 is one only at even B), then each size's made as small as
+// the fit allows; a size outside them is an error at run time (set_sizes).
+std::vector<GeneratedFile> any_size_files(const Options& o, SourceFile& src, Target target, const std::string& name) {
+  if (target != Target::Cpu)
+    throw UsageError(fmt::format("--size {}=any is for --target=cpu for now (cuda and torch take a value of each size)",
+                                 o.any_sizes[0]));
+  if (o.main) throw UsageError("--size B=any: --main is not supported yet (an executable takes a value of each size)");
+  src.path = o.one_file("FILE.dg");
+  src.text = read_file(src.path);
+  const ast::Program p = parse_program(src.text);
+  const std::vector<std::string> declared = declared_sizes(p);
+  const std::vector<std::string>& vars = o.any_sizes;
+  for (const std::string& v : vars) {
+    if (std::find(declared.begin(), declared.end(), v) == declared.end())
+      throw UsageError(fmt::format("--size {}=any: the program declares no size {}", v, v));
+    if (std::any_of(o.sizes.begin(), o.sizes.end(), [&](const auto& s) { return s.first == v; }))
+      throw UsageError(fmt::format("--size gives {} twice", v));
+  }
+  if (vars.size() > 3) throw UsageError("--size: at most 3 sizes may be any (their formulas are fitted on a grid)");
+  // each size's default: the program's (0 where it has none)
+  std::vector<std::pair<std::string, int64_t>> any;
+  std::map<std::string, int64_t> defaults;
+  try {
+    for (const auto& [n, v] : lower_program(p, LowerOptions{o.ranks, false, o.mesh, o.sizes}).sizes) defaults[n] = v;
+  } catch (const UserError&) {
+  }
+  for (const std::string& v : vars) any.push_back({v, defaults.count(v) ? defaults[v] : 0});
+  std::string first_why;
+  auto attempt = [&](const std::vector<int64_t>& m) -> std::vector<GeneratedFile> {
+    std::vector<SizedFiles> at;
+    for (const std::vector<int64_t>& x : any_size_points(m)) {
+      std::vector<std::pair<std::string, int64_t>> sizes = o.sizes;
+      for (size_t i = 0; i < vars.size(); ++i) sizes.push_back({vars[i], x[i]});
+      try {
+        const Lowered l =
+            lowered(run_pipeline(lower_program(p, LowerOptions{o.ranks, false, o.mesh, sizes}), Pipeline::Grad));
+        at.push_back({x, generate(l, target, name, src.path, any)});
+      } catch (const UserError& e) {
+        if (first_why.empty()) first_why = e.what();
+        return {};
+      }
+    }
+    AnySizeResult r = fit_any_size(vars, m, at, name);
+    if (first_why.empty()) first_why = r.why;
+    return std::move(r.files);
+  };
+  for (int64_t c : {1, 2, 4, 8, 16, 32, 3, 6, 12, 24}) {
+    std::vector<int64_t> m(vars.size(), c);
+    std::vector<GeneratedFile> files = attempt(m);
+    if (files.empty()) continue;
+    for (size_t i = 0; i < vars.size() && c > 1; ++i)
+      for (int64_t d : {1, 2, 4, 8, 16, 3, 6, 12}) {
+        if (d >= m[i] || c % d != 0) continue;
+        std::vector<int64_t> looser = m;
+        looser[i] = d;
+        if (std::vector<GeneratedFile> f = attempt(looser); !f.empty()) {
+          m = looser;
+          files = std::move(f);
+          break;
+        }
+      }
+    return files;
+  }
+  throw UserError({}, fmt::format("--size {}=any: no one class fits every size: {} (emit for one value instead, "
+                                  "--size {}=32)",
+                                  fmt::join(vars, "=any,"), first_why, vars[0]));
+}
+
 int cmd_emit(const Options& o, SourceFile& src) {
   Target target = target_of(o);
   if (!o.out) throw UsageError("-o DIR is needed");
   std::string name = program_name(o);
+  if (!o.any_sizes.empty()) {
+    write_sources(*o.out, any_size_files(o, src, target, name));
+    return 0;
+  }
   if (target != Target::Torch) {
     if (o.no_grad) throw UsageError("--no-grad is for --target=torch (the cpu and cuda classes have no backward)");
     if (o.data_parallel) throw UsageError("--data-parallel is for --target=torch (the op's gradient convention)");
@@ -1008,10 +1088,21 @@ const Flag kMesh{"mesh", "A=n,B=m: the sizes of the program's mesh axes (docs/la
                  [](Options& o, const std::string& v) {
                    o.mesh = name_values("mesh", v, "AXIS=SIZE,... (such as dp=2,tp=4)", kMaxWorld);
                  }};
-const Flag kSize{"size", "B=n,C=m: values of the program's size parameters (docs/language.md section 3)",
+const Flag kSize{"size",
+                 "B=n,C=m: values of the program's size parameters (docs/language.md section 3); emit "
+                 "--target=cpu: B=any, a class for any B",
                  [](Options& o, const std::string& v) {
                    o.sizes.clear();
-                   for (const auto& [name, n] : name_values("size", v, "NAME=VALUE,... (such as B=32)", INT32_MAX))
+                   o.any_sizes.clear();
+                   std::vector<std::string> given;
+                   for (const std::string& item : comma_items(v))
+                     if (item.size() > 4 && item.ends_with("=any"))
+                       o.any_sizes.push_back(item.substr(0, item.size() - 4));
+                     else
+                       given.push_back(item);
+                   if (given.empty()) return;
+                   for (const auto& [name, n] : name_values("size", fmt::format("{}", fmt::join(given, ",")),
+                                                            "NAME=VALUE,... (such as B=32, or B=any)", INT32_MAX))
                      o.sizes.push_back({name, n});
                  }};
 const Flag kDataParallel{"data-parallel",

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <array>
 #include <climits>
 #include <cstring>
 #include <memory>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "gradc_dtype.h"
+#include "gradc_plan.h"
 #include "gradc_scalar.h"
 
 // A kernel's functor is inlined wherever the runtime's loops call it. A large one
@@ -54,52 +56,58 @@ enum class ROp { Sum, Avg, Prod, Max, Min };
 // its process, then stops every rank, as a failed collective does); in a CUDA
 // kernel the message is printed and the kernel traps, which the next checked
 // CUDA call reports.
-// The row-major `element` of a value of shape `dims` ("2, 3") as an index, "[1, 1]",
-// in a fixed buffer: the same text on the host and in a CUDA kernel's printf.
+// A value's shape, for the messages below: gradc::Dims{2, 3}; gradc::Dims{} for a scalar.
+struct Dims {
+  int rank;
+  int64_t d[16];
+  template <class... T>
+  GRADC_HD constexpr Dims(T... v) : rank(int(sizeof...(T))), d{int64_t(v)...} {}
+};
+// Integers in a fixed buffer, ", " between them, in brackets where `brackets`: the same
+// text on the host and in a CUDA kernel's printf.
 struct ElementText {
   char s[16 * 22 + 3];  // up to 16 dimensions of up to 20 digits, ", " between them
 };
-GRADC_HD inline ElementText element_text(int64_t element, const char* dims) {
-  int64_t shape[16], idx[16];
-  int rank = 0;
-  for (const char* p = dims; *p && rank < 16;) {
-    int64_t v = 0;
-    while (*p >= '0' && *p <= '9') v = v * 10 + (*p++ - '0');
-    shape[rank++] = v;
-    while (*p == ',' || *p == ' ') ++p;
-  }
-  for (int d = rank; d-- > 0;) {
-    idx[d] = shape[d] ? element % shape[d] : 0;
-    element = shape[d] ? element / shape[d] : 0;
-  }
+GRADC_HD inline ElementText list_text(const int64_t* v, int n, bool brackets) {
   ElementText t;
-  int n = 0;
-  t.s[n++] = '[';
-  for (int d = 0; d < rank; ++d) {
-    if (d) t.s[n++] = ',', t.s[n++] = ' ';
+  int k = 0;
+  if (brackets) t.s[k++] = '[';
+  for (int d = 0; d < n; ++d) {
+    if (d) t.s[k++] = ',', t.s[k++] = ' ';
     char digits[20];
-    int k = 0;
-    for (int64_t v = idx[d]; k == 0 || v; v /= 10) digits[k++] = char('0' + v % 10);
-    while (k) t.s[n++] = digits[--k];
+    int m = 0;
+    for (int64_t x = v[d]; m == 0 || x; x /= 10) digits[m++] = char('0' + x % 10);
+    while (m) t.s[k++] = digits[--m];
   }
-  t.s[n++] = ']';
-  t.s[n] = 0;
+  if (brackets) t.s[k++] = ']';
+  t.s[k] = 0;
   return t;
 }
-inline std::string element_str(int64_t element, const char* dims) { return element_text(element, dims).s; }
-GRADC_HD inline void division_error(const char* where, const char* op, int rank, int64_t element, const char* dims) {
+// The shape as text: "2, 3".
+GRADC_HD inline ElementText dims_text(const Dims& dims) { return list_text(dims.d, dims.rank, false); }
+// The row-major `element` of a value of shape `dims` as an index: "[1, 1]".
+GRADC_HD inline ElementText element_text(int64_t element, const Dims& dims) {
+  int64_t idx[16];
+  for (int d = dims.rank; d-- > 0;) {
+    idx[d] = dims.d[d] ? element % dims.d[d] : 0;
+    element = dims.d[d] ? element / dims.d[d] : 0;
+  }
+  return list_text(idx, dims.rank, true);
+}
+inline std::string element_str(int64_t element, const Dims& dims) { return element_text(element, dims).s; }
+GRADC_HD inline void division_error(const char* where, const char* op, int rank, int64_t element, const Dims& dims) {
 #if defined(__CUDA_ARCH__)
   printf("%s: error: %s: division by zero on rank %d, at element %s of i32[%s]\n", where, op, rank,
-         element_text(element, dims).s, dims);
+         element_text(element, dims).s, dims_text(dims).s);
   __trap();
 #else
   throw std::runtime_error(std::string(where) + ": " + op + ": division by zero on rank " + std::to_string(rank) +
-                           ", at element " + element_str(element, dims) + " of i32[" + dims + "]");
+                           ", at element " + element_str(element, dims) + " of i32[" + dims_text(dims).s + "]");
 #endif
 }
 // An index of `op` (take, take_along_axis, scatter_add, ...) outside 0..n-1.
 GRADC_HD inline void index_error(const char* where, const char* op, int rank, int64_t index, int64_t n, int64_t element,
-                                 const char* dims) {
+                                 const Dims& dims) {
 #if defined(__CUDA_ARCH__)
   printf("%s: error: %s: index %lld is out of range 0..%lld on rank %d, at element %s of the indices\n", where, op,
          (long long)index, (long long)(n - 1), rank, element_text(element, dims).s);
@@ -119,7 +127,7 @@ struct NoCheck {
 };
 
 GRADC_HD inline void label_error(const char* where, int rank, int64_t label, int64_t n, int64_t ignore, int64_t element,
-                                 const char* dims) {
+                                 const Dims& dims) {
 #if defined(__CUDA_ARCH__)
   printf(
       "%s: error: cross_entropy: label %lld is out of range 0..%lld on rank %d, at element %s of the labels "
@@ -204,6 +212,16 @@ struct Blocks {
           got, size);
   abort();
 }
+// A class for any size (gradc emit --size B=any) given a size it does not take: the
+// sizes are at least 1, and a multiple of `multiple` where the code needs it to be.
+[[noreturn]] inline void wrong_size(const char* name, const char* size, int64_t value, int64_t multiple) {
+  throw std::invalid_argument(std::string(name) + ": size " + size + " = " + std::to_string(value) + ": it must be " +
+                              (multiple > 1 ? "a positive multiple of " + std::to_string(multiple) : "at least 1"));
+}
+[[noreturn]] inline void sizes_unset(const char* name) {
+  fprintf(stderr, "gradc: error: %s::run(): the program's sizes have no default and were not set (set_sizes)\n", name);
+  abort();
+}
 [[noreturn]] inline void missing_input(const char* name, const char* input) {
   fprintf(stderr, "gradc: error: %s::run(): input '%s' has no default and was not set (set_%s)\n", name, input, input);
   abort();
@@ -271,7 +289,7 @@ inline uint64_t hash_bytes(const void* data, int64_t bytes) {
 // One shared input to check: `group` is this rank's communicator along the axes it is
 // shared along (the world's for `shared`), `slot` this rank's group among the `slots`
 // groups; `what` is "shared input 'w'", `note` "" or " (it is shared along dp)", `dims`
-// the shape ("2, 3"), `where` the input's source location.
+// the shape, `where` the input's source location.
 template <class Comm>
 struct SharedInput {
   Comm* group;
@@ -279,7 +297,8 @@ struct SharedInput {
   int64_t count;
   DType t;
   int slot, slots;
-  const char *what, *where, *note, *dims;
+  const char *what, *where, *note;
+  Dims dims;
 };
 
 // The all_reduce(max) message of the inputs' hashes: four i32 per slot (empty until
@@ -330,7 +349,7 @@ void report_shared(const std::vector<int32_t>& rows, const In& in) {
     const int64_t element = int64_t(uint64_t(uint32_t(row[3])) << 32 | uint32_t(row[4]));
     throw std::runtime_error(std::string(in.where) + ": " + in.what + " differs between ranks " +
                              std::to_string(row[1]) + " and " + std::to_string(row[2]) +
-                             (*in.dims ? " at element " + element_str(element, in.dims) : std::string()) + in.note);
+                             (in.dims.rank ? " at element " + element_str(element, in.dims) : std::string()) + in.note);
   }
   throw std::runtime_error(std::string(in.where) + ": " + in.what + " differs between ranks" + in.note);
 }
@@ -345,14 +364,14 @@ inline double finite_value(double v) { return v; }
 inline float finite_value(bfloat16 v) { return to_float(v); }
 inline float finite_value(float16 v) { return to_float(v); }
 template <class T>
-void check_finite_values(const T* data, int64_t n, int rank, const char* where, const char* what, const char* type,
-                         const char* dims) {
+void check_finite_values(const T* data, int64_t n, int rank, const char* where, const char* what, const char* dtype,
+                         const Dims& dims) {
   for (int64_t i = 0; i < n; ++i) {
     const auto v = finite_value(data[i]);
     if (v - v == v - v) continue;  // finite
     const char* what_value = v != v ? "NaN" : v > 0 ? "inf" : "-inf";
     throw std::runtime_error(std::string(where) + ": " + what + ": the result holds " + what_value + " on rank " +
-                             std::to_string(rank) + ", at element " + element_str(i, dims) + " of " + type +
+                             std::to_string(rank) + ", at element " + element_str(i, dims) + " of " + dtype + "[" + dims_text(dims).s + "]" +
                              " (--check-finite)");
   }
 }

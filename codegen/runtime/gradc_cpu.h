@@ -686,7 +686,7 @@ inline void compare_shared(Comm& world, const SharedInput<Comm>* in, int n, int3
 // rank (on CUDA after copying the result to the host: a check synchronises).
 template <class T>
 void check_finite(Stream stream, const T* data, int64_t n, int rank, const char* where, const char* what,
-                  const char* type, const char* dims) {
+                  const char* type, const Dims& dims) {
   (void)stream;
   check_finite_values(data, n, rank, where, what, type, dims);
 }

@@ -376,7 +376,7 @@ inline void gemm(cublasHandle_t h, cudaStream_t s, bool ta, bool tb, int64_t m, 
 // rank (on CUDA after copying the result to the host: a check synchronises).
 template <class T>
 void check_finite(Stream stream, const T* data, int64_t n, int rank, const char* where, const char* what,
-                  const char* type, const char* dims) {
+                  const char* type, const Dims& dims) {
   std::vector<T> host(static_cast<size_t>(n));
   GRADC_CUDA(cudaMemcpyAsync(host.data(), data, size_t(n) * sizeof(T), cudaMemcpyDeviceToHost, stream), where);
   GRADC_CUDA(cudaStreamSynchronize(stream), where);

@@ -1,0 +1,239 @@
+#include "codegen/any_size.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <optional>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "support/polynomial.h"
+
+namespace gradc {
+
+std::vector<std::vector<int64_t>> any_size_points(const std::vector<int64_t>& m) {
+  const size_t k = m.size(), n = size_t(kAnyDegree) + 1;
+  size_t grid = 1;
+  for (size_t i = 0; i < k; ++i) grid *= n;
+  std::vector<std::vector<int64_t>> points;
+  for (size_t idx = 0; idx < grid; ++idx) {
+    std::vector<int64_t> x(k);
+    for (size_t i = k, rest = idx; i-- > 0; rest /= n) x[i] = m[i] * (int64_t(rest % n) + kAnyFirst);
+    points.push_back(x);
+  }
+  // checks: every size at 7m, and the first at 11m with the rest at 7m
+  points.push_back(std::vector<int64_t>(k));
+  points.push_back(std::vector<int64_t>(k));
+  for (size_t i = 0; i < k; ++i) points[grid][i] = points[grid + 1][i] = 7 * m[i];
+  points[grid + 1][0] = 11 * m[0];
+  return points;
+}
+
+namespace {
+
+// Where a number is: what its formula is written with.
+enum class Context { Functor, Class, Comment, String };
+
+struct Piece {
+  std::string text;  // the text before the number, then the number (empty at the end)
+  std::string number;
+  Context context = Context::Class;
+  int line = 1;
+};
+
+bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// A file cut at its numbers: each number's text, with what precedes it since the last.
+std::vector<Piece> pieces(const std::string& t, const std::string& class_name) {
+  const std::string open = "namespace " + class_name + "_kernels {", close = "// namespace " + class_name + "_kernels";
+  const size_t kernels_begin = t.find(open);
+  const size_t kernels_end = kernels_begin == std::string::npos ? kernels_begin : t.find(close, kernels_begin);
+  std::vector<Piece> out;
+  std::string text;
+  enum { Code, LineComment, BlockComment, Str, Chr } state = Code;
+  int line = 1;
+  for (size_t i = 0; i < t.size();) {
+    const char c = t[i];
+    if (state == Code) {
+      if (c == '/' && i + 1 < t.size() && t[i + 1] == '/') state = LineComment;
+      else if (c == '/' && i + 1 < t.size() && t[i + 1] == '*') state = BlockComment;
+      else if (c == '"') state = Str;
+      else if (c == '\'') state = Chr;
+    } else if (state == LineComment && c == '\n') {
+      state = Code;
+    } else if (state == BlockComment && c == '*' && i + 1 < t.size() && t[i + 1] == '/') {
+      text += "*/";
+      i += 2;
+      state = Code;
+      continue;
+    } else if ((state == Str || state == Chr) && c == '\\' && i + 1 < t.size()) {
+      text += t.substr(i, 2);
+      i += 2;
+      continue;
+    } else if ((state == Str && c == '"') || (state == Chr && c == '\'')) {
+      text += c;
+      ++i;
+      state = Code;
+      continue;
+    }
+    const bool starts_number = std::isdigit(static_cast<unsigned char>(c)) && (i == 0 || !ident_char(t[i - 1])) &&
+                               (i == 0 || t[i - 1] != '.') && state != Chr;
+    if (!starts_number) {
+      if (c == '\n') ++line;
+      text += c;
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    const bool hex = c == '0' && i + 1 < t.size() && (t[i + 1] == 'x' || t[i + 1] == 'X');
+    while (j < t.size() && (ident_char(t[j]) || t[j] == '.' ||
+                            (!hex && (t[j] == '+' || t[j] == '-') && (t[j - 1] == 'e' || t[j - 1] == 'E'))))
+      ++j;
+    Piece p;
+    p.text = std::move(text);
+    text.clear();
+    p.number = t.substr(i, j - i);
+    p.line = line;
+    p.context = state == Str                                                ? Context::String
+                : state != Code                                             ? Context::Comment
+                : kernels_begin != std::string::npos && i > kernels_begin && i < kernels_end ? Context::Functor
+                                                                                             : Context::Class;
+    out.push_back(std::move(p));
+    i = j;
+  }
+  Piece last;
+  last.text = std::move(text);
+  out.push_back(std::move(last));
+  return out;
+}
+
+bool is_float_literal(const std::string& s) {
+  if (s.size() > 1 && (s[1] == 'x' || s[1] == 'X')) return false;
+  return s.find_first_of(".eEfF") != std::string::npos;
+}
+
+// An integer literal's value ("256", "16u"), or nothing.
+std::optional<int64_t> int_value(const std::string& s) {
+  char* end = nullptr;
+  const long long v = std::strtoll(s.c_str(), &end, 0);
+  while (*end == 'u' || *end == 'U' || *end == 'l' || *end == 'L') ++end;
+  if (*end) return std::nullopt;
+  return int64_t(v);
+}
+
+}  // namespace
+
+AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vector<int64_t>& m,
+                           const std::vector<SizedFiles>& at, const std::string& class_name) {
+  AnySizeResult r;
+  const std::vector<std::vector<int64_t>> points = any_size_points(m);
+  const size_t grid = points.size() - 2;
+  if (at.size() != points.size()) throw std::invalid_argument("fit_any_size: not the points of any_size_points");
+  auto sizes_str = [&](const std::vector<int64_t>& x) {
+    std::vector<std::string> parts;
+    for (size_t i = 0; i < vars.size(); ++i) parts.push_back(fmt::format("{} = {}", vars[i], x[i]));
+    return fmt::format("{}", fmt::join(parts, ", "));
+  };
+  std::map<std::string, std::string> multiples;
+  for (size_t i = 0; i < vars.size(); ++i) multiples["M_" + vars[i]] = std::to_string(m[i]);
+  for (size_t f = 0; f < at[0].files.size(); ++f) {
+    const GeneratedFile& first = at[0].files[f];
+    std::vector<std::vector<Piece>> cut;
+    for (const SizedFiles& s : at) {
+      if (s.files.size() != at[0].files.size() || s.files[f].name != first.name) {
+        r.why = fmt::format("at {} gradc writes other files", sizes_str(s.sizes));
+        return r;
+      }
+      cut.push_back(pieces(s.files[f].text, class_name));
+    }
+    std::string text;
+    for (size_t p = 0; p < cut[0].size(); ++p) {
+      const Piece& here = cut[0][p];
+      for (size_t s = 1; s < cut.size(); ++s)
+        if (cut[s].size() != cut[0].size() || cut[s][p].text != here.text || cut[s][p].number.empty() != here.number.empty()) {
+          r.why = fmt::format("{}, line {}: the code at {} differs from the code at {} in more than its numbers",
+                              first.name, std::min(here.line, p < cut[s].size() ? cut[s][p].line : here.line),
+                              sizes_str(at[s].sizes), sizes_str(at[0].sizes));
+          return r;
+        }
+      text += here.text;
+      if (here.number.empty()) continue;
+      bool same = true;
+      for (size_t s = 1; s < cut.size(); ++s) same = same && cut[s][p].number == here.number;
+      if (same) {
+        text += here.number;
+        continue;
+      }
+      auto fail = [&](const char* what) {
+        std::vector<std::string> values;
+        for (size_t s = 0; s < cut.size(); ++s) values.push_back(cut[s][p].number);
+        r.why = fmt::format("{}, line {}: the number {} ({} at the sizes tried: {}) {}", first.name, here.line,
+                            here.number, sizes_str(at[0].sizes), fmt::join(values, ", "), what);
+      };
+      if (here.context == Context::String) {
+        fail("is in a string, and depends on the sizes");
+        return r;
+      }
+      // The values as integers: the literal's, or for a float a whole number's or the
+      // whole number it is one over (a mean's 1/n); then the polynomial through them.
+      const bool is_float = is_float_literal(here.number);
+      const bool single = !here.number.empty() && (here.number.back() == 'f' || here.number.back() == 'F');
+      bool reciprocal = false;
+      std::vector<int64_t> values;
+      for (int attempt = 0; attempt < 2 && values.size() != cut.size(); ++attempt) {
+        values.clear();
+        reciprocal = attempt == 1;
+        for (size_t s = 0; s < cut.size(); ++s) {
+          const std::string& n = cut[s][p].number;
+          if (!is_float) {
+            if (auto v = int_value(n)) values.push_back(*v);
+            continue;
+          }
+          const double v = single ? double(std::strtof(n.c_str(), nullptr)) : std::strtod(n.c_str(), nullptr);
+          if (!reciprocal) {
+            if (std::fabs(v) < 9e15 && v == std::floor(v)) values.push_back(int64_t(v));
+            continue;
+          }
+          if (v == 0 || !std::isfinite(1 / v)) continue;
+          const int64_t k = std::llround(1 / v);
+          if (k != 0 && (single ? double(float(1.0 / double(k))) == v : 1.0 / double(k) == v)) values.push_back(k);
+        }
+        if (!is_float) break;
+      }
+      if (values.size() != cut.size()) {
+        fail(is_float ? "is not a whole number, nor one over one, at every size" : "is not an integer");
+        return r;
+      }
+      std::vector<Rational> fit_values;
+      for (size_t s = 0; s < grid; ++s) fit_values.push_back(Rational(values[s]));
+      const Polynomial poly = fit_on_grid(vars, m, kAnyDegree, fit_values, kAnyFirst);
+      for (size_t s = 0; s < cut.size(); ++s) {
+        const Rational v = poly.at(at[s].sizes);
+        if (!(v == Rational(values[s]))) {
+          fail(fmt::format("is no polynomial of degree {} or less in each size (checked at {})", kAnyDegree,
+                           sizes_str(at[s].sizes))
+                   .c_str());
+          return r;
+        }
+      }
+      if (here.context == Context::Comment) {
+        text += poly.str();
+        continue;
+      }
+      std::string e = poly.cpp_str(here.context == Context::Functor ? "sz." : "sz_.");
+      const bool plain = poly.terms.size() <= 1 && e.find_first_of("*/ ") == std::string::npos;
+      if (!plain) e = "(" + e + ")";
+      if (!is_float)
+        text += e;
+      else if (!reciprocal)
+        text += fmt::format("{}({})", single ? "float" : "double", e);
+      else
+        text += single ? fmt::format("float(1.0 / double({}))", e) : fmt::format("(1.0 / double({}))", e);
+    }
+    r.files.push_back({first.name, fill(text, multiples)});
+  }
+  return r;
+}
+
+}  // namespace gradc

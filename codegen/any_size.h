@@ -1,0 +1,42 @@
+// A class for any value of a program's sizes (gradc emit --size B=any), made from the
+// classes generated at several values of them. Shapes stay concrete through every
+// pass; what depends on a size in generated code is its numbers (counts, strides, BLAS
+// dimensions, byte counts, a mean's divisor), and the emitter in its any-size form
+// (set_any in codegen/cpp.cpp) prints everything else the same at every size: each
+// functor and the class hold the sizes (sz, sz_), the workspace is planned again when
+// they change (runtime/plan.h). So the texts generated at the sizes tried must be the
+// same but for numbers, and each number that differs becomes a formula in the sizes:
+// the polynomial (of degree at most 3 in each size) fitted through its values, or for
+// a float one over such a polynomial, checked at sizes outside the fit.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "codegen/cpp.h"
+
+namespace gradc {
+
+// The files generated with the sizes at one point.
+struct SizedFiles {
+  std::vector<int64_t> sizes;  // one value per variable
+  std::vector<GeneratedFile> files;
+};
+
+// The points fit_any_size needs, as multiples of m (t = kAnyFirst..kAnyFirst+kAnyDegree,
+// each combination, the first size's slowest, then two check points): their sizes.
+constexpr int kAnyDegree = 3, kAnyFirst = 2;
+std::vector<std::vector<int64_t>> any_size_points(const std::vector<int64_t>& m);
+
+struct AnySizeResult {
+  std::vector<GeneratedFile> files;  // the class for any size; empty where none fits
+  std::string why;                   // else, what differs where
+};
+
+// The files of `at` (generated at any_size_points(m), in that order) merged into one set
+// whose numbers are formulas in `vars`: in a functor (namespace CLASS_kernels) written
+// with `sz.`, elsewhere in code with `sz_.`, in a comment as the size's name. @M_V@
+// becomes m of size V.
+AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vector<int64_t>& m,
+                           const std::vector<SizedFiles>& at, const std::string& class_name);
+
+}  // namespace gradc
