@@ -1,5 +1,6 @@
 #include "codegen/any_size.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -22,11 +23,11 @@ std::vector<std::vector<int64_t>> any_size_points(const std::vector<int64_t>& m)
     for (size_t i = k, rest = idx; i-- > 0; rest /= n) x[i] = m[i] * (int64_t(rest % n) + kAnyFirst);
     points.push_back(x);
   }
-  // checks: every size at 7m, and the first at 11m with the rest at 7m
+  // checks: every size at 97m, and the first at 101m with the rest at 97m
   points.push_back(std::vector<int64_t>(k));
   points.push_back(std::vector<int64_t>(k));
-  for (size_t i = 0; i < k; ++i) points[grid][i] = points[grid + 1][i] = 7 * m[i];
-  points[grid + 1][0] = 11 * m[0];
+  for (size_t i = 0; i < k; ++i) points[grid][i] = points[grid + 1][i] = 97 * m[i];
+  points[grid + 1][0] = 101 * m[0];
   return points;
 }
 
@@ -45,10 +46,13 @@ struct Piece {
 bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
 // A file cut at its numbers: each number's text, with what precedes it since the last.
-std::vector<Piece> pieces(const std::string& t, const std::string& class_name) {
+// An executable's main is read as a functor is: its sizes are `sz`.
+std::vector<Piece> pieces(const std::string& t, const std::string& class_name, bool main) {
   const std::string open = "namespace " + class_name + "_kernels {", close = "// namespace " + class_name + "_kernels";
-  const size_t kernels_begin = t.find(open);
-  const size_t kernels_end = kernels_begin == std::string::npos ? kernels_begin : t.find(close, kernels_begin);
+  const size_t kernels_begin = main ? 0 : t.find(open);
+  const size_t kernels_end = main                                 ? t.size()
+                             : kernels_begin == std::string::npos ? kernels_begin
+                                                                  : t.find(close, kernels_begin);
   std::vector<Piece> out;
   std::string text;
   enum { Code, LineComment, BlockComment, Str, Chr } state = Code;
@@ -56,10 +60,14 @@ std::vector<Piece> pieces(const std::string& t, const std::string& class_name) {
   for (size_t i = 0; i < t.size();) {
     const char c = t[i];
     if (state == Code) {
-      if (c == '/' && i + 1 < t.size() && t[i + 1] == '/') state = LineComment;
-      else if (c == '/' && i + 1 < t.size() && t[i + 1] == '*') state = BlockComment;
-      else if (c == '"') state = Str;
-      else if (c == '\'') state = Chr;
+      if (c == '/' && i + 1 < t.size() && t[i + 1] == '/')
+        state = LineComment;
+      else if (c == '/' && i + 1 < t.size() && t[i + 1] == '*')
+        state = BlockComment;
+      else if (c == '"')
+        state = Str;
+      else if (c == '\'')
+        state = Chr;
     } else if (state == LineComment && c == '\n') {
       state = Code;
     } else if (state == BlockComment && c == '*' && i + 1 < t.size() && t[i + 1] == '/') {
@@ -95,10 +103,10 @@ std::vector<Piece> pieces(const std::string& t, const std::string& class_name) {
     text.clear();
     p.number = t.substr(i, j - i);
     p.line = line;
-    p.context = state == Str                                                ? Context::String
-                : state != Code                                             ? Context::Comment
-                : kernels_begin != std::string::npos && i > kernels_begin && i < kernels_end ? Context::Functor
-                                                                                             : Context::Class;
+    p.context = state == Str                                                                  ? Context::String
+                : state != Code                                                               ? Context::Comment
+                : kernels_begin != std::string::npos && i >= kernels_begin && i < kernels_end ? Context::Functor
+                                                                                              : Context::Class;
     out.push_back(std::move(p));
     i = j;
   }
@@ -143,19 +151,33 @@ AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vect
     for (const SizedFiles& s : at) {
       if (s.files.size() != at[0].files.size() || s.files[f].name != first.name) {
         r.why = fmt::format("at {} gradc writes other files", sizes_str(s.sizes));
-        return r;
+        return {{}, r.why};
       }
-      cut.push_back(pieces(s.files[f].text, class_name));
+      cut.push_back(pieces(s.files[f].text, class_name, first.name == class_name + "_main.cpp"));
     }
     std::string text;
     for (size_t p = 0; p < cut[0].size(); ++p) {
       const Piece& here = cut[0][p];
       for (size_t s = 1; s < cut.size(); ++s)
-        if (cut[s].size() != cut[0].size() || cut[s][p].text != here.text || cut[s][p].number.empty() != here.number.empty()) {
-          r.why = fmt::format("{}, line {}: the code at {} differs from the code at {} in more than its numbers",
-                              first.name, std::min(here.line, p < cut[s].size() ? cut[s][p].line : here.line),
-                              sizes_str(at[s].sizes), sizes_str(at[0].sizes));
-          return r;
+        if (cut[s].size() != cut[0].size() || cut[s][p].text != here.text ||
+            cut[s][p].number.empty() != here.number.empty()) {
+          // the first line that differs, as the first point's code has it
+          const std::string& t0 = at[0].files[f].text;
+          size_t pos = 0;  // where piece p starts in it
+          for (size_t q = 0; q < p; ++q) pos += cut[0][q].text.size() + cut[0][q].number.size();
+          const std::string& other = p < cut[s].size() ? cut[s][p].text : std::string();
+          size_t k = 0;
+          while (k < here.text.size() && k < other.size() && here.text[k] == other[k]) ++k;
+          pos += k;
+          const size_t nl = pos == 0 ? std::string::npos : t0.rfind('\n', pos - 1);
+          const size_t start = nl == std::string::npos ? 0 : nl + 1;
+          const size_t line = size_t(std::count(t0.begin(), t0.begin() + long(start), '\n')) + 1;
+          std::string code = t0.substr(start, t0.find('\n', start) - start);
+          code = code.substr(std::min(code.size(), code.find_first_not_of(' ')));
+          if (code.size() > 100) code = code.substr(0, 100) + "...";
+          r.why = fmt::format("{}, line {} ({}): the code at {} differs from the code at {} in more than its numbers",
+                              first.name, line, code, sizes_str(at[s].sizes), sizes_str(at[0].sizes));
+          return {{}, r.why};
         }
       text += here.text;
       if (here.number.empty()) continue;
@@ -173,7 +195,7 @@ AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vect
       };
       if (here.context == Context::String) {
         fail("is in a string, and depends on the sizes");
-        return r;
+        return {{}, r.why};
       }
       // The values as integers: the literal's, or for a float a whole number's or the
       // whole number it is one over (a mean's 1/n); then the polynomial through them.
@@ -203,7 +225,7 @@ AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vect
       }
       if (values.size() != cut.size()) {
         fail(is_float ? "is not a whole number, nor one over one, at every size" : "is not an integer");
-        return r;
+        return {{}, r.why};
       }
       std::vector<Rational> fit_values;
       for (size_t s = 0; s < grid; ++s) fit_values.push_back(Rational(values[s]));
@@ -214,7 +236,7 @@ AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vect
           fail(fmt::format("is no polynomial of degree {} or less in each size (checked at {})", kAnyDegree,
                            sizes_str(at[s].sizes))
                    .c_str());
-          return r;
+          return {{}, r.why};
         }
       }
       if (here.context == Context::Comment) {
@@ -222,8 +244,17 @@ AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vect
         continue;
       }
       std::string e = poly.cpp_str(here.context == Context::Functor ? "sz." : "sz_.");
+      // in parentheses, but where it stands alone between ( { [ , = and ) } ] , ;
+      const size_t before = text.find_last_not_of(' ');
+      const std::string& next = cut[0][p + 1].text;
+      const size_t after = next.find_first_not_of(' ');
+      const bool opens = before != std::string::npos &&
+                         (std::string("({[,=").find(text[before]) != std::string::npos || text.ends_with(" return "));
+      const bool alone =
+          opens && after != std::string::npos && std::string(")}],;").find(next[after]) != std::string::npos &&
+          !(text[before] == '=' && before > 0 && std::string("=!<>").find(text[before - 1]) != std::string::npos);
       const bool plain = poly.terms.size() <= 1 && e.find_first_of("*/ ") == std::string::npos;
-      if (!plain) e = "(" + e + ")";
+      if (!plain && !alone && !is_float) e = "(" + e + ")";
       if (!is_float)
         text += e;
       else if (!reciprocal)

@@ -23,8 +23,15 @@ struct SizedFiles {
 };
 
 // The points fit_any_size needs, as multiples of m (t = kAnyFirst..kAnyFirst+kAnyDegree,
-// each combination, the first size's slowest, then two check points): their sizes.
-constexpr int kAnyDegree = 3, kAnyFirst = 2;
+// each combination, the first size's slowest, then two check points, every size at 97m
+// and the first at 101m): their sizes. Sizes unlike a program's own numbers, so that
+// no size's value equals another constant of the program (which a pass would then
+// merge with it, at that size only).
+constexpr int kAnyDegree = 3, kAnyFirst = 89;
+// The largest constant the class for any size has folded into an array (the fold
+// pass's max_folded): a value with a size among its dimensions has more elements at
+// every point tried, so it stays the op that computes it at run time.
+constexpr int64_t kAnyMaxFolded = 64;
 std::vector<std::vector<int64_t>> any_size_points(const std::vector<int64_t>& m);
 
 struct AnySizeResult {

@@ -377,8 +377,8 @@ class Body {
         const int64_t len = g_.type(n.args[0]).shape[size_t(axis)];
         std::vector<std::string> at(idx.begin() + axis, idx.begin() + axis + ri);
         std::string ix = value(n.args[1], at);
-        line(fmt::format("if ({} < 0 || {} >= {}) gradc::index_error(\"{}\", \"take\", rank, {}, {}, {}, {});", ix,
-                         ix, len, where(n), ix, len, at.empty() ? "0" : flat_index(at, is), dims_code(is)));
+        line(fmt::format("if ({} < 0 || {} >= {}) gradc::index_error(\"{}\", \"take\", rank, {}, {}, {}, {});", ix, ix,
+                         len, where(n), ix, len, at.empty() ? "0" : flat_index(at, is), dims_code(is)));
         std::vector<std::string> in(idx.begin(), idx.begin() + axis);
         in.push_back(ix);
         in.insert(in.end(), idx.begin() + axis + ri, idx.end());
@@ -392,10 +392,10 @@ class Body {
                            index_error_call(n, where(n), x, flat_index(idx, t.shape))));
           return x;
         }
-        line(
-            fmt::format("if ({0} != {1} && ({0} < 0 || {0} >= {2})) gradc::label_error(\"{3}\", rank, {0}, {2}, {1}, "
-                        "{4}, {5});",
-                        x, n.attr_int("ignore"), n.attr_int("n"), where(n), flat_index(idx, t.shape), dims_code(t.shape)));
+        line(fmt::format(
+            "if ({0} != {1} && ({0} < 0 || {0} >= {2})) gradc::label_error(\"{3}\", rank, {0}, {2}, {1}, "
+            "{4}, {5});",
+            x, n.attr_int("ignore"), n.attr_int("n"), where(n), flat_index(idx, t.shape), dims_code(t.shape)));
         return x;
       }
       case Op::FloorDiv:
@@ -574,7 +574,7 @@ class Emitter {
   virtual ~Emitter() = default;
   // A class for any value of these sizes (AnySizes): it is generated at several sizes
   // and the numbers that differ become formulas in them (codegen/any_size.h).
-  void set_any(std::vector<std::pair<std::string, int64_t>> sizes) { any_ = std::move(sizes); }
+  void set_any(std::vector<AnySize> sizes) { any_ = std::move(sizes); }
   bool any() const { return !any_.empty(); }
 
   // The class's files, the runtime's, CMake's, and (gradc build) an executable's main.
@@ -585,8 +585,26 @@ class Emitter {
     return out;
   }
   GeneratedFile main_file() {
+    if (!any())
+      return {name_ + "_main" + extension(),
+              fill(embedded_file(main_template()), {{"NAME", name_}, {"PROGRAM", program_table()}, {"BIND", bind()}})};
+    // for any size: each from the inputs' files (gradc::exe::find_sizes), then the
+    // program's inputs and outputs at those sizes
+    std::vector<std::string> sources, names;
+    for (const AnySize& a : any_) {
+      names.push_back(a.name);
+      for (const auto& [input, axis] : a.from)
+        for (size_t i = 0; i < l_.inputs.size(); ++i)
+          if (l_.inputs[i].first == input)
+            sources.push_back(fmt::format("{{\"{}\", &sz.{}, {}, {}}}", a.name, a.name, i, axis));
+      if (a.from.empty()) sources.push_back(fmt::format("{{\"{}\", &sz.{}, -1, -1}}", a.name, a.name));
+    }
     return {name_ + "_main" + extension(),
-            fill(embedded_file(main_template()), {{"NAME", name_}, {"PROGRAM", program_table()}, {"BIND", bind()}})};
+            fill(embedded_file("main_any.cpu.cpp.in"), {{"NAME", name_},
+                                                        {"SIZES", fmt::format("{}", fmt::join(names, ", "))},
+                                                        {"SOURCES", fmt::format("{}", fmt::join(sources, ", "))},
+                                                        {"PROGRAM", program_table()},
+                                                        {"BIND", bind()}})};
   }
 
   std::string header() {
@@ -598,8 +616,9 @@ class Emitter {
         source_);
     s += fmt::format("class {} {{\n public:\n  static constexpr int world = {};\n", name_, g_.world);
     if (any()) {
-      s += "  // The program's sizes, chosen at run time (set_sizes, or run(sizes)); 0: no default.\n  struct Sizes {\n";
-      for (const auto& [n, v] : any_) s += fmt::format("    int64_t {} = {};\n", n, v);
+      s +=
+          "  // The program's sizes, chosen at run time (set_sizes, or run(sizes)); 0: no default.\n  struct Sizes {\n";
+      for (const AnySize& a : any_) s += fmt::format("    int64_t {} = {};\n", a.name, a.value);
       s += "  };\n";
     }
     std::set<std::string> described;  // an input may be an output too
@@ -725,8 +744,9 @@ class Emitter {
       mesh.push_back(fmt::format("{{\"{}\", {}}}", g_.mesh.axes[k], g_.mesh.sizes[k]));
     std::vector<std::string> sizes;
     for (const auto& [size, value] : g_.sizes) sizes.push_back(fmt::format("{} = {}", size, value));
-    return fmt::format("\"{}\", \"{}\", {}, {{{}}}, {{{}}}, {{{}}}, \"{}\"", name_ + ".dg", name_, g_.world,
-                       fmt::join(ins, ", "), fmt::join(outs, ", "), fmt::join(mesh, ", "), fmt::join(sizes, ", "));
+    return fmt::format("\"{}\", \"{}\", {}, {{{}}}, {{{}}}, {{{}}}, {}", name_ + ".dg", name_, g_.world,
+                       fmt::join(ins, ", "), fmt::join(outs, ", "), fmt::join(mesh, ", "),
+                       any() ? "sizes" : fmt::format("\"{}\"", fmt::join(sizes, ", ")));
   }
   // The main template's @BIND@: the shared inputs' check, then each input and output bound.
   std::string bind() {
@@ -745,7 +765,8 @@ class Emitter {
     if (any())
       return fmt::format(
           "  using {0}_type = {1};\n  int64_t {0}_size() const {{ return {2}; }}\n"
-          "  static constexpr int {0}_rank = {3};\n  std::array<int64_t, {4}> {0}_shape() const {{ return {{{5}}}; }}\n",
+          "  static constexpr int {0}_rank = {3};\n  std::array<int64_t, {4}> {0}_shape() const {{ return {{{5}}}; "
+          "}}\n",
           n, cpp_type(b.type->dtype), b.type->size(), b.type->rank(), std::max(1, b.type->rank()),
           b.type->shape.empty() ? "1" : dims);
     return fmt::format(
@@ -947,7 +968,7 @@ class Emitter {
     std::string s = constructor();
     if (any()) {
       s += "  partials_ = gradc::alloc_partials();\n";
-      if (std::all_of(any_.begin(), any_.end(), [](const auto& v) { return v.second > 0; }))
+      if (std::all_of(any_.begin(), any_.end(), [](const AnySize& a) { return a.value > 0; }))
         s += "  set_sizes(Sizes{});\n";
       s += "}\n\n" + set_sizes();
     } else {
@@ -971,15 +992,15 @@ class Emitter {
                          cpp_type(l_.buffers[size_t(b)].type->dtype));
     return s;
   }
-  // A class for any size: set_sizes checks them (@M_B@, each size's multiple, is filled
+  // A class for any size: set_sizes checks them (@M_B@, B's multiple, is filled
   // in once the formulas are fitted), plans the workspace again (runtime/plan.h) and
   // allocates where the new sizes need more.
   std::string set_sizes() {
     std::string s = fmt::format("void {}::set_sizes(const Sizes& s) {{\n", name_);
     std::vector<std::string> same;
-    for (const auto& [n, v] : any_) {
-      s += fmt::format("  if (s.{0} < 1 || s.{0} % @M_{0}@ != 0) gradc::wrong_size(\"{1}\", \"{0}\", s.{0}, @M_{0}@);\n",
-                       n, name_);
+    for (const AnySize& a : any_) {
+      const std::string& n = a.name;
+      s += fmt::format("  gradc::check_size(\"{1}\", \"{0}\", s.{0}, @M_{0}@);\n", n, name_);
       same.push_back(fmt::format("s.{0} == sz_.{0}", n));
     }
     s += fmt::format("  if (sized_ && {}) return;\n  sz_ = s;\n", fmt::join(same, " && "));
@@ -994,9 +1015,10 @@ class Emitter {
          "    ws_ = static_cast<char*>(gradc::alloc(ws_bytes_));\n    ws_capacity_ = ws_bytes_;\n  }\n";
     for (const auto& [n, b] : l_.inputs)
       if (!g_[l_.buffers[size_t(b)].value].args.empty())
-        s += fmt::format("  if (in_{0}_ == default_{0}_) in_{0}_ = nullptr;  // a kept default of other sizes\n"
-                         "  gradc::release(default_{0}_);\n",
-                         n);
+        s += fmt::format(
+            "  if (in_{0}_ == default_{0}_) in_{0}_ = nullptr;  // a kept default of other sizes\n"
+            "  gradc::release(default_{0}_);\n",
+            n);
     return s + default_allocs() + "  sized_ = true;\n}\n\n";
   }
 
@@ -1068,8 +1090,8 @@ class Emitter {
       for (int k = 0; k < num_axes(g_); ++k)
         if (std::find(axes.begin(), axes.end(), k) == axes.end()) others.push_back(k);
       const SharedWords w = shared_words(g_, n);
-      entries.push_back(fmt::format("{{&{}, {}, {}, {}, {}, {},\n       \"{}\", \"{}\", \"{}\", {}}}",
-                                    comm_for(axes), ptr(b, true), x.type->size(), dtype_enum(x.type->dtype),
+      entries.push_back(fmt::format("{{&{}, {}, {}, {}, {}, {},\n       \"{}\", \"{}\", \"{}\", {}}}", comm_for(axes),
+                                    ptr(b, true), x.type->size(), dtype_enum(x.type->dtype),
                                     group_rank_code(g_, others, "rank_"), g_.world / axes_size(g_, axes), w.what,
                                     loc_str(source_, n.loc), w.note, dims_code(x.type->shape)));
     }
@@ -1330,7 +1352,7 @@ class Emitter {
   const Graph& g_;
   std::string name_, source_;
   std::optional<std::map<int, Functor>> functors_;
-  std::vector<std::pair<std::string, int64_t>> any_;  // a class for any size: the sizes, their defaults (0: none)
+  std::vector<AnySize> any_;                // a class for any size: its sizes
   std::map<std::string, std::string> api_;  // an input's or output's name in the API, by its name
   const std::string& api(const std::string& n) const { return api_.at(n); }
 };
@@ -1363,7 +1385,7 @@ class CpuEmitter final : public Emitter {
  private:
   const char* extension() const override { return ".cpp"; }
   std::vector<const char*> runtime_files() const override {
-    return {"gradc_runtime.h", "gradc_common.h", "gradc_dtype.h", "gradc_scalar.h", "gradc_plan.h", "gradc_cpu.h",
+    return {"gradc_runtime.h", "gradc_common.h", "gradc_dtype.h", "gradc_scalar.h", "gradc_plan.h",       "gradc_cpu.h",
             "gradc_threads.h", "gradc_mpi.h",    "gradc_main.h",  "gradc_npy.h",    "gradc_kernels.cmake"};
   }
   const char* cmake_template() const override { return "CMakeLists.cpu.txt"; }
@@ -1573,16 +1595,54 @@ std::unique_ptr<Emitter> emitter(const Lowered& l, Target target, const std::str
 
 }  // namespace
 
+// The buffers of unnamed values are named by their values' numbers (t12), which
+// differ between sizes where a size's value lets a pass merge or fold another node
+// (B * world == 4, a constant elsewhere). A class for any size numbers them instead in
+// their order: t0, t1, ..., skipping names the program uses.
+Lowered numbered_in_order(const Lowered& l) {
+  Lowered c = l;
+  auto number = [](const std::string& n) -> int64_t {
+    if (n.size() < 2 || n[0] != 't' || !std::all_of(n.begin() + 1, n.end(), [](char ch) { return std::isdigit(ch); }))
+      return -1;
+    return std::stoll(n.substr(1));
+  };
+  std::vector<std::pair<int64_t, size_t>> unnamed;
+  std::set<std::string> taken;
+  for (size_t b = 0; b < c.buffers.size(); ++b) {
+    const bool is_unnamed = number(c.buffers[b].name) >= 0 && c.graph[c.buffers[b].value].name.str().empty();
+    if (is_unnamed)
+      unnamed.push_back({number(c.buffers[b].name), b});
+    else
+      taken.insert(c.buffers[b].name);
+  }
+  std::sort(unnamed.begin(), unnamed.end());
+  std::map<int64_t, std::string> renamed;
+  int64_t next = 0;
+  for (const auto& [old, b] : unnamed) {
+    auto [at, fresh] = renamed.try_emplace(old);
+    if (fresh) {
+      while (taken.count("t" + std::to_string(next))) ++next;
+      at->second = "t" + std::to_string(next++);
+    }
+    c.buffers[b].name = at->second;
+  }
+  return c;
+}
+
 std::vector<GeneratedFile> generate(const Lowered& l, Target target, const std::string& name,
-                                    const std::string& source_path,
-                                    const std::vector<std::pair<std::string, int64_t>>& any) {
-  std::unique_ptr<Emitter> e = emitter(l, target, name, source_path);
+                                    const std::string& source_path, const std::vector<AnySize>& any) {
+  if (any.empty()) return emitter(l, target, name, source_path)->files();
+  const Lowered numbered = numbered_in_order(l);
+  std::unique_ptr<Emitter> e = emitter(numbered, target, name, source_path);
   e->set_any(any);
   return e->files();
 }
 
-GeneratedFile generate_main(const Lowered& l, Target target, const std::string& name) {
-  return emitter(l, target, name, "")->main_file();
+GeneratedFile generate_main(const Lowered& l, Target target, const std::string& name, const std::vector<AnySize>& any) {
+  const Lowered numbered = any.empty() ? Lowered{} : numbered_in_order(l);
+  std::unique_ptr<Emitter> e = emitter(any.empty() ? l : numbered, target, name, "");
+  e->set_any(any);
+  return e->main_file();
 }
 
 GeneratedFile generate_native_entry(const Lowered& l, const std::string& name) {

@@ -74,14 +74,22 @@ struct GeneratedFile {
 
 // The sources of `gradc emit`: NAME.h (the class), NAME.cpp or NAME.cu, the
 // runtime headers and a CMakeLists.txt defining the library NAME.
-// With `any` (sizes and their defaults, 0 for none), the class's any-size form, as
-// fit_any_size reads it (codegen/any_size.h): the code at these sizes with the sizes
-// in the class and its functors, the workspace planned at run time.
+// A size chosen at run time (gradc emit --size B=any): its name, its default (0 for
+// none), and the inputs whose declared shape has it as a dimension (input x : f32[B, 16]
+// gives {x, 0}), from whose files an executable takes it.
+struct AnySize {
+  std::string name;
+  int64_t value = 0;
+  std::vector<std::pair<std::string, int>> from;
+};
+// With `any`, the class's any-size form, as fit_any_size reads it (codegen/any_size.h):
+// the code at these sizes with the sizes in the class and its functors, the workspace
+// planned at run time.
 std::vector<GeneratedFile> generate(const Lowered& l, Target target, const std::string& name,
-                                    const std::string& source_path,
-                                    const std::vector<std::pair<std::string, int64_t>>& any = {});
+                                    const std::string& source_path, const std::vector<AnySize>& any = {});
 // The standalone executable's main (gradc build), beside generate()'s files.
-GeneratedFile generate_main(const Lowered& l, Target target, const std::string& name);
+GeneratedFile generate_main(const Lowered& l, Target target, const std::string& name,
+                            const std::vector<AnySize>& any = {});
 // Whether the program has a shared input (its class then checks it: check_shared_inputs).
 bool has_shared_input(const Lowered& l);
 // The torch target (codegen/torch.cpp): the Python package NAME/ (docs/torch.md),

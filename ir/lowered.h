@@ -81,9 +81,9 @@ struct Lowered {
   Graph graph;  // the program the kernels compute (after grad and simplification)
   std::vector<LBuffer> buffers;
   std::vector<LKernel> kernels;
-  std::vector<LGemm> gemms;     // the gemm kernels' calls
-  std::vector<int> buffer_of;   // per value: its buffer, or -1 when it is computed where used
-  int64_t workspace_bytes = 0;  // the work buffers' peak: one allocation
+  std::vector<LGemm> gemms;         // the gemm kernels' calls
+  std::vector<int> buffer_of;       // per value: its buffer, or -1 when it is computed where used
+  int64_t workspace_bytes = 0;      // the work buffers' peak: one allocation
   std::vector<int32_t> plan_steps;  // how the buffer plan placed them (runtime/plan.h)
   std::vector<std::pair<std::string, int>> inputs, outputs;  // by name, in program order
   bool check_finite = false;  // each float kernel result checked for NaN and infinity (unfused)

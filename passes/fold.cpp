@@ -5,13 +5,12 @@
 namespace gradc {
 
 namespace {
-constexpr int64_t kMaxFolded = 4096;  // larger results stay as ops (a splat stays small)
-
-bool foldable(const Graph& g, const Node& n) {
+// Results of more than max_folded elements stay as ops (a splat stays small).
+bool foldable(const Graph& g, const Node& n, int64_t max_folded) {
   if (is_collective(n.op) || n.op == Op::Input || n.op == Op::Const || n.op == Op::Rank || n.op == Op::Grad ||
       n.args.empty())
     return false;
-  if (n.type->size() > kMaxFolded) return false;
+  if (n.type->size() > max_folded) return false;
   for (ValueId a : n.args)
     if (g[a].op != Op::Const) return false;
   return true;
@@ -76,7 +75,7 @@ void sink_transpose(Graph& g, Node& n, const std::vector<int>& uses) {
   }
 }
 
-Graph fold(Graph g) {
+Graph fold(Graph g, int64_t max_folded) {
   Graph& out = g;
   std::vector<int> uses(out.nodes.size(), 0);
   for (const Node& n : out.nodes)
@@ -85,7 +84,7 @@ Graph fold(Graph g) {
   for (Node& n : out.nodes) {
     fold_transposes(out, n, uses);
     sink_transpose(out, n, uses);
-    if (!foldable(out, n)) continue;
+    if (!foldable(out, n, max_folded)) continue;
     std::vector<Tensor> vals;
     for (ValueId a : n.args) vals.push_back(run_local(out[a], {}, EvalCtx{}));
     Args args;

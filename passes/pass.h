@@ -12,6 +12,7 @@ struct PipelineOptions {
   bool print_after_all = false;  // the IR after every pass, marked "unchanged" when it is
   bool time_passes = false;
   bool check_finite = false;               // lower: a kernel per value, checked (lower_kernels)
+  int64_t max_folded = 4096;               // fold: larger results stay as ops
   std::vector<GradInfo>* grads = nullptr;  // grad: what autodiff made of each grad, in program order
 };
 
@@ -43,10 +44,10 @@ Graph run_pipeline(Graph g, Pipeline p, const PipelineOptions& opt = {}, std::st
 Lowered lowered(Graph g, const PipelineOptions& opt = {}, std::string* log = nullptr);
 
 // The passes (one file each in passes/).
-Graph infer_shapes(Graph g);  // re-derives every type; reports errors at source locations
-Graph dce(Graph g);           // drops values nothing uses; keeps every collective and input
-Graph cse(Graph g);           // merges identical local ops; never merges collectives
-Graph fold(Graph g);          // evaluates local ops on constants (small results only)
+Graph infer_shapes(Graph g);                     // re-derives every type; reports errors at source locations
+Graph dce(Graph g);                              // drops values nothing uses; keeps every collective and input
+Graph cse(Graph g);                              // merges identical local ops; never merges collectives
+Graph fold(Graph g, int64_t max_folded = 4096);  // evaluates local ops on constants (small results only)
 // Each bf16 or f16 op as its f32 op and a rounding cast; reductions over ranks of them
 // as exchanges in their type and a sum on the receiving rank (passes/low_precision.cpp).
 Graph widen_low_precision(Graph g);

@@ -17,7 +17,7 @@ const std::vector<PassInfo>& all_passes() {
        "replace every grad by its derived backward graph"},
       {"replication", [](Graph g, const PipelineOptions&) { return replication(std::move(g)); },
        "mark every value replicated or varying"},
-      {"fold", [](Graph g, const PipelineOptions&) { return fold(std::move(g)); },
+      {"fold", [](Graph g, const PipelineOptions& o) { return fold(std::move(g), o.max_folded); },
        "evaluate local ops whose operands are constants"},
       {"cse", [](Graph g, const PipelineOptions&) { return cse(std::move(g)); },
        "merge identical local ops (never collectives)"},

@@ -10,6 +10,18 @@ program with a mesh its axes' sizes (dp=2,tp=4; the native backend then runs too
 runs under `mpirun -np N` (a process per rank), and both runs are compared with
 the interpreter.
 
+usage: compare_backends.py --any-size B=v,w,... GRADC FILE.dg WORKDIR
+Builds the executable once for any B (gradc build --size B=any) and, at each of the
+values, writes the float inputs whose declared shape has B as files (a rank's own
+where the input is per rank), runs the executable and `gradc run --backend=interp`
+on them and compares the outputs the same way (B comes from the files; an input left
+out takes its default at that B).
+
+usage: compare_backends.py --lines B GRADC FILE.dg LINES
+Each line of the file LINES is one JSON object, {"B": 5, "out": [...], ...}: rank 0's
+outputs at that B of a class for any B (tests/embed/any_size.cpp prints them); each is
+compared with `gradc run --backend=interp --size B=5`'s, the same way.
+
 usage: compare_backends.py --native GRADC FILE.dg...
 Runs each program with `gradc run --backend=native` and `--backend=interp` at its
 own world size and compares the outputs the same way; a program the interpreter
@@ -19,6 +31,7 @@ import json
 import math
 import os
 import re
+import struct
 import subprocess
 import sys
 
@@ -52,10 +65,74 @@ def native(gradc, progs):
     print(f"native equals the interpreter on {ran} programs; {rejected} rejected by both with the same message")
 
 
+def write_npy(path, descr, shape, values):
+    data = b"".join(struct.pack("<" + {"f4": "f", "f8": "d", "i4": "i"}[descr], v) for v in values)
+    tup = "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+    header = "{'descr': '<%s', 'fortran_order': False, 'shape': %s, }" % (descr, tup)
+    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + data)
+
+
+def any_size(spec, gradc, prog, work):
+    # "B=1,2,3" or "B=2,4 D=3,5": each size's values, the k-th of each together
+    sizes = {name: values.split(",") for name, values in (part.split("=") for part in spec.split())}
+    names = list(sizes)
+    os.makedirs(work, exist_ok=True)
+    exe = os.path.join(work, os.path.basename(prog) + ".any")
+    run([gradc, "build", prog, "--target=cpu", "-o", exe, "--size=" + ",".join(f"{n}=any" for n in names)])
+    with open(prog) as f:  # the inputs with a size as a dimension: their files give it
+        sized = {m.group(1) for m in re.finditer(r"input\s+(\w+)\s*:\s*\w+\[([^\]]*)\]", f.read())
+                 if set(names) & {d.strip() for d in m.group(2).split(",")}}
+    points = []
+    for k in range(len(sizes[names[0]])):
+        at = ",".join(f"{n}={sizes[n][k]}" for n in names)
+        points.append(at)
+        inputs = os.path.join(work, "inputs." + at.replace(",", "."))
+        os.makedirs(inputs, exist_ok=True)
+        listing = run([gradc, "check", "-v", prog, f"--size={at}"])
+        world = int(re.match(r".*: (\d+) ranks?", listing).group(1))
+        for m in re.finditer(r"^input +(\w+): (f32|f64)\[([^\]]*)\] (shared|per rank)", listing, re.M):
+            name, dtype, dims, how = m.groups()
+            if name not in sized:
+                continue
+            shape = [int(d) for d in dims.split(",") if d.strip()]
+            n = math.prod(shape)
+            descr = "f4" if dtype == "f32" else "f8"
+            for r in ([None] if how == "shared" else range(world)):
+                seed = 0 if r is None else r + 1
+                vals = [math.sin(1.7 * i + 0.3 * seed + len(name)) for i in range(n)]
+                d = inputs if r is None else os.path.join(inputs, f"rank{r}")
+                os.makedirs(d, exist_ok=True)
+                write_npy(os.path.join(d, name + ".npy"), descr, shape, vals)
+        want = json.loads(run([gradc, "run", prog, f"--inputs={inputs}", "--format=json", "--backend=interp"]))
+        got = json.loads(run([exe, f"--inputs={inputs}", "--format=json"]))
+        compare(f"{prog} at {at}", world, got, want)
+    print(f"{os.path.basename(prog)}: the executable for any {', '.join(names)} equals the interpreter at "
+          + "; ".join(points))
+
+
+def lines(size, gradc, prog, path):
+    with open(path) as f:
+        got = [json.loads(line) for line in f if line.strip()]
+    for g in got:
+        v = g.pop(size)
+        want = json.loads(run([gradc, "run", prog, f"--size={size}={v}", "--format=json", "--backend=interp"]))
+        rank0 = {"rank": 0, "outputs": {name: dict(want["ranks"][0]["outputs"][name], data=data)
+                                        for name, data in g.items()}}
+        compare(f"{prog} at {size} = {v}", want["world"], {"world": want["world"], "ranks": [rank0]}, want)
+    print(f"{os.path.basename(prog)}: the class for any {size} equals the interpreter at {size} = "
+          + ", ".join(str(json.loads(line)[size]) for line in open(path) if line.strip()))
+
+
 def main():
     args = sys.argv[1:]
     if args[0] == "--native":
         return native(args[1], args[2:])
+    if args[0] == "--any-size":
+        return any_size(*args[1:5])
+    if args[0] == "--lines":
+        return lines(*args[1:5])
     mpi = args[0] == "--mpi"
     if mpi:
         args = args[1:]
@@ -104,6 +181,7 @@ def compare(prog, n, got, want):
         for name, w in rw["outputs"].items():
             g = rg["outputs"][name]
             assert g["dtype"] == w["dtype"] and g["shape"] == w["shape"], (name, g["shape"], w["shape"])
+            assert len(g["data"]) == len(w["data"]), (name, len(g["data"]), len(w["data"]))
             for i, (a, b) in enumerate(zip(g["data"], w["data"])):
                 same = (math.isnan(a) and math.isnan(b)) or a == b or abs(a - b) <= 1e-5 * abs(b) + 1e-5
                 if not same:

@@ -197,8 +197,8 @@ std::vector<std::pair<std::string, int64_t>> size_values(const ast::Program& p, 
 // ranks and sizes asked for; `parsed`, where given, gets its syntax tree.
 Graph load_program(const Options& o, SourceFile& src, bool f64 = false, ast::Program* parsed = nullptr) {
   if (!o.any_sizes.empty())
-    throw UsageError(fmt::format("--size {}=any is for gradc emit --target=cpu (here, give each size a value)",
-                                 o.any_sizes[0]));
+    throw UsageError(
+        fmt::format("--size {}=any is for gradc emit --target=cpu (here, give each size a value)", o.any_sizes[0]));
   src.path = o.one_file("FILE.dg");
   src.text = read_file(src.path);
   ast::Program p = parse_program(src.text);
@@ -881,11 +881,11 @@ const char* kEmitHelp =
 // else the least of a few multiples at which the texts agree but for numbers that fit
 // (a size such as B // 2 is one only at even B), then each size's made as small as
 // the fit allows; a size outside them is an error at run time (set_sizes).
-std::vector<GeneratedFile> any_size_files(const Options& o, SourceFile& src, Target target, const std::string& name) {
+std::vector<GeneratedFile> any_size_files(const Options& o, SourceFile& src, Target target, const std::string& name,
+                                          bool main) {
   if (target != Target::Cpu)
     throw UsageError(fmt::format("--size {}=any is for --target=cpu for now (cuda and torch take a value of each size)",
                                  o.any_sizes[0]));
-  if (o.main) throw UsageError("--size B=any: --main is not supported yet (an executable takes a value of each size)");
   src.path = o.one_file("FILE.dg");
   src.text = read_file(src.path);
   const ast::Program p = parse_program(src.text);
@@ -898,14 +898,23 @@ std::vector<GeneratedFile> any_size_files(const Options& o, SourceFile& src, Tar
       throw UsageError(fmt::format("--size gives {} twice", v));
   }
   if (vars.size() > 3) throw UsageError("--size: at most 3 sizes may be any (their formulas are fitted on a grid)");
-  // each size's default: the program's (0 where it has none)
-  std::vector<std::pair<std::string, int64_t>> any;
+  // each size's default (the program's; 0 where it has none) and the inputs that have
+  // it as a dimension
+  std::vector<AnySize> any;
   std::map<std::string, int64_t> defaults;
   try {
     for (const auto& [n, v] : lower_program(p, LowerOptions{o.ranks, false, o.mesh, o.sizes}).sizes) defaults[n] = v;
   } catch (const UserError&) {
   }
-  for (const std::string& v : vars) any.push_back({v, defaults.count(v) ? defaults[v] : 0});
+  for (const std::string& v : vars) {
+    AnySize a{v, defaults.count(v) ? defaults[v] : 0, {}};
+    for (const ast::Stmt& st : p.stmts)
+      if (st.kind == ast::Stmt::Input)
+        for (size_t k = 0; k < st.type.dims.size(); ++k)
+          if (st.type.dims[k]->kind == ast::Expr::Name && st.type.dims[k]->text == v)
+            a.from.push_back({st.names[0].text, int(k)});
+    any.push_back(std::move(a));
+  }
   std::string first_why;
   auto attempt = [&](const std::vector<int64_t>& m) -> std::vector<GeneratedFile> {
     std::vector<SizedFiles> at;
@@ -913,9 +922,12 @@ std::vector<GeneratedFile> any_size_files(const Options& o, SourceFile& src, Tar
       std::vector<std::pair<std::string, int64_t>> sizes = o.sizes;
       for (size_t i = 0; i < vars.size(); ++i) sizes.push_back({vars[i], x[i]});
       try {
+        PipelineOptions po;
+        po.max_folded = kAnyMaxFolded;
         const Lowered l =
-            lowered(run_pipeline(lower_program(p, LowerOptions{o.ranks, false, o.mesh, sizes}), Pipeline::Grad));
+            lowered(run_pipeline(lower_program(p, LowerOptions{o.ranks, false, o.mesh, sizes}), Pipeline::Grad), po);
         at.push_back({x, generate(l, target, name, src.path, any)});
+        if (main) at.back().files.push_back(generate_main(l, target, name, any));
       } catch (const UserError& e) {
         if (first_why.empty()) first_why = e.what();
         return {};
@@ -952,7 +964,7 @@ int cmd_emit(const Options& o, SourceFile& src) {
   if (!o.out) throw UsageError("-o DIR is needed");
   std::string name = program_name(o);
   if (!o.any_sizes.empty()) {
-    write_sources(*o.out, any_size_files(o, src, target, name));
+    write_sources(*o.out, any_size_files(o, src, target, name, o.main));
     return 0;
   }
   if (target != Target::Torch) {
@@ -1000,13 +1012,18 @@ int cmd_build(const Options& o, SourceFile& src) {
   if (!tc.found)
     throw UserError({},
                     fmt::format("gradc build --target={}: {}", target == Target::Cuda ? "cuda" : "cpu", tc.missing));
-  Lowered l = lowered_program(o, src);
+  std::vector<GeneratedFile> files;
+  if (!o.any_sizes.empty()) {
+    files = any_size_files(o, src, target, name, true);
+  } else {
+    const Lowered l = lowered_program(o, src);
+    files = generate(l, target, name, src.path);
+    files.push_back(generate_main(l, target, name));
+  }
   std::string tmpl = (fs::temp_directory_path() / "gradc-build-XXXXXX").string();
   if (!mkdtemp(tmpl.data()))
     throw UserError({}, fmt::format("cannot create a folder for the sources: {}", std::strerror(errno)));
   const std::string dir = tmpl;
-  std::vector<GeneratedFile> files = generate(l, target, name, src.path);
-  files.push_back(generate_main(l, target, name));
   write_sources(dir, files);
   const std::string ext = target == Target::Cuda ? ".cu" : ".cpp";
   std::string err = compile(target == Target::Cuda, dir, {name + ext, name + "_main" + ext}, exe + ".gradc-tmp");

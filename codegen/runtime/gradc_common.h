@@ -214,7 +214,8 @@ struct Blocks {
 }
 // A class for any size (gradc emit --size B=any) given a size it does not take: the
 // sizes are at least 1, and a multiple of `multiple` where the code needs it to be.
-[[noreturn]] inline void wrong_size(const char* name, const char* size, int64_t value, int64_t multiple) {
+inline void check_size(const char* name, const char* size, int64_t value, int64_t multiple) {
+  if (value >= 1 && value % multiple == 0) return;
   throw std::invalid_argument(std::string(name) + ": size " + size + " = " + std::to_string(value) + ": it must be " +
                               (multiple > 1 ? "a positive multiple of " + std::to_string(multiple) : "at least 1"));
 }
@@ -371,8 +372,8 @@ void check_finite_values(const T* data, int64_t n, int rank, const char* where, 
     if (v - v == v - v) continue;  // finite
     const char* what_value = v != v ? "NaN" : v > 0 ? "inf" : "-inf";
     throw std::runtime_error(std::string(where) + ": " + what + ": the result holds " + what_value + " on rank " +
-                             std::to_string(rank) + ", at element " + element_str(i, dims) + " of " + dtype + "[" + dims_text(dims).s + "]" +
-                             " (--check-finite)");
+                             std::to_string(rank) + ", at element " + element_str(i, dims) + " of " + dtype + "[" +
+                             dims_text(dims).s + "]" + " (--check-finite)");
   }
 }
 

@@ -3,12 +3,14 @@
 // that `gradc run` prints, for the ranks it runs as threads of this process.
 #pragma once
 #include <sys/stat.h>
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <sstream>
 #include <thread>
 
@@ -41,6 +43,7 @@ struct Program {
   std::vector<Arg> inputs, outputs;
   std::vector<std::pair<const char*, int>> mesh;  // a mesh's axes and their sizes (none without one)
   const char* sizes;                              // the size parameters it is built for ("B = 8"; empty without any)
+  bool any_size = false;                          // built for any size (sizes: those its input files give)
 };
 
 // One rank's host data: inputs (null where the default applies) and outputs.
@@ -211,7 +214,7 @@ inline bool exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 // Rank r's value of input a from path, read and checked as gradc run does (gradc_npy.h).
-inline std::vector<char> read_npy(const std::string& path, const Arg& a, const char* sizes) {
+inline std::vector<char> read_npy(const std::string& path, const Arg& a, const char* sizes, bool any_size) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error{"cannot read '" + path + "'"};
   std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -239,9 +242,10 @@ inline std::vector<char> read_npy(const std::string& path, const Arg& a, const c
   const std::string got = type_str(t, x.shape.data(), int(x.shape.size()));
   if (got != want)
     throw Error{path + ": holds " + got + ", but input '" + a.name + "' is declared " + want +
-                (*sizes ? std::string(" (the executable is built for ") + sizes +
-                              ": `gradc build --size` makes one for other sizes)"
-                        : "")};
+                (any_size ? std::string(" (with ") + sizes + ", which the input files give)"
+                 : *sizes ? std::string(" (the executable is built for ") + sizes +
+                                ": `gradc build --size` makes one for other sizes)"
+                          : "")};
   return std::vector<char>(x.data.begin(), x.data.end());
 }
 inline std::string npy_bytes(const Arg& a, const std::vector<char>& data) {
@@ -329,7 +333,7 @@ inline RankData load_rank(const Program& p, const Options& o, int r) {
       for (std::string path :
            {o.inputs + "/rank" + std::to_string(r) + "/" + a.name + ".npy", o.inputs + "/" + a.name + ".npy"}) {
         if (o.inputs.empty() || !exists(path)) continue;
-        data = read_npy(path, a, p.sizes);
+        data = read_npy(path, a, p.sizes, p.any_size);
         found = true;
         break;
       }
@@ -391,6 +395,68 @@ inline void write_outputs(const Program& p, const std::string& dir, const std::v
     throw;
   }
   commit(staged);
+}
+
+// An executable for any size (gradc build --size B=any): an input whose declared shape
+// has size `size` as its dimension `axis` (input -1: none has it).
+struct SizeSource {
+  const char* size;
+  int64_t* value;
+  int input, axis;
+};
+// Sets each size from the files of --inputs (every rank's, of every input that has it
+// as a dimension: they must agree), else leaves its default. The sizes as text ("B =
+// 32"), or "" after printing why there are none.
+inline std::string find_sizes(const Program& p, int argc, char** argv, const SizeSource* s, size_t n) {
+  const Options o = parse(p, argc, argv);
+  const int world = o.ranks ? o.ranks : p.world;
+  std::vector<std::pair<std::string, std::string>> found;  // size: the file that gave it
+  std::string text;
+  try {
+    for (size_t k = 0; k < n; ++k) {
+      if (s[k].input < 0 || o.inputs.empty()) continue;
+      const Arg& a = p.inputs[size_t(s[k].input)];
+      for (int r = 0; r < world; ++r)
+        for (const std::string& path :
+             {o.inputs + "/rank" + std::to_string(r) + "/" + a.name + ".npy", o.inputs + "/" + a.name + ".npy"}) {
+          if (!exists(path)) continue;
+          std::ifstream f(path, std::ios::binary);
+          const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+          npy::Array x;
+          try {
+            x = npy::parse(bytes, path);
+          } catch (const std::runtime_error& e) {
+            throw Error{e.what()};
+          }
+          if (int(x.shape.size()) != a.rank) break;  // reading it says what is wrong with it
+          const int64_t v = x.shape[size_t(s[k].axis)];
+          if (v < 1)
+            throw Error{path + ": gives size " + s[k].size + " = " + std::to_string(v) + ", but a size is at least 1"};
+          auto at = std::find_if(found.begin(), found.end(), [&](const auto& g) { return g.first == s[k].size; });
+          if (at == found.end()) {
+            found.push_back({s[k].size, path});
+            *s[k].value = v;
+          } else if (*s[k].value != v) {
+            throw Error{std::string("size ") + s[k].size + " is " + std::to_string(*s[k].value) + " in " + at->second +
+                        " but " + std::to_string(v) + " in " + path +
+                        ": a size is the same in every input file of every rank"};
+          }
+          break;
+        }
+    }
+    for (size_t k = 0; k < n; ++k) {
+      const std::string name = s[k].size;
+      if (text.find(name + " = ") == 0 || text.find(", " + name + " = ") != std::string::npos) continue;
+      if (*s[k].value < 1)
+        throw Error{"size " + name + " has no default, and no input file gives it" +
+                    (s[k].input < 0 ? std::string(" (no input has it as a dimension)") : std::string())};
+      text += (text.empty() ? "" : ", ") + name + " = " + std::to_string(*s[k].value);
+    }
+  } catch (const Error& e) {
+    fprintf(stderr, "%s: error: %s\n", p.name, e.message.c_str());
+    return "";
+  }
+  return text;
 }
 
 // The start of every main: the world size the executable was built for.

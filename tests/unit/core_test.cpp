@@ -2,6 +2,7 @@
 #include <filesystem>
 
 #include <array>
+#include "codegen/any_size.h"
 #include "frontend/ir_reader.h"
 #include "ir/print.h"
 #include "ir/rules.h"
@@ -216,6 +217,65 @@ TEST_CASE("polynomials fitted on a grid: exact coefficients, the text gradc cost
   CHECK(rational_of(96.0) == Rational(96));
   CHECK(!rational_of(0.1234567890123));
   CHECK(Rational(6, -4).str() == "-3/2");
+}
+
+TEST_CASE("polynomials fitted away from the origin, written as C++ (gradc emit --size B=any)") {
+  // p(B, C) = 3/4 B^2 C - 5 B + 7 at B, C = m t, t = 89..92 (where the class for any size
+  // is generated), then as an integer expression: its values are integers at even B.
+  auto p = [](int64_t b, int64_t c) { return Rational(3 * b * b * c, 4) - Rational(5 * b) + Rational(7); };
+  std::vector<Rational> values;
+  for (int64_t tb = 89; tb <= 92; ++tb)
+    for (int64_t tc = 89; tc <= 92; ++tc) values.push_back(p(2 * tb, tc));
+  const Polynomial fit = fit_on_grid({"B", "C"}, {2, 1}, 3, values, 89);
+  CHECK(fit.str() == "3*B^2*C/4 - 5*B + 7");
+  CHECK(fit.cpp_str("sz.") == "(3*sz.B*sz.B*sz.C - 20*sz.B + 28) / 4");
+  CHECK(fit.at({6, 5}) == p(6, 5));
+  // integer coefficients need no division; a lone variable, a negative term, zero
+  std::vector<Rational> line;
+  for (int64_t t = 89; t <= 92; ++t) line.push_back(Rational(16 * t - 3));
+  CHECK(fit_on_grid({"B"}, {1}, 3, line, 89).cpp_str("sz_.") == "16*sz_.B - 3");
+  CHECK(fit_on_grid({"B"}, {1}, 3, {Rational(89), Rational(90), Rational(91), Rational(92)}, 89).cpp_str("") == "B");
+  CHECK(fit_on_grid({"B"}, {1}, 3, std::vector<Rational>(4), 89).cpp_str("") == "0");
+  CHECK(fit_on_grid({"B"}, {1}, 3, std::vector<Rational>(4, Rational(-5)), 89).cpp_str("") == "-5");
+}
+
+}  // namespace gradc::test
+
+namespace gradc::test {
+
+TEST_CASE("a class for any size: the numbers that differ become formulas, where they are") {
+  // Texts made at each point as the emitter would make them: a functor's stride, a
+  // class's count, a mean's divisor (1/n), a comment's shape and a number that does
+  // not change.
+  auto files_at = [](int64_t b, const std::string& extra) {
+    const std::string text = fmt::format(
+        "// x: f32[{0}, 16]\nnamespace c_kernels {{\nstruct k {{ int f(int o) const {{ return o * {1} + 3; }} }};\n"
+        "}}  // namespace c_kernels\nvoid c::run() {{\n  gradc::map(stream_, {1}, k{{rank_, sz_}}, out);\n"
+        "  float m = {2}f;  // 1 / {1}\n  check(@M_B@);{3}\n}}\n",
+        b, 16 * b, fmt::format("{}", float(1.0 / double(16 * b))), extra);
+    return std::vector<GeneratedFile>{{"c.cpp", text}};
+  };
+  std::vector<SizedFiles> at;
+  for (const std::vector<int64_t>& x : any_size_points({2})) at.push_back({x, files_at(x[0], "")});
+  const AnySizeResult r = fit_any_size({"B"}, {2}, at, "c");
+  REQUIRE(r.why.empty());
+  CHECK(r.files[0].text ==
+        "// x: f32[B, 16]\nnamespace c_kernels {\nstruct k { int f(int o) const { return o * (16*sz.B) + 3; } };\n"
+        "}  // namespace c_kernels\nvoid c::run() {\n  gradc::map(stream_, 16*sz_.B, k{rank_, sz_}, out);\n"
+        "  float m = float(1.0 / double(16*sz_.B));  // 1 / 16*B\n  check(2);\n}\n");
+  // a number in a string that depends on the size; code of another form at one point
+  std::vector<SizedFiles> in_string, other_form;
+  for (const std::vector<int64_t>& x : any_size_points({1})) {
+    in_string.push_back({x, files_at(x[0], fmt::format(" f(\"{}\");", x[0]))});
+    other_form.push_back({x, files_at(x[0], x[0] == 90 ? " g();" : "")});
+  }
+  CHECK(fit_any_size({"B"}, {1}, in_string, "c").why.find("is in a string, and depends on the sizes") !=
+        std::string::npos);
+  const AnySizeResult o = fit_any_size({"B"}, {1}, other_form, "c");
+  CHECK(o.files.empty());
+  CHECK(o.why ==
+        "c.cpp, line 8 (check(@M_B@);): the code at B = 90 differs from the code at B = 89 in more "
+        "than its numbers");
 }
 
 }  // namespace gradc::test
