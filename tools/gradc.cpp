@@ -874,7 +874,8 @@ const char* kEmitHelp =
     "an op for inference, without a backward (none is derived or compiled). --data-parallel\n"
     "names the axes the training framework reduces gradients over (each rank's loss its\n"
     "own); along the others every rank's copy of a replicated output is one loss. A\n"
-    "program without a mesh defaults to its one axis (DDP); a mesh program must say.\n";
+    "program without a mesh defaults to its one axis (DDP); a mesh program must say.\n"
+    "--size B=any (cpu): a class for any value of B, set per run (set_sizes; docs/cli.md).\n";
 
 // gradc emit --size B=any: the class generated at the points of any_size_points(m), its
 // numbers fitted as formulas in the sizes (codegen/any_size.h). m is 1 for each size,
@@ -999,7 +1000,8 @@ const char* kBuildHelp =
     "the program's world):  EXE [--ranks=N] [--inputs=DIR] [--outputs=DIR] [--iters=K]\n"
     "[--format=text|json], with gradc run's input and output rules. cpu: the ranks are\n"
     "threads of one process. cuda: one process drives N GPUs. `gradc --version` says which\n"
-    "targets this gradc can compile.\n";
+    "targets this gradc can compile. --size B=any (cpu): one executable for any B, which it\n"
+    "takes from its input files (docs/cli.md).\n";
 
 int cmd_build(const Options& o, SourceFile& src) {
   Target target = target_of(o);
@@ -1119,7 +1121,7 @@ const Flag kSize{"size",
                        given.push_back(item);
                    if (given.empty()) return;
                    for (const auto& [name, n] : name_values("size", fmt::format("{}", fmt::join(given, ",")),
-                                                            "NAME=VALUE,... (such as B=32, or B=any)", INT32_MAX))
+                                                            "NAME=VALUE,... (such as B=32)", INT32_MAX))
                      o.sizes.push_back({name, n});
                  }};
 const Flag kDataParallel{"data-parallel",

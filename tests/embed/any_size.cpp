@@ -32,11 +32,11 @@ int main(int argc, char** argv) {
         step.run(any_size::Sizes{std::atoll(argv[a])});
         if (a == 1) step.keep_defaults();
         if (r != 0) continue;
-        lines[size_t(a)] = "{\"B\": " + std::to_string(step.sizes().B) +
-                           ", \"loss\": " + list(step.loss(), step.loss_size()) +
-                           ", \"dw\": " + list(step.dw(), step.dw_size()) + ", \"dx\": " + list(step.dx(), step.dx_size()) +
-                           ", \"dg\": " + list(step.dg(), step.dg_size()) +
-                           ", \"logits\": " + list(step.logits(), step.logits_size()) + "}";
+        lines[size_t(a)] =
+            "{\"B\": " + std::to_string(step.sizes().B) + ", \"loss\": " + list(step.loss(), step.loss_size()) +
+            ", \"dw\": " + list(step.dw(), step.dw_size()) + ", \"dx\": " + list(step.dx(), step.dx_size()) +
+            ", \"dg\": " + list(step.dg(), step.dg_size()) +
+            ", \"logits\": " + list(step.logits(), step.logits_size()) + "}";
       }
     });
   for (std::thread& t : ranks) t.join();
