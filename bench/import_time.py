@@ -1,13 +1,14 @@
 """The torch target's first import: how long `import NAME` takes to compile and load a
 package that `gradc emit --target=torch` wrote, with an empty extension cache each time.
 
-    build/torch-venv/bin/python bench/import_time.py [GRADC] [--repeat=N] [PROGRAM.dg ...]
+    build/torch-venv/bin/python bench/import_time.py [GRADC] [--repeat=N] [PROGRAM.dg[:B=any] ...]
 
 Each run is a fresh Python process: it imports torch (timed on its own), then the
 package (the compile, by torch.utils.cpp_extension, and the load). Prints the median
 of N runs (default 3) of both, per program (default: tests/torch/megatron.dg and
 tests/torch/all_reduce_seed.dg). A mesh program is emitted with --data-parallel set to
-its first axis (the convention does not change what is compiled).
+its first axis (the convention does not change what is compiled). PROGRAM.dg:B=any
+emits the package for any B (gradc emit --size B=any).
 """
 import os
 import re
@@ -41,10 +42,11 @@ def main():
     gradc = args.pop(0) if args and not args[0].endswith(".dg") else os.path.join(ROOT, "build", "gradc")
     programs = args or [os.path.join(ROOT, "tests", "torch", p) for p in ("megatron.dg", "all_reduce_seed.dg")]
     print(f"{'program':<22} {'import torch s':>15} {'compile and load s':>19}  (medians of {repeat})")
-    for program in programs:
+    for given in programs:
+        program, _, size = given.partition(":")
         with tempfile.TemporaryDirectory() as tmp:
             pkg = os.path.join(tmp, "pkg")
-            emit = [gradc, "emit", program, "--target=torch", "-o", pkg]
+            emit = [gradc, "emit", program, "--target=torch", "-o", pkg] + ([f"--size={size}"] if size else [])
             with open(program) as f:
                 mesh = re.search(r"^\s*mesh\s+(\w+)", f.read(), re.M)
             if mesh:
@@ -60,7 +62,7 @@ def main():
                                      capture_output=True, text=True).stdout.split()
                 torch_s.append(float(out[0]))
                 build_s.append(float(out[1]))
-            print(f"{os.path.basename(program):<22} {statistics.median(torch_s):>15.1f} "
+            print(f"{os.path.basename(program) + (' ' + size if size else ''):<22} {statistics.median(torch_s):>15.1f} "
                   f"{statistics.median(build_s):>19.1f}")
 
 

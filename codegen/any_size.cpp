@@ -34,7 +34,13 @@ std::vector<std::vector<int64_t>> any_size_points(const std::vector<int64_t>& m)
 namespace {
 
 // Where a number is: what its formula is written with.
-enum class Context { Functor, Class, Comment, String };
+enum class Context { Functor, Class, Comment, String, Python };
+
+// How a file is read: C++ (its functors in the namespace NAME_kernels, NAME the file's
+// stem), an executable's main (read as a functor is: its sizes are `sz`), or Python (the
+// torch package's __init__.py: numbers in code are Python expressions in the sizes'
+// names, those in strings and comments, documentation, their formulas' text).
+enum class FileKind { Cpp, Main, Python };
 
 struct Piece {
   std::string text;  // the text before the number, then the number (empty at the end)
@@ -46,8 +52,8 @@ struct Piece {
 bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
 // A file cut at its numbers: each number's text, with what precedes it since the last.
-// An executable's main is read as a functor is: its sizes are `sz`.
-std::vector<Piece> pieces(const std::string& t, const std::string& class_name, bool main) {
+std::vector<Piece> pieces(const std::string& t, const std::string& class_name, FileKind kind) {
+  const bool main = kind == FileKind::Main, python = kind == FileKind::Python;
   const std::string open = "namespace " + class_name + "_kernels {", close = "// namespace " + class_name + "_kernels";
   const size_t kernels_begin = main ? 0 : t.find(open);
   const size_t kernels_end = main                                 ? t.size()
@@ -60,9 +66,9 @@ std::vector<Piece> pieces(const std::string& t, const std::string& class_name, b
   for (size_t i = 0; i < t.size();) {
     const char c = t[i];
     if (state == Code) {
-      if (c == '/' && i + 1 < t.size() && t[i + 1] == '/')
+      if ((!python && c == '/' && i + 1 < t.size() && t[i + 1] == '/') || (python && c == '#'))
         state = LineComment;
-      else if (c == '/' && i + 1 < t.size() && t[i + 1] == '*')
+      else if (!python && c == '/' && i + 1 < t.size() && t[i + 1] == '*')
         state = BlockComment;
       else if (c == '"')
         state = Str;
@@ -86,7 +92,7 @@ std::vector<Piece> pieces(const std::string& t, const std::string& class_name, b
       continue;
     }
     const bool starts_number = std::isdigit(static_cast<unsigned char>(c)) && (i == 0 || !ident_char(t[i - 1])) &&
-                               (i == 0 || t[i - 1] != '.') && state != Chr;
+                               (i == 0 || t[i - 1] != '.') && (state != Chr || python);
     if (!starts_number) {
       if (c == '\n') ++line;
       text += c;
@@ -103,8 +109,9 @@ std::vector<Piece> pieces(const std::string& t, const std::string& class_name, b
     text.clear();
     p.number = t.substr(i, j - i);
     p.line = line;
-    p.context = state == Str                                                                  ? Context::String
+    p.context = state == Str && !python                                                       ? Context::String
                 : state != Code                                                               ? Context::Comment
+                : python                                                                      ? Context::Python
                 : kernels_begin != std::string::npos && i >= kernels_begin && i < kernels_end ? Context::Functor
                                                                                               : Context::Class;
     out.push_back(std::move(p));
@@ -153,7 +160,11 @@ AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vect
         r.why = fmt::format("at {} gradc writes other files", sizes_str(s.sizes));
         return {{}, r.why};
       }
-      cut.push_back(pieces(s.files[f].text, class_name, first.name == class_name + "_main.cpp"));
+      const std::string stem = first.name.substr(0, first.name.rfind('.'));
+      const FileKind kind = first.name.ends_with(".py")              ? FileKind::Python
+                            : first.name == class_name + "_main.cpp" ? FileKind::Main
+                                                                     : FileKind::Cpp;
+      cut.push_back(pieces(s.files[f].text, stem.substr(stem.rfind('/') + 1), kind));
     }
     std::string text;
     for (size_t p = 0; p < cut[0].size(); ++p) {
@@ -243,7 +254,16 @@ AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vect
         text += poly.str();
         continue;
       }
-      std::string e = poly.cpp_str(here.context == Context::Functor ? "sz." : "sz_.");
+      std::string e = poly.cpp_str(here.context == Context::Functor  ? "sz."
+                                   : here.context == Context::Python ? ""
+                                                                     : "sz_.");
+      if (here.context == Context::Python) {  // Python's integer division
+        if (is_float) {
+          fail("is a float in Python code, and depends on the sizes");
+          return {{}, r.why};
+        }
+        if (const size_t d = e.rfind(") / "); d != std::string::npos) e.replace(d, 4, ") // ");
+      }
       // in parentheses, but where it stands alone between ( { [ , = and ) } ] , ;
       const size_t before = text.find_last_not_of(' ');
       const std::string& next = cut[0][p + 1].text;

@@ -40,9 +40,10 @@ struct AnySizeResult {
 };
 
 // The files of `at` (generated at any_size_points(m), in that order) merged into one set
-// whose numbers are formulas in `vars`: in a functor (namespace CLASS_kernels) written
-// with `sz.`, elsewhere in code with `sz_.`, in a comment as the size's name. @M_V@
-// becomes m of size V.
+// whose numbers are formulas in `vars`: in a functor (namespace X_kernels in the file
+// X.cpp) and in CLASS_main.cpp written with `sz.`, elsewhere in C++ code with `sz_.`, in
+// Python code (a .py file) with the sizes' names, in a comment (and a Python string) as
+// text. @M_V@ becomes m of size V.
 AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vector<int64_t>& m,
                            const std::vector<SizedFiles>& at, const std::string& class_name);
 

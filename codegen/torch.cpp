@@ -74,6 +74,7 @@ std::vector<std::string> split_names(const Lowered& l) {
 struct Package {
   const Lowered &fwd, &pb;
   std::string name;
+  std::vector<AnySize> any;             // a package for any size: its sizes
   std::vector<Value> ins, outs, saved;  // forward's inputs; its outputs: the program's, then saved
   std::vector<Value> cts, grads;        // pullback's cotangent inputs; its outputs
   std::vector<size_t> fwd_at, pb_at;    // each class input's place among the op's arguments
@@ -104,9 +105,18 @@ struct Package {
 // What an op's entry does with the tensors' addresses `in` and `out` (the op's
 // arguments in order, nullptr for None; the outputs __init__.py allocated): set the
 // class's inputs and outputs, and run it. Indented as the body of c_call's lambda.
-std::string run_class(const Lowered& l, const std::string& cls, const std::vector<size_t>& at) {
+// In a package for any size, the class is first given this call's sizes.
+std::string run_class(const Lowered& l, const std::string& cls, const std::vector<size_t>& at,
+                      const std::vector<AnySize>& any) {
   std::string s = has_shared_input(l) ? "    p.check_shared_inputs(check ? 1 : 0);  // this call's\n"
                                       : "    (void)check;  // no shared input\n";
+  if (any.empty()) {
+    s += "    (void)sizes;  // a package for one size\n";
+  } else {
+    std::vector<std::string> values;
+    for (size_t k = 0; k < any.size(); ++k) values.push_back(fmt::format("sizes[{}]", k));
+    s += fmt::format("    p.set_sizes({}::Sizes{{{}}});\n", cls, fmt::join(values, ", "));
+  }
   const std::vector<Value> ins = inputs_of(l, cls), outs = outputs_of(l, cls);
   for (size_t i = 0; i < ins.size(); ++i)
     s += fmt::format("    p.set_{}(static_cast<const {}*>(in[{}]));\n", ins[i].api, cpp_type(ins[i].dtype), at[i]);
@@ -119,12 +129,12 @@ std::string run_class(const Lowered& l, const std::string& cls, const std::vecto
 // CPU: the class on the process groups of `groups`; CUDA: the cuda class on PyTorch's
 // stream and the process group's NCCL communicator.
 std::string entry(const Lowered& l, const std::string& name, const std::string& cls, const char* fn, Target target,
-                  const std::vector<size_t>& at) {
+                  const std::vector<size_t>& at, const std::vector<AnySize>& any) {
   std::string s;
   if (target == Target::Cuda) {
     s = fmt::format(
-        "int {0}_op_{1}(void* comm, int64_t stream, int device, int check, const void* const* in, void* const* out,\n"
-        "{2:>{3}}char* error, int64_t error_size) {{\n"
+        "int {0}_op_{1}(void* comm, int64_t stream, int device, int check, const int64_t* sizes,\n"
+        "{2:>{3}}const void* const* in, void* const* out, char* error, int64_t error_size) {{\n"
         "  return gradc::c_call(error, error_size, [&] {{\n"
         "    gradc::OnDevice on(device);\n"
         "    {4}& p = gradc::torch_cuda_program<{4}>(comm, stream);\n",
@@ -133,13 +143,13 @@ std::string entry(const Lowered& l, const std::string& name, const std::string& 
     std::vector<std::string> splits;
     for (const std::string& sp : split_names(l)) splits.push_back(fmt::format("\"{}\"", sp));
     s = fmt::format(
-        "int {0}_op_{1}(const void* const* in, void* const* out, const char* groups, int check, char* error,\n"
-        "{2:>{3}}int64_t error_size) {{\n"
+        "int {0}_op_{1}(const void* const* in, void* const* out, const char* groups, int check,\n"
+        "{2:>{3}}const int64_t* sizes, char* error, int64_t error_size) {{\n"
         "  return gradc::c_call(error, error_size, [&] {{\n"
         "    {4}& p = gradc::torch_program<{4}>(groups, {{{5}}});\n",
         name, fn, "", name.size() + std::string_view(fn).size() + 9, cls, fmt::join(splits, ", "));
   }
-  return s + run_class(l, cls, at);
+  return s + run_class(l, cls, at, any);
 }
 
 // NAME_ops.cpp or NAME_cuda.cu: the ops __init__.py calls through ctypes, with no
@@ -154,6 +164,7 @@ std::string ops_source(const Package& p, const std::string& source, Target targe
       "// pullback reads.{3}\n"
       "// Each takes the addresses of the inputs in declaration order (nullptr: the input's\n"
       "// default) and of the outputs, which __init__.py checked and allocated, {4}.\n"
+      "// And the call's sizes, which a package for any size reads.\n"
       "#include \"{1}.h\"\n{5}#include \"{6}\"\n\nextern \"C\" {{\n\n",
       source, name, cuda ? "CUDA ops, for nvcc" : "ops",
       grad ? fmt::format(" {0}_op_pullback runs {0}_pullback: from the program's inputs,\n"
@@ -172,8 +183,8 @@ std::string ops_source(const Package& p, const std::string& source, Target targe
         "  return gradc::c_call(error, error_size, [&] {{ *comm = gradc::torch_nccl_comm(id, rank, size, device); "
         "}});\n}}\n\n",
         name, "", name.size() + 18);
-  s += entry(p.fwd, name, name, "forward", target, p.fwd_at);
-  if (grad) s += fmt::format("\n{}", entry(p.pb, name, name + "_pullback", "pullback", target, p.pb_at));
+  s += entry(p.fwd, name, name, "forward", target, p.fwd_at, p.any);
+  if (grad) s += fmt::format("\n{}", entry(p.pb, name, name + "_pullback", "pullback", target, p.pb_at, p.any));
   return s + "\n}  // extern \"C\"\n";
 }
 
@@ -189,36 +200,32 @@ std::string fake_dims(const std::vector<Value>& vs) {
 std::string python_ops(const Package& p) {
   const std::string& name = p.name;
   const std::vector<Value>&ins = p.ins, &outs = p.outs;
-  std::vector<Value> results = outs;  // the forward op's
-  results.insert(results.end(), p.saved.begin(), p.saved.end());
   std::vector<std::string> args;
   for (const Value& v : ins) args.push_back(v.py);
   const std::string a = fmt::format("{}", fmt::join(args, ", "));
   std::string s = fmt::format(
-      "_FORWARD_OUT = {1}\n\n\n"
       "@torch.library.custom_op(\"gradc_{0}::forward\", mutates_args=())\n"
       "def _forward(args: List[Optional[Tensor]], groups: str) -> List[Tensor]:\n"
       "    \"\"\"The program's inputs, in order (None: the default) -> its outputs, then the saved values.\"\"\"\n"
-      "    return _run(\"forward\", args, groups, _FORWARD_OUT)\n\n\n"
+      "    return _run(\"forward\", args, groups, _FORWARD)\n\n\n"
       "@_forward.register_fake\n"
       "def _(args, groups):\n"
-      "    return _empty(args, _FORWARD_OUT)\n\n\n",
-      name, fake_dims(results));
+      "    return _empty(args, _FORWARD)\n\n\n",
+      name);
   if (!p.pb.outputs.empty()) {
     s += fmt::format(
-        "_PULLBACK_OUT = {1}\n\n\n"
         "@torch.library.custom_op(\"gradc_{0}::pullback\", mutates_args=())\n"
         "def _pullback(args: List[Optional[Tensor]], groups: str) -> List[Tensor]:\n"
         "    \"\"\"The inputs, the float outputs' cotangents, the saved values -> the float inputs' "
         "gradients.\"\"\"\n"
-        "    return _run(\"pullback\", args, groups, _PULLBACK_OUT)\n\n\n"
+        "    return _run(\"pullback\", args, groups, _PULLBACK)\n\n\n"
         "@_pullback.register_fake\n"
         "def _(args, groups):\n"
-        "    return _empty(args, _PULLBACK_OUT)\n\n\n"
+        "    return _empty(args, _PULLBACK)\n\n\n"
         "torch.library.register_autograd(\"gradc_{0}::forward\", _derivative, setup_context=_setup_context)\n"
         "torch.library.register_autograd(\"gradc_{0}::pullback\", _no_double_backward, "
         "setup_context=_no_context)\n\n\n",
-        name, fake_dims(p.grads));
+        name);
   }
   std::vector<std::string> defaults;
   for (const Value& v : ins) defaults.push_back(v.py + "=None");
@@ -286,9 +293,11 @@ std::string one_loss(const Lowered& pb) {
 }
 
 std::vector<GeneratedFile> generate_torch(const Lowered& fwd, const Lowered& pb, size_t outputs, uint8_t data_parallel,
-                                          const std::string& name, const std::string& source_path) {
+                                          const std::string& name, const std::string& source_path,
+                                          const std::vector<AnySize>& any) {
   const Graph& g = fwd.graph;
-  const Package p(fwd, pb, outputs, name);
+  Package p(fwd, pb, outputs, name);
+  p.any = any;
   std::vector<GeneratedFile> out;
   // The program's and the pullback's classes for `target` into `dir`, with the runtime
   // headers they include (each once; not an executable's main and .npy files).
@@ -301,17 +310,20 @@ std::vector<GeneratedFile> generate_torch(const Lowered& fwd, const Lowered& pb,
             f.name != "gradc_npy.h" && written.insert(f.name).second)
           out.push_back({dir + f.name, f.text});
     };
-    add(generate(fwd, target, name, source_path));
-    if (!pb.outputs.empty()) add(generate(pb, target, name + "_pullback", source_path));
+    add(generate(fwd, target, name, source_path, any));
+    if (!pb.outputs.empty()) add(generate(pb, target, name + "_pullback", source_path, any));
   };
   add_classes(Target::Cpu, name + "/csrc/");
   out.push_back({name + "/csrc/gradc_torch.h", embedded_file("gradc_torch.h")});
   out.push_back({name + "/csrc/gradc_torch.cpp", embedded_file("gradc_torch.cpp")});
   out.push_back({name + "/csrc/" + name + "_ops.cpp", ops_source(p, source_path, Target::Cpu)});
-  // csrc/cuda/: the same classes for CUDA tensors (the cuda target's), built on first use
-  add_classes(Target::Cuda, name + "/csrc/cuda/");
-  out.push_back({name + "/csrc/cuda/gradc_torch_cuda.h", embedded_file("gradc_torch_cuda.h")});
-  out.push_back({name + "/csrc/cuda/" + name + "_cuda.cu", ops_source(p, source_path, Target::Cuda)});
+  // csrc/cuda/: the same classes for CUDA tensors (the cuda target's), built on first use;
+  // none in a package for any size (the cuda target takes one value of each size)
+  if (any.empty()) {
+    add_classes(Target::Cuda, name + "/csrc/cuda/");
+    out.push_back({name + "/csrc/cuda/gradc_torch_cuda.h", embedded_file("gradc_torch_cuda.h")});
+    out.push_back({name + "/csrc/cuda/" + name + "_cuda.cu", ops_source(p, source_path, Target::Cuda)});
+  }
 
   // The sets of axes either class splits the world into, each once.
   std::vector<std::string> splits = split_names(fwd);
@@ -355,7 +367,36 @@ std::vector<GeneratedFile> generate_torch(const Lowered& fwd, const Lowered& pb,
     if (data_parallel & (1u << k)) dp_axes.push_back(fmt::format("\"{}\"", axis_name(g, k)));
   const std::string dp_list = fmt::format("[{}]", fmt::join(dp_axes, ", "));
   std::vector<std::string> size_items;
-  for (const auto& [size, value] : g.sizes) size_items.push_back(fmt::format("\"{}\": {}", size, value));
+  for (const auto& [size, value] : g.sizes)
+    if (std::none_of(any.begin(), any.end(), [&](const AnySize& a) { return a.name == size; }))
+      size_items.push_back(fmt::format("\"{}\": {}", size, value));
+  // A package for any size: each size's default, the inputs (index, axis) that have it
+  // as a dimension, and the multiple it must be (@M_B@, filled in once fitted); the
+  // shapes as functions of the sizes.
+  std::vector<std::string> any_items, params, defaults;
+  for (const AnySize& a : any) {
+    std::vector<std::string> from;
+    for (const auto& [input, axis] : a.from)
+      for (size_t i = 0; i < ins.size(); ++i)
+        if (ins[i].name == input) from.push_back(fmt::format("({}, {})", i, axis));
+    any_items.push_back(
+        fmt::format("\"{0}\": ({1}, [{2}], @M_{0}@)", a.name, a.value, fmt::format("{}", fmt::join(from, ", "))));
+    params.push_back(a.name);
+    defaults.push_back(std::to_string(std::max<int64_t>(a.value, 1)));
+  }
+  std::vector<Value> forward_results = outs;  // the outputs, then the saved values
+  forward_results.insert(forward_results.end(), p.saved.begin(), p.saved.end());
+  const std::string tables = fmt::format(
+      "def _tables({0}):\n"
+      "    \"\"\"{1}each input's name, gradc dtype, shape and whether it has a default; each\n"
+      "    output's name, dtype and shape; the dtypes and shapes of the forward op's results (the\n"
+      "    outputs, then the values the pullback reads) and of the pullback op's (the float\n"
+      "    inputs' gradients, from the inputs, the float outputs' cotangents and the saved values).\"\"\"\n"
+      "    return ({2},\n            {3},\n            {4},\n            {5})\n\n\n"
+      "_INPUTS, _OUTPUTS, _FORWARD_OUT, _PULLBACK_OUT = _tables({6})\n"
+      "_FORWARD, _PULLBACK = 2, 3  # their places in _tables' result",
+      fmt::join(params, ", "), any.empty() ? "The tables: " : "At the sizes: ", py_values(ins, true),
+      py_values(outs, false), fake_dims(forward_results), fake_dims(p.grads), fmt::join(defaults, ", "));
   out.push_back({name + "/__init__.py",
                  fill(embedded_file("torch_init.py.in"), {{"NAME", name},
                                                           {"SOURCE", source_path},
@@ -365,8 +406,9 @@ std::vector<GeneratedFile> generate_torch(const Lowered& fwd, const Lowered& pb,
                                                           {"SIZES", fmt::format("{{{}}}", fmt::join(size_items, ", "))},
                                                           {"MESH", fmt::format("[{}]", fmt::join(mesh, ", "))},
                                                           {"SPLITS", fmt::format("[{}]", fmt::join(split_lists, ", "))},
-                                                          {"INPUTS", py_values(ins, true)},
-                                                          {"OUTPUTS", py_values(outs, false)},
+                                                          {"ANY", fmt::format("{{{}}}", fmt::join(any_items, ", "))},
+                                                          {"CUDA", any.empty() ? "True" : "False"},
+                                                          {"TABLES", tables},
                                                           {"DATA_PARALLEL", pb.outputs.empty() ? "[]" : dp_list},
                                                           {"ONE_LOSS", pb.outputs.empty() ? "{}" : one_loss(pb)},
                                                           {"OPS", python_ops(p)}})});

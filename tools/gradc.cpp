@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -882,11 +883,11 @@ const char* kEmitHelp =
 // else the least of a few multiples at which the texts agree but for numbers that fit
 // (a size such as B // 2 is one only at even B), then each size's made as small as
 // the fit allows; a size outside them is an error at run time (set_sizes).
-std::vector<GeneratedFile> any_size_files(const Options& o, SourceFile& src, Target target, const std::string& name,
-                                          bool main) {
-  if (target != Target::Cpu)
-    throw UsageError(fmt::format("--size {}=any is for --target=cpu for now (cuda and torch take a value of each size)",
-                                 o.any_sizes[0]));
+// `make` writes the files at the sizes of the program `g` (lowered with `po`).
+using MakeFiles =
+    std::function<std::vector<GeneratedFile>(Graph g, const PipelineOptions& po, const std::vector<AnySize>& any)>;
+std::vector<GeneratedFile> any_size_files(const Options& o, SourceFile& src, const std::string& name,
+                                          const MakeFiles& make) {
   src.path = o.one_file("FILE.dg");
   src.text = read_file(src.path);
   const ast::Program p = parse_program(src.text);
@@ -925,10 +926,7 @@ std::vector<GeneratedFile> any_size_files(const Options& o, SourceFile& src, Tar
       try {
         PipelineOptions po;
         po.max_folded = kAnyMaxFolded;
-        const Lowered l =
-            lowered(run_pipeline(lower_program(p, LowerOptions{o.ranks, false, o.mesh, sizes}), Pipeline::Grad), po);
-        at.push_back({x, generate(l, target, name, src.path, any)});
-        if (main) at.back().files.push_back(generate_main(l, target, name, any));
+        at.push_back({x, make(lower_program(p, LowerOptions{o.ranks, false, o.mesh, sizes}), po, any)});
       } catch (const UserError& e) {
         if (first_why.empty()) first_why = e.what();
         return {};
@@ -955,8 +953,8 @@ std::vector<GeneratedFile> any_size_files(const Options& o, SourceFile& src, Tar
       }
     return files;
   }
-  throw UserError({}, fmt::format("--size {}=any: no one class fits every size: {} (emit for one value instead, "
-                                  "--size {}=32)",
+  throw UserError({}, fmt::format("--size {}=any: no one set of sources fits every size: {} (emit for one value "
+                                  "instead, --size {}=32)",
                                   fmt::join(vars, "=any,"), first_why, vars[0]));
 }
 
@@ -964,8 +962,18 @@ int cmd_emit(const Options& o, SourceFile& src) {
   Target target = target_of(o);
   if (!o.out) throw UsageError("-o DIR is needed");
   std::string name = program_name(o);
-  if (!o.any_sizes.empty()) {
-    write_sources(*o.out, any_size_files(o, src, target, name, o.main));
+  if (!o.any_sizes.empty() && target == Target::Cuda)
+    throw UsageError(fmt::format(
+        "--size {}=any is for --target=cpu and torch for now (cuda takes a value of each size)", o.any_sizes[0]));
+  if (!o.any_sizes.empty() && target == Target::Cpu) {
+    if (o.data_parallel) throw UsageError("--data-parallel is for --target=torch (the op's gradient convention)");
+    write_sources(
+        *o.out, any_size_files(o, src, name, [&](Graph g, const PipelineOptions& po, const std::vector<AnySize>& any) {
+          const Lowered l = lowered(run_pipeline(std::move(g), Pipeline::Grad), po);
+          std::vector<GeneratedFile> files = generate(l, target, name, src.path, any);
+          if (o.main) files.push_back(generate_main(l, target, name, any));
+          return files;
+        }));
     return 0;
   }
   if (target != Target::Torch) {
@@ -980,6 +988,27 @@ int cmd_emit(const Options& o, SourceFile& src) {
   if (o.main) throw UsageError("--main is for --target=cpu or cuda (the standalone executable's main)");
   name = package_name(name);  // pass.dg is the package pass_, torch.dg torch_
   if (o.no_grad && o.data_parallel) throw UsageError("--data-parallel is a gradient's convention; --no-grad has none");
+  if (!o.any_sizes.empty()) {  // a package for any size: its sizes are parameters of Python functions
+    for (const std::string& v : o.any_sizes)
+      if (python_keyword(v) || v[0] == '_')
+        throw UsageError(
+            fmt::format("--size {}=any: the torch target names the sizes in Python, where '{}' is "
+                        "reserved (rename the size)",
+                        v, v));
+    write_sources(
+        *o.out, any_size_files(o, src, name, [&](Graph g, const PipelineOptions& po, const std::vector<AnySize>& any) {
+          if (o.no_grad) {
+            const Lowered forward = lowered(run_pipeline(std::move(g), Pipeline::Grad), po);
+            return generate_torch(forward, Lowered{}, forward.outputs.size(), 0, name, src.path, any);
+          }
+          const uint8_t data_parallel = data_parallel_axes(o, g);
+          Linearized lin = linearize(std::move(g), data_parallel);
+          const Lowered forward = lowered(std::move(lin.forward), po);
+          const Lowered pullback = lin.pullback.outputs.empty() ? Lowered{} : lowered(std::move(lin.pullback), po);
+          return generate_torch(forward, pullback, lin.outputs, data_parallel, name, src.path, any);
+        }));
+    return 0;
+  }
   if (o.no_grad) {  // for inference: the forward alone, no pullback derived or compiled
     const Lowered forward = lowered_program(o, src);
     write_sources(*o.out, generate_torch(forward, Lowered{}, forward.outputs.size(), 0, name, src.path));
@@ -1016,7 +1045,15 @@ int cmd_build(const Options& o, SourceFile& src) {
                     fmt::format("gradc build --target={}: {}", target == Target::Cuda ? "cuda" : "cpu", tc.missing));
   std::vector<GeneratedFile> files;
   if (!o.any_sizes.empty()) {
-    files = any_size_files(o, src, target, name, true);
+    if (target != Target::Cpu)
+      throw UsageError(
+          fmt::format("--size {}=any is for --target=cpu for now (cuda takes a value of each size)", o.any_sizes[0]));
+    files = any_size_files(o, src, name, [&](Graph g, const PipelineOptions& po, const std::vector<AnySize>& any) {
+      const Lowered l = lowered(run_pipeline(std::move(g), Pipeline::Grad), po);
+      std::vector<GeneratedFile> f = generate(l, target, name, src.path, any);
+      f.push_back(generate_main(l, target, name, any));
+      return f;
+    });
   } else {
     const Lowered l = lowered_program(o, src);
     files = generate(l, target, name, src.path);

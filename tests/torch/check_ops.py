@@ -3,7 +3,7 @@
 multi-process PyTorch:
 
     check_ops.py GRADC PROGRAM.dg WORKDIR (--ranks=N | --mesh=dp=2,tp=2) [--data-parallel=AXES]
-                 [--seed=S] [--device=cuda] [--prepare-only]
+                 [--seed=S] [--device=cuda] [--prepare-only] [--any-size=B=5,3,1]
 
 emits PROGRAM.dg as a package, gives every rank random inputs (float: small integers,
 so that zeros and ties are everywhere and sums are exact; i32: 0 or 1, as int64
@@ -23,6 +23,10 @@ a PyTorch that has torch.library.custom_op.
 --prepare-only writes the package, the inputs and the reference into WORKDIR and stops;
 GRADC "-" then runs the op from them, where no gradc is (scripts/gpu_check.sh).
 
+--any-size=B=5,3,1 emits one package for any B (gradc emit --size B=any) and checks it
+at each of those values in turn, every rank calling the op at each in one process (the
+package compiled once); the reference is gradc run at each.
+
 --device=cuda runs the ranks on NCCL, each on its own GPU (rank r on cuda:r), with the
 op's inputs on that GPU and the op and backward on a stream of their own, PyTorch's
 current stream then: the package's CUDA ops (it needs as many GPUs as ranks).
@@ -40,13 +44,26 @@ import numpy as np
 
 
 def metadata(init_py):
-    """_INPUTS, _OUTPUTS and _MESH of a generated __init__.py, without importing it."""
+    """_INPUTS, _OUTPUTS and _MESH of a generated __init__.py, without importing it (the
+    first two as _tables() of a package for one size returns them)."""
     values = {}
     for node in ast.parse(open(init_py).read()).body:
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-            if node.targets[0].id in ("_INPUTS", "_OUTPUTS", "_MESH", "_WORLD", "_DATA_PARALLEL", "_ONE_LOSS"):
+            if node.targets[0].id in ("_MESH", "_WORLD", "_DATA_PARALLEL", "_ONE_LOSS"):
                 values[node.targets[0].id] = ast.literal_eval(node.value)
+        if isinstance(node, ast.FunctionDef) and node.name == "_tables" and not node.args.args:
+            returned = next(n for n in node.body if isinstance(n, ast.Return)).value
+            values["_INPUTS"], values["_OUTPUTS"] = (ast.literal_eval(e) for e in returned.elts[:2])
     return values
+
+
+def tables(init_py):
+    """The _tables function of a package for any size (its shapes as functions of the
+    sizes), without importing the package."""
+    node = next(n for n in ast.parse(open(init_py).read()).body if isinstance(n, ast.FunctionDef) and n.name == "_tables")
+    scope = {}
+    exec(ast.unparse(node), scope)
+    return scope["_tables"]
 
 
 def shared_list(axes, mesh=True):
@@ -149,7 +166,7 @@ def make_data(meta, world, seed, workdir):
     return data
 
 
-def rank_main(rank, world, workdir, package, mesh_axes, device):
+def rank_main(rank, world, workdir, package, mesh_axes, device, cases):
     import contextlib
 
     import torch
@@ -174,28 +191,29 @@ def rank_main(rank, world, workdir, package, mesh_axes, device):
 
         kwargs["mesh"] = init_device_mesh(torch.device(device).type, tuple(s for _, s in mesh_axes),
                                           mesh_dim_names=tuple(a for a, _ in mesh_axes))
-    d = os.path.join(workdir, "in", f"rank{rank}")
-    args = []
-    for name, dtype, _, _ in meta["inputs"]:
-        t = load(os.path.join(d, name + ".npy")).to(device)
-        args.append(t if dtype == "i32" else t.requires_grad_())
-    if backend == "nccl":  # the side stream starts after the inputs' copies to the GPU
-        stream.stream.wait_stream(torch.cuda.current_stream(device))
-    with stream:
-        out = op(*args, **kwargs)
-        out = out if isinstance(out, tuple) else (out,)
-        objective = 0
-        for (name, dtype, _), y in zip(meta["outputs"], out):
-            if dtype != "i32":
-                ct = load(os.path.join(d, "ct_" + name + ".npy")).to(device)
-                objective = objective + (y * ct).sum()
-        objective.backward()
-        result = {name: y.detach().cpu().tolist() for (name, _, _), y in zip(meta["outputs"], out)}
-        for (name, dtype, _, _), x in zip(meta["inputs"], args):
-            if dtype != "i32":
-                result["grad_" + name] = x.grad.cpu().tolist()
-    with open(os.path.join(workdir, f"result{rank}.json"), "w") as f:
-        json.dump(result, f)
+    for case in cases:  # each with its inputs (a package for any size: at each size in turn)
+        d = os.path.join(case, "in", f"rank{rank}")
+        args = []
+        for name, dtype, _, _ in meta["inputs"]:
+            t = load(os.path.join(d, name + ".npy")).to(device)
+            args.append(t if dtype == "i32" else t.requires_grad_())
+        if backend == "nccl":  # the side stream starts after the inputs' copies to the GPU
+            stream.stream.wait_stream(torch.cuda.current_stream(device))
+        with stream:
+            out = op(*args, **kwargs)
+            out = out if isinstance(out, tuple) else (out,)
+            objective = 0
+            for (name, dtype, _), y in zip(meta["outputs"], out):
+                if dtype != "i32":
+                    ct = load(os.path.join(d, "ct_" + name + ".npy")).to(device)
+                    objective = objective + (y * ct).sum()
+            objective.backward()
+            result = {name: y.detach().cpu().tolist() for (name, _, _), y in zip(meta["outputs"], out)}
+            for (name, dtype, _, _), x in zip(meta["inputs"], args):
+                if dtype != "i32":
+                    result["grad_" + name] = x.grad.cpu().tolist()
+        with open(os.path.join(case, f"result{rank}.json"), "w") as f:
+            json.dump(result, f)
     dist.destroy_process_group()
 
 
@@ -211,40 +229,53 @@ def main():
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--prepare-only", action="store_true",
                     help="emit the package, the inputs and the reference into WORKDIR, and stop")
+    ap.add_argument("--any-size", help="B=5,3,1: a package for any B, checked at each")
     a = ap.parse_args()
     size_flag = [f"--ranks={a.ranks}"] if a.ranks else [f"--mesh={a.mesh}"]
     data_parallel = a.data_parallel or ("world" if a.ranks else ",".join(x.split("=")[0] for x in a.mesh.split(",")))
     pkg = os.path.join(a.workdir, "pkg")
-    ref_json = os.path.join(a.workdir, "reference.json")
     if a.gradc != "-":  # GRADC "-": WORKDIR holds what --prepare-only wrote (scripts/gpu_check.sh)
         shutil.rmtree(a.workdir, ignore_errors=True)  # no inputs left from another program
         os.makedirs(a.workdir)
+        any_flag = [f"--size={a.any_size.split('=')[0]}=any"] if a.any_size else []
         subprocess.run([a.gradc, "emit", a.program, "--target=torch", "-o", pkg, f"--data-parallel={data_parallel}"]
-                       + size_flag, check=True)
+                       + size_flag + any_flag, check=True)
     package = next(d for d in os.listdir(pkg) if os.path.isdir(os.path.join(pkg, d)))  # torch.dg: torch_
-    meta = metadata(os.path.join(a.workdir, "pkg", package, "__init__.py"))
+    init_py = os.path.join(a.workdir, "pkg", package, "__init__.py")
+    meta = metadata(init_py)
     meta["_TEXT"] = open(a.program).read()
     world = meta["_WORLD"]
-    if a.gradc != "-":
-        make_data(meta, world, a.seed, a.workdir)
-        ref_dg = os.path.join(a.workdir, "reference.dg")
+    # the cases: the workdir itself, or for a package for any size one folder per size
+    cases = [(a.workdir, [])]
+    if a.any_size:
+        size, values = a.any_size.split("=")
+        cases = [(os.path.join(a.workdir, f"{size}{v}"), [f"--size={size}={v}"]) for v in values.split(",")]
+    for case, flags in cases:
+        if a.gradc == "-":
+            continue
+        if a.any_size:  # the shapes at this case's size
+            ins, outs = tables(init_py)(int(flags[0].split("=")[-1]))[:2]
+            meta = dict(meta, _INPUTS=ins, _OUTPUTS=outs)
+        os.makedirs(case, exist_ok=True)
+        make_data(meta, world, a.seed, case)
+        ref_dg = os.path.join(case, "reference.dg")
         with open(ref_dg, "w") as f:
             f.write(reference_program(meta))
-        ref = subprocess.run([a.gradc, "run", ref_dg, "--inputs", os.path.join(a.workdir, "in"), "--format=json"]
-                             + size_flag, check=True, capture_output=True, text=True)
-        with open(ref_json, "w") as f:
+        ref = subprocess.run([a.gradc, "run", ref_dg, "--inputs", os.path.join(case, "in"), "--format=json"]
+                             + size_flag + flags, check=True, capture_output=True, text=True)
+        with open(os.path.join(case, "reference.json"), "w") as f:
             f.write(ref.stdout)
-        if a.prepare_only:
-            return
-    ref = json.load(open(ref_json))
+    if a.prepare_only:
+        return
 
     import torch.multiprocessing as mp
 
-    mp.spawn(rank_main, args=(world, a.workdir, package, meta["_MESH"], a.device), nprocs=world)
+    mp.spawn(rank_main, args=(world, a.workdir, package, meta["_MESH"], a.device, [c for c, _ in cases]), nprocs=world)
     bad = []
     checked = 0
-    for r in range(world):
-        got = json.load(open(os.path.join(a.workdir, f"result{r}.json")))
+    for (case, _), r in ((c, r) for c in cases for r in range(world)):
+        ref = json.load(open(os.path.join(case, "reference.json")))
+        got = json.load(open(os.path.join(case, f"result{r}.json")))
         want = ref["ranks"][r]["outputs"]
         for name, value in got.items():
             w = np.array(want[name]["data"], dtype=np.float64)
@@ -253,11 +284,12 @@ def main():
             # bf16 and f16: the op's pullback and the reference's grad round in other places
             tol = 2.0 ** -7 if want[name]["dtype"] in ("bf16", "f16") else 1e-5
             if w.shape != g.shape or not np.allclose(g, w, rtol=tol, atol=tol, equal_nan=True):
-                bad.append(f"rank {r}: {name}: torch op {g.tolist()}, interpreter {w.tolist()}")
+                bad.append(f"{os.path.basename(case)} rank {r}: {name}: torch op {g.tolist()}, interpreter {w.tolist()}")
     for b in bad:
         print(b)
     backend = "gloo" if a.device == "cpu" else "nccl (CUDA tensors)"
-    print(f"{os.path.basename(a.program)} on {world} {backend} ranks: {checked} values (outputs and gradients) "
+    at = f" at {a.any_size.replace('=', ' = ')} (one package for any size)" if a.any_size else ""
+    print(f"{os.path.basename(a.program)} on {world} {backend} ranks{at}: {checked} values (outputs and gradients) "
           f"checked against the interpreter, {len(bad)} differ")
     sys.exit(1 if bad else 0)
 
