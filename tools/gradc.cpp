@@ -928,7 +928,9 @@ std::vector<GeneratedFile> any_size_files(const Options& o, SourceFile& src, con
         po.max_folded = kAnyMaxFolded;
         at.push_back({x, make(lower_program(p, LowerOptions{o.ranks, false, o.mesh, sizes}), po, any)});
       } catch (const UserError& e) {
-        if (first_why.empty()) first_why = e.what();
+        std::vector<std::string> at;
+        for (size_t i = 0; i < vars.size(); ++i) at.push_back(fmt::format("{} = {}", vars[i], x[i]));
+        if (first_why.empty()) first_why = fmt::format("at {} the program is none: {}", fmt::join(at, ", "), e.what());
         return {};
       }
     }

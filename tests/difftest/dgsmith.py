@@ -1390,8 +1390,80 @@ def check(gradc, prog, folder, exe=False, torch_op=False, low=None):
             d = compare(as_ranks(json.loads(p.stdout))[0], got, dtypes, f"executable ({how}) against the interpreter", rtol=1e-6)
             if d:
                 return (f"exe-{how}", d)
+        r = check_any_size(gradc, path, ins, folder, prog.world)
+        if r:
+            return r
     if torch_op and not low:
         return check_torch(gradc, prog, folder)
+    return None
+
+
+ANY_RUNS = collections.Counter()  # check_any_size: programs built for any B, skipped, sizes compared
+
+
+def check_any_size(gradc, path, ins, folder, world):
+    """The program with a size B for the first dimension n of its first float input, and
+    of every float input whose first dimension is n: the executable for any B (gradc
+    build --size B=any) against the interpreter at B = n, 1 and n + 3 (where the program
+    is one at that B), the float inputs with B as files of that shape. A program whose
+    code has another form at other B is none for any size (emit says so): skipped."""
+    text = open(path).read()
+    decl = r"^(input\s+(\w+)\s*:\s*(?:f32|f64))\[(\d+)((?:,[^\]]*)?)\]"
+    first = re.search(decl, text, re.M)
+    if not first:
+        return None
+    n = int(first.group(3))
+    sized = {}  # input -> (shape after B, shared)
+    def with_b(m):
+        if int(m.group(3)) != n:
+            return m.group(0)
+        line = text[m.start():text.find("\n", m.start())]
+        rest = [int(d) for d in m.group(4).split(",") if d.strip()]
+        sized[m.group(2)] = (rest, re.search(r"\]\s+shared\b", line) is not None)
+        return f"{m.group(1)}[B{m.group(4)}]"
+    new = re.sub(decl, with_b, text, flags=re.M)
+    lines = new.split("\n")
+    at = max(i for i, l in enumerate(lines) if re.match(r"(world|mesh)\b", l)) + 1 if any(
+        re.match(r"(world|mesh)\b", l) for l in lines) else 0
+    lines.insert(at, f"size B = {n}")
+    any_path = os.path.join(folder, "any.dg")
+    with open(any_path, "w") as f:
+        f.write("\n".join(lines))
+    binary = os.path.join(folder, "any.exe")
+    p = subprocess.run([gradc, "build", any_path, "--target=cpu", "-o", binary, "--size=B=any"], capture_output=True,
+                       text=True)
+    if p.returncode == 1 and "no one set of sources fits every size" in p.stderr:
+        ANY_RUNS["skipped"] += 1
+        return None
+    if p.returncode != 0:
+        return ("any-build", p.stderr[-2000:])
+    ANY_RUNS["built"] += 1
+    for v in sorted({n, 1, n + 3}):
+        if subprocess.run([gradc, "check", any_path, f"--size=B={v}"], capture_output=True).returncode != 0:
+            continue  # the program is none at this B
+        d = os.path.join(folder, f"in_B{v}")
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.copytree(ins, d)
+        for name, (rest, shared) in sized.items():
+            dtype = np.float64 if re.search(rf"^input\s+{name}\s*:\s*f64", new, re.M) else np.float32
+            for r in [None] if shared else range(world):
+                a = np.sin(np.arange(v * int(np.prod(rest, dtype=np.int64))) * 0.7 + (r or 0)).reshape([v] + rest)
+                where = d if r is None else os.path.join(d, f"rank{r}")
+                os.makedirs(where, exist_ok=True)
+                np.save(os.path.join(where, name + ".npy"), a.astype(dtype))
+        want, err = run_gradc(gradc, any_path, d, ["--backend=interp"])
+        if err:
+            continue  # bad data at this B (an index the new values put out of range)
+        want, dtypes = as_ranks(want)
+        p = subprocess.run([binary, f"--ranks={world}", f"--inputs={d}", "--format=json"], capture_output=True,
+                           text=True, timeout=300)
+        if p.returncode != 0:
+            return ("any-run", f"at B = {v}: {p.stderr[-2000:]}")
+        diff = compare(as_ranks(json.loads(p.stdout))[0], want, dtypes,
+                       f"executable for any B at B = {v} against the interpreter", rtol=1e-6)
+        if diff:
+            return ("any", diff)
+        ANY_RUNS["sizes"] += 1
     return None
 
 
@@ -1518,6 +1590,9 @@ def main():
         skipped = LOW_TORCH_RUNS["skipped"]
         print(f"dgsmith: {LOW_TORCH_RUNS['checked']} bf16/f16 programs checked against PyTorch {torch.__version__} eager"
               + "".join(f"; {k} not, PyTorch: {why}" for why, k in skipped.most_common()))
+    if args.exe:
+        print(f"dgsmith: {ANY_RUNS['built']} programs built for any B and checked at {ANY_RUNS['sizes']} sizes in "
+              f"all; {ANY_RUNS['skipped']} whose code takes another form at other B")
     print(f"dgsmith: {n} programs, {failures} disagreements (seed {args.seed})")
     sys.exit(1 if failures else 0)
 
