@@ -1418,10 +1418,14 @@ def check_any_size(gradc, path, ins, folder, world):
         if int(m.group(3)) != n:
             return m.group(0)
         line = text[m.start():text.find("\n", m.start())]
+        if not all(d.strip().isdigit() for d in m.group(4).split(",") if d.strip()):
+            return m.group(0)  # other dimensions that are expressions: left as they are
         rest = [int(d) for d in m.group(4).split(",") if d.strip()]
         sized[m.group(2)] = (rest, re.search(r"\]\s+shared\b", line) is not None)
         return f"{m.group(1)}[B{m.group(4)}]"
     new = re.sub(decl, with_b, text, flags=re.M)
+    if not sized:
+        return None
     lines = new.split("\n")
     at = max(i for i, l in enumerate(lines) if re.match(r"(world|mesh)\b", l)) + 1 if any(
         re.match(r"(world|mesh)\b", l) for l in lines) else 0
