@@ -967,9 +967,13 @@ class Emitter {
   std::string lifetime() {
     std::string s = constructor();
     if (any()) {
-      s += "  partials_ = gradc::alloc_partials();\n";
-      if (std::all_of(any_.begin(), any_.end(), [](const AnySize& a) { return a.value > 0; }))
-        s += "  set_sizes(Sizes{});\n";
+      // the workspace for the default sizes, where they are ones the class takes (else
+      // the first set_sizes, or run(), which then says what is wrong with them)
+      std::vector<std::string> taken;
+      for (const AnySize& a : any_) taken.push_back(fmt::format("gradc::size_taken(defaults.{0}, @M_{0}@)", a.name));
+      s += fmt::format(
+          "  partials_ = gradc::alloc_partials();\n  const Sizes defaults{{}};\n  if ({}) set_sizes(defaults);\n",
+          fmt::join(taken, " && "));
       s += "}\n\n" + set_sizes();
     } else {
       s += "  ws_ = static_cast<char*>(gradc::alloc(workspace_bytes));\n  partials_ = gradc::alloc_partials();\n";
@@ -1148,7 +1152,7 @@ class Emitter {
 
   std::string run() {
     std::string s = fmt::format("void {}::run() {{\n", name_);
-    if (any()) s += fmt::format("  if (!sized_) gradc::sizes_unset(\"{}\");\n", name_);
+    if (any()) s += "  if (!sized_) set_sizes(Sizes{});  // the defaults, where no sizes were set\n";
     if (any_shared())
       s += "  const bool check_shared = shared_checks_ != 0;\n  if (shared_checks_ > 0) --shared_checks_;\n";
     for (const auto& [n, b] : l_.inputs)  // given inputs; a default is checked where it is computed

@@ -908,6 +908,9 @@ std::vector<GeneratedFile> any_size_files(const Options& o, SourceFile& src, con
     for (const auto& [n, v] : lower_program(p, LowerOptions{o.ranks, false, o.mesh, o.sizes}).sizes) defaults[n] = v;
   } catch (const UserError&) {
   }
+  for (const ast::Stmt& st : p.stmts)  // a program that is none at its defaults: a literal default
+    if (st.kind == ast::Stmt::Size && st.value && st.value->kind == ast::Expr::Number && st.value->is_int)
+      defaults.try_emplace(st.names[0].text, st.value->ival);
   for (const std::string& v : vars) {
     AnySize a{v, defaults.count(v) ? defaults[v] : 0, {}};
     for (const ast::Stmt& st : p.stmts)

@@ -214,14 +214,11 @@ struct Blocks {
 }
 // A class for any size (gradc emit --size B=any) given a size it does not take: the
 // sizes are at least 1, and a multiple of `multiple` where the code needs it to be.
+inline bool size_taken(int64_t value, int64_t multiple) { return value >= 1 && value % multiple == 0; }
 inline void check_size(const char* name, const char* size, int64_t value, int64_t multiple) {
-  if (value >= 1 && value % multiple == 0) return;
+  if (size_taken(value, multiple)) return;
   throw std::invalid_argument(std::string(name) + ": size " + size + " = " + std::to_string(value) + ": it must be " +
                               (multiple > 1 ? "a positive multiple of " + std::to_string(multiple) : "at least 1"));
-}
-[[noreturn]] inline void sizes_unset(const char* name) {
-  fprintf(stderr, "gradc: error: %s::run(): the program's sizes have no default and were not set (set_sizes)\n", name);
-  abort();
 }
 [[noreturn]] inline void missing_input(const char* name, const char* input) {
   fprintf(stderr, "gradc: error: %s::run(): input '%s' has no default and was not set (set_%s)\n", name, input, input);
