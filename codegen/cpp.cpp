@@ -1625,8 +1625,8 @@ Lowered numbered_in_order(const Lowered& l) {
   for (const auto& [old, b] : unnamed) {
     auto [at, fresh] = renamed.try_emplace(old);
     if (fresh) {
-      while (taken.count("t" + std::to_string(next))) ++next;
-      at->second = "t" + std::to_string(next++);
+      while (taken.count(fmt::format("t{}", next))) ++next;
+      at->second = fmt::format("t{}", next++);
     }
     c.buffers[b].name = at->second;
   }

@@ -66,19 +66,26 @@ Rational Polynomial::at(const std::vector<int64_t>& x) const {
   return sum;
 }
 
-std::string Polynomial::str() const {
+namespace {
+// The terms by total degree, highest first, then by their exponents (the keys are
+// distinct, so the order is total).
+std::vector<std::pair<std::vector<int>, Rational>> by_degree(const std::map<std::vector<int>, Rational>& terms) {
   std::vector<std::pair<std::vector<int>, Rational>> order(terms.begin(), terms.end());
   auto degree = [](const std::vector<int>& e) {
     int d = 0;
     for (int x : e) d += x;
     return d;
   };
-  std::stable_sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
-    if (degree(a.first) != degree(b.first)) return degree(a.first) > degree(b.first);
-    return a.first > b.first;
+  std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
+    return degree(a.first) != degree(b.first) ? degree(a.first) > degree(b.first) : a.first > b.first;
   });
+  return order;
+}
+}  // namespace
+
+std::string Polynomial::str() const {
   std::string s;
-  for (const auto& [exps, c] : order) {
+  for (const auto& [exps, c] : by_degree(terms)) {
     std::string mono;
     for (size_t i = 0; i < exps.size(); ++i) {
       if (!exps[i]) continue;
@@ -107,15 +114,8 @@ std::string Polynomial::cpp_str(const std::string& prefix) const {
     while (b) a %= b, std::swap(a, b);
     den = den / a * c.den;
   }
-  std::vector<std::pair<std::vector<int>, Rational>> order(terms.begin(), terms.end());
-  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
-    int da = 0, db = 0;
-    for (int x : a.first) da += x;
-    for (int x : b.first) db += x;
-    return da != db ? da > db : a.first > b.first;
-  });
   std::string s;
-  for (const auto& [exps, c] : order) {
+  for (const auto& [exps, c] : by_degree(terms)) {
     const int128 k = c.num * (den / c.den);
     std::vector<std::string> factors;
     if (k != 1 && k != -1) factors.push_back(int128_str(k < 0 ? -k : k));

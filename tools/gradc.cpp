@@ -931,9 +931,10 @@ std::vector<GeneratedFile> any_size_files(const Options& o, SourceFile& src, con
         po.max_folded = kAnyMaxFolded;
         at.push_back({x, make(lower_program(p, LowerOptions{o.ranks, false, o.mesh, sizes}), po, any)});
       } catch (const UserError& e) {
-        std::vector<std::string> at;
-        for (size_t i = 0; i < vars.size(); ++i) at.push_back(fmt::format("{} = {}", vars[i], x[i]));
-        if (first_why.empty()) first_why = fmt::format("at {} the program is none: {}", fmt::join(at, ", "), e.what());
+        std::vector<std::string> point;
+        for (size_t i = 0; i < vars.size(); ++i) point.push_back(fmt::format("{} = {}", vars[i], x[i]));
+        if (first_why.empty())
+          first_why = fmt::format("at {} the program is none: {}", fmt::join(point, ", "), e.what());
         return {};
       }
     }
@@ -963,6 +964,21 @@ std::vector<GeneratedFile> any_size_files(const Options& o, SourceFile& src, con
                                   fmt::join(vars, "=any,"), first_why, vars[0]));
 }
 
+// The class's sources for `target`, and the executable's main where `main`: for the
+// sizes given, or for every size (--size B=any: cpu only; the callers say so).
+std::vector<GeneratedFile> class_sources(const Options& o, SourceFile& src, Target target, const std::string& name,
+                                         bool main) {
+  auto sources = [&](const Lowered& l, const std::vector<AnySize>& any) {
+    std::vector<GeneratedFile> files = generate(l, target, name, src.path, any);
+    if (main) files.push_back(generate_main(l, target, name, any));
+    return files;
+  };
+  if (o.any_sizes.empty()) return sources(lowered_program(o, src), {});
+  return any_size_files(o, src, name, [&](Graph g, const PipelineOptions& po, const std::vector<AnySize>& any) {
+    return sources(lowered(run_pipeline(std::move(g), Pipeline::Grad), po), any);
+  });
+}
+
 int cmd_emit(const Options& o, SourceFile& src) {
   Target target = target_of(o);
   if (!o.out) throw UsageError("-o DIR is needed");
@@ -970,24 +986,10 @@ int cmd_emit(const Options& o, SourceFile& src) {
   if (!o.any_sizes.empty() && target == Target::Cuda)
     throw UsageError(fmt::format(
         "--size {}=any is for --target=cpu and torch for now (cuda takes a value of each size)", o.any_sizes[0]));
-  if (!o.any_sizes.empty() && target == Target::Cpu) {
-    if (o.data_parallel) throw UsageError("--data-parallel is for --target=torch (the op's gradient convention)");
-    write_sources(
-        *o.out, any_size_files(o, src, name, [&](Graph g, const PipelineOptions& po, const std::vector<AnySize>& any) {
-          const Lowered l = lowered(run_pipeline(std::move(g), Pipeline::Grad), po);
-          std::vector<GeneratedFile> files = generate(l, target, name, src.path, any);
-          if (o.main) files.push_back(generate_main(l, target, name, any));
-          return files;
-        }));
-    return 0;
-  }
   if (target != Target::Torch) {
     if (o.no_grad) throw UsageError("--no-grad is for --target=torch (the cpu and cuda classes have no backward)");
     if (o.data_parallel) throw UsageError("--data-parallel is for --target=torch (the op's gradient convention)");
-    const Lowered l = lowered_program(o, src);
-    std::vector<GeneratedFile> files = generate(l, target, name, src.path);
-    if (o.main) files.push_back(generate_main(l, target, name));  // what gradc build compiles
-    write_sources(*o.out, files);
+    write_sources(*o.out, class_sources(o, src, target, name, o.main));  // --main: what gradc build compiles
     return 0;
   }
   if (o.main) throw UsageError("--main is for --target=cpu or cuda (the standalone executable's main)");
@@ -1048,22 +1050,10 @@ int cmd_build(const Options& o, SourceFile& src) {
   if (!tc.found)
     throw UserError({},
                     fmt::format("gradc build --target={}: {}", target == Target::Cuda ? "cuda" : "cpu", tc.missing));
-  std::vector<GeneratedFile> files;
-  if (!o.any_sizes.empty()) {
-    if (target != Target::Cpu)
-      throw UsageError(
-          fmt::format("--size {}=any is for --target=cpu for now (cuda takes a value of each size)", o.any_sizes[0]));
-    files = any_size_files(o, src, name, [&](Graph g, const PipelineOptions& po, const std::vector<AnySize>& any) {
-      const Lowered l = lowered(run_pipeline(std::move(g), Pipeline::Grad), po);
-      std::vector<GeneratedFile> f = generate(l, target, name, src.path, any);
-      f.push_back(generate_main(l, target, name, any));
-      return f;
-    });
-  } else {
-    const Lowered l = lowered_program(o, src);
-    files = generate(l, target, name, src.path);
-    files.push_back(generate_main(l, target, name));
-  }
+  if (!o.any_sizes.empty() && target != Target::Cpu)
+    throw UsageError(
+        fmt::format("--size {}=any is for --target=cpu for now (cuda takes a value of each size)", o.any_sizes[0]));
+  const std::vector<GeneratedFile> files = class_sources(o, src, target, name, true);
   std::string tmpl = (fs::temp_directory_path() / "gradc-build-XXXXXX").string();
   if (!mkdtemp(tmpl.data()))
     throw UserError({}, fmt::format("cannot create a folder for the sources: {}", std::strerror(errno)));
