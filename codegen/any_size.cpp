@@ -14,21 +14,7 @@
 namespace gradc {
 
 std::vector<std::vector<int64_t>> any_size_points(const std::vector<int64_t>& m) {
-  const size_t k = m.size(), n = size_t(kAnyDegree) + 1;
-  size_t grid = 1;
-  for (size_t i = 0; i < k; ++i) grid *= n;
-  std::vector<std::vector<int64_t>> points;
-  for (size_t idx = 0; idx < grid; ++idx) {
-    std::vector<int64_t> x(k);
-    for (size_t i = k, rest = idx; i-- > 0; rest /= n) x[i] = m[i] * (int64_t(rest % n) + kAnyFirst);
-    points.push_back(x);
-  }
-  // checks: every size at 97m, and the first at 101m with the rest at 97m
-  points.push_back(std::vector<int64_t>(k));
-  points.push_back(std::vector<int64_t>(k));
-  for (size_t i = 0; i < k; ++i) points[grid][i] = points[grid + 1][i] = 97 * m[i];
-  points[grid + 1][0] = 101 * m[0];
-  return points;
+  return grid_points(m, kAnyDegree, kAnyFirst, 97, 101);  // checked at 97m, and at 101m for the first size
 }
 
 namespace {
@@ -161,9 +147,9 @@ AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vect
         return {{}, r.why};
       }
       const std::string stem = first.name.substr(0, first.name.rfind('.'));
-      const FileKind kind = first.name.ends_with(".py")              ? FileKind::Python
-                            : first.name == class_name + "_main.cpp" ? FileKind::Main
-                                                                     : FileKind::Cpp;
+      const FileKind kind = first.name.ends_with(".py")    ? FileKind::Python
+                            : stem == class_name + "_main" ? FileKind::Main  // .cpp or .cu
+                                                           : FileKind::Cpp;
       cut.push_back(pieces(s.files[f].text, stem.substr(stem.rfind('/') + 1), kind));
     }
     std::string text;

@@ -585,9 +585,15 @@ class Emitter {
     return out;
   }
   GeneratedFile main_file() {
+    const std::string file = name_ + "_main" + extension();
     if (!any())
-      return {name_ + "_main" + extension(),
-              fill(embedded_file(main_template()), {{"NAME", name_}, {"PROGRAM", program_table()}, {"BIND", bind()}})};
+      return {file,
+              fill(embedded_file(main_template()),
+                   {{"NAME", name_},
+                    {"FOR_SIZES", ""},
+                    {"PROGRAM_AT", ""},
+                    {"PROGRAM", fmt::format("  static const gradc::exe::Program program{{{}}};", program_table())},
+                    {"BIND", bind()}})};
     // for any size: each from the inputs' files (gradc::exe::find_sizes), then the
     // program's inputs and outputs at those sizes
     std::vector<std::string> sources, names;
@@ -599,12 +605,27 @@ class Emitter {
             sources.push_back(fmt::format("{{\"{}\", &sz.{}, {}, {}}}", a.name, a.name, i, axis));
       if (a.from.empty()) sources.push_back(fmt::format("{{\"{}\", &sz.{}, -1, -1}}", a.name, a.name));
     }
-    return {name_ + "_main" + extension(),
-            fill(embedded_file("main_any.cpu.cpp.in"), {{"NAME", name_},
-                                                        {"SIZES", fmt::format("{}", fmt::join(names, ", "))},
-                                                        {"SOURCES", fmt::format("{}", fmt::join(sources, ", "))},
-                                                        {"PROGRAM", program_table()},
-                                                        {"BIND", bind()}})};
+    const std::string program_at = fmt::format(
+        "\n// The program's inputs and outputs at the sizes sz (`sizes` says which they are).\n"
+        "static gradc::exe::Program program_at(const {}::Sizes& sz, const char* sizes) {{\n"
+        "  gradc::exe::Program p{{{}}};\n  p.any_size = true;\n  return p;\n}}\n",
+        name_, program_table());
+    const std::string program = fmt::format(
+        "  {0}::Sizes sz;\n"
+        "  // Each size from the files of the inputs whose declared shape has it as a dimension\n"
+        "  // (the input's index and the axis), else its default.\n"
+        "  const gradc::exe::SizeSource sources[] = {{{1}}};\n"
+        "  const std::string sizes = gradc::exe::find_sizes(program_at(sz, \"\"), argc, argv, sources, "
+        "std::size(sources));\n"
+        "  if (sizes.empty()) return 1;\n"
+        "  const gradc::exe::Program program = program_at(sz, sizes.c_str());",
+        name_, fmt::join(sources, ", "));
+    return {file,
+            fill(embedded_file(main_template()), {{"NAME", name_},
+                                                  {"FOR_SIZES", fmt::format(", for any {}", fmt::join(names, ", "))},
+                                                  {"PROGRAM_AT", program_at},
+                                                  {"PROGRAM", program},
+                                                  {"BIND", "    step.set_sizes(sz);\n" + bind()}})};
   }
 
   std::string header() {
@@ -722,6 +743,10 @@ class Emitter {
   // A kernel's waits for the other stream, and the record of its end (CUDA's events).
   virtual std::string waits(const LKernel&, const std::string&) { return ""; }
   virtual std::string record(size_t, const std::string&, const std::string&) { return ""; }
+  // A class for any size: what set_sizes does first where the sizes change (before the
+  // memory of the old ones is released), and last (with the new sizes set).
+  virtual std::string resizing() { return ""; }
+  virtual std::string resized() { return ""; }
   virtual std::string step_begin() { return ""; }  // before the first kernel
   virtual std::string step_end() { return ""; }    // after the last kernel
   // An executable's main: input i and output i bound to the class.
@@ -1007,7 +1032,8 @@ class Emitter {
       s += fmt::format("  gradc::check_size(\"{1}\", \"{0}\", s.{0}, @M_{0}@);\n", n, name_);
       same.push_back(fmt::format("s.{0} == sz_.{0}", n));
     }
-    s += fmt::format("  if (sized_ && {}) return;\n  sz_ = s;\n", fmt::join(same, " && "));
+    s += fmt::format("  if (sized_ && {}) return;\n", fmt::join(same, " && "));
+    s += resizing() + "  sz_ = s;\n";
     std::vector<std::string> steps, bytes;
     for (int32_t x : l_.plan_steps) steps.push_back(std::to_string(x));
     for (const LBuffer& b : l_.buffers) bytes.push_back(std::to_string(b.bytes()));
@@ -1023,7 +1049,7 @@ class Emitter {
             "  if (in_{0}_ == default_{0}_) in_{0}_ = nullptr;  // a kept default of other sizes\n"
             "  gradc::release(default_{0}_);\n",
             n);
-    return s + default_allocs() + "  sized_ = true;\n}\n\n";
+    return s + default_allocs() + resized() + "  sized_ = true;\n}\n\n";
   }
 
   // --check-finite: a buffer's float values checked for NaN and infinity (an error at
@@ -1491,8 +1517,12 @@ class CudaEmitter final : public Emitter {
         "  cudaStream_t stream_, comm_stream_;  // compute, and communication\n  gradc::Comm comm_;\n"
         "  cublasHandle_t blas_;\n"
         "  cudaEvent_t events_[{}];  // one per kernel, for the other stream to wait on; the step's start\n"
-        "  static constexpr int64_t scratch_bytes = {};  // a collective's rearranged blocks\n{}",
-        l_.kernels.size() + 1, scratch_bytes(), group_members());
+        "{}{}",
+        l_.kernels.size() + 1,
+        any() ? "  int64_t scratch_capacity_ = 0;  // comm_.scratch's bytes: a collective's rearranged blocks\n"
+              : fmt::format("  static constexpr int64_t scratch_bytes = {};  // a collective's rearranged blocks\n",
+                            scratch_bytes()),
+        group_members());
   }
   std::string group_members() const {
     if (groups_.empty()) return "";
@@ -1505,10 +1535,37 @@ class CudaEmitter final : public Emitter {
   int64_t scratch_bytes() const {
     int64_t most = 0;
     for (const LKernel& k : l_.kernels)
-      if (k.kind == LKernel::Comm)
-        most = std::max({most, 2 * l_.buffers[size_t(k.out)].bytes(),
-                         2 * g_.type(g_[k.root].args[0]).size() * dtype_size(g_.type(g_[k.root].args[0]).dtype)});
+      if (k.kind == LKernel::Comm) most = std::max({most, 2 * comm_bytes(k, true), 2 * comm_bytes(k, false)});
     return most;
+  }
+  int64_t comm_bytes(const LKernel& k, bool out) const {
+    return out ? l_.buffers[size_t(k.out)].bytes()
+               : g_.type(g_[k.root].args[0]).size() * dtype_size(g_.type(g_[k.root].args[0]).dtype);
+  }
+  // For any size, the same as code: the largest of the collectives' terms, each a
+  // number fitted as a formula in the sizes (the largest may differ between sizes).
+  std::string scratch_code() const {
+    std::vector<std::string> terms;
+    for (const LKernel& k : l_.kernels)
+      if (k.kind == LKernel::Comm)
+        for (bool out : {true, false}) terms.push_back(fmt::format("2 * {}", comm_bytes(k, out)));
+    if (terms.empty()) return "0";
+    return terms.size() == 1 ? terms[0] : fmt::format("std::max<int64_t>({{{}}})", fmt::join(terms, ", "));
+  }
+  // New sizes: the steps before may still use the memory set_sizes releases, and the
+  // collectives' room grows where the new sizes need more (each group's shares it).
+  std::string resizing() override {
+    return "  GRADC_CUDA(cudaStreamSynchronize(stream_), \"set_sizes\");  // the steps before may still use "
+           "the memory\n";
+  }
+  std::string resized() override {
+    std::string s = fmt::format(
+        "  const int64_t scratch = {};  // a collective's rearranged blocks\n"
+        "  if (scratch > scratch_capacity_) {{\n    gradc::release(comm_.scratch);\n"
+        "    comm_.scratch = static_cast<char*>(gradc::alloc(scratch));\n    scratch_capacity_ = scratch;\n",
+        scratch_code());
+    for (const auto& axes : groups_) s += fmt::format("    comm_{}_.scratch = comm_.scratch;\n", group_name(axes));
+    return s + "  }\n";
   }
   std::string constructor() override {
     std::string s;
@@ -1524,7 +1581,9 @@ class CudaEmitter final : public Emitter {
     s += "  GRADC_NCCL(ncclCommCount(comm, &size), \"constructor\");\n  rank_ = rank;\n";
     s += fmt::format("  if (size != world) gradc::wrong_world(\"{}\", world, size);\n", name_);
     s += "  GRADC_CUDA(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking), \"constructor\");\n";
-    s += "  comm_ = gradc::Comm{comm, comm_stream_, static_cast<char*>(gradc::alloc(scratch_bytes)), rank, size};\n";
+    s += any() ? "  comm_ = gradc::Comm{comm, comm_stream_, nullptr, rank, size};  // its scratch: set_sizes\n"
+               : "  comm_ = gradc::Comm{comm, comm_stream_, static_cast<char*>(gradc::alloc(scratch_bytes)), rank, "
+                 "size};\n";
     s += "  GRADC_CUBLAS(cublasCreate(&blas_), \"constructor\");\n  GRADC_CUBLAS(cublasSetStream(blas_, stream_), "
          "\"constructor\");\n";
     s += "  for (cudaEvent_t& e : events_) GRADC_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "

@@ -97,7 +97,7 @@ bool has_shared_input(const Lowered& l);
 // `outputs` outputs are the program's, and pullback, which has no outputs when nothing
 // is differentiable; `data_parallel` the mask of the axes the framework reduces
 // gradients over (emit --data-parallel; linearize's).
-// With `any`, the package's any-size form (CPU tensors only), as fit_any_size reads it:
+// With `any`, the package's any-size form, as fit_any_size reads it:
 // its classes' any-size form, the ops taking the sizes from the tensors.
 std::vector<GeneratedFile> generate_torch(const Lowered& forward, const Lowered& pullback, size_t outputs,
                                           uint8_t data_parallel, const std::string& name,

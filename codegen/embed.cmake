@@ -23,7 +23,6 @@ set(files
     "CMakeLists.cpu.txt=codegen/templates/CMakeLists.cpu.txt"
     "CMakeLists.cuda.txt=codegen/templates/CMakeLists.cuda.txt"
     "main.cpu.cpp.in=codegen/templates/main.cpu.cpp.in"
-    "main_any.cpu.cpp.in=codegen/templates/main_any.cpu.cpp.in"
     "main.cuda.cu.in=codegen/templates/main.cuda.cu.in"
     "native.cpp.in=codegen/templates/native.cpp.in")
 set(out "// Generated from the files themselves by codegen/embed.cmake.\n#include <map>\n\n#include \"codegen/runtime_files.h\"\n#include \"support/diag.h\"\n\nnamespace gradc {\n\n")

@@ -317,13 +317,10 @@ std::vector<GeneratedFile> generate_torch(const Lowered& fwd, const Lowered& pb,
   out.push_back({name + "/csrc/gradc_torch.h", embedded_file("gradc_torch.h")});
   out.push_back({name + "/csrc/gradc_torch.cpp", embedded_file("gradc_torch.cpp")});
   out.push_back({name + "/csrc/" + name + "_ops.cpp", ops_source(p, source_path, Target::Cpu)});
-  // csrc/cuda/: the same classes for CUDA tensors (the cuda target's), built on first use;
-  // none in a package for any size (the cuda target takes one value of each size)
-  if (any.empty()) {
-    add_classes(Target::Cuda, name + "/csrc/cuda/");
-    out.push_back({name + "/csrc/cuda/gradc_torch_cuda.h", embedded_file("gradc_torch_cuda.h")});
-    out.push_back({name + "/csrc/cuda/" + name + "_cuda.cu", ops_source(p, source_path, Target::Cuda)});
-  }
+  // csrc/cuda/: the same classes for CUDA tensors (the cuda target's), built on first use
+  add_classes(Target::Cuda, name + "/csrc/cuda/");
+  out.push_back({name + "/csrc/cuda/gradc_torch_cuda.h", embedded_file("gradc_torch_cuda.h")});
+  out.push_back({name + "/csrc/cuda/" + name + "_cuda.cu", ops_source(p, source_path, Target::Cuda)});
 
   // The sets of axes either class splits the world into, each once.
   std::vector<std::string> splits = split_names(fwd);
@@ -407,7 +404,6 @@ std::vector<GeneratedFile> generate_torch(const Lowered& fwd, const Lowered& pb,
                                                           {"MESH", fmt::format("[{}]", fmt::join(mesh, ", "))},
                                                           {"SPLITS", fmt::format("[{}]", fmt::join(split_lists, ", "))},
                                                           {"ANY", fmt::format("{{{}}}", fmt::join(any_items, ", "))},
-                                                          {"CUDA", any.empty() ? "True" : "False"},
                                                           {"TABLES", tables},
                                                           {"DATA_PARALLEL", pb.outputs.empty() ? "[]" : dp_list},
                                                           {"ONE_LOSS", pb.outputs.empty() ? "{}" : one_loss(pb)},

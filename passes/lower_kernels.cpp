@@ -77,7 +77,7 @@ std::string ident(const std::string& name) {
 
 class Lowerer {
  public:
-  Lowerer(Graph g, bool check_finite) : l_(start(std::move(g), check_finite)) {}
+  Lowerer(Graph g, bool check_finite, bool any_size) : l_(start(std::move(g), check_finite)), any_size_(any_size) {}
 
   static Lowered start(Graph g, bool check_finite) {
     Lowered l;
@@ -626,6 +626,7 @@ class Lowerer {
     }
     std::vector<bool> placed(nb, false);
     for (const auto& out : l_.outputs) last[size_t(base_of_[size_t(out.second)])] = K;  // outputs live to the end
+    live_.assign(nb, {-1, -1});
     // The plan's steps (runtime/plan.h): before kernel i, release what kernel i - 1 used
     // last; then place what kernel i writes. The placed buffers by last use: a list per
     // kernel, linked through next_freed (the order of releases does not change the
@@ -639,6 +640,7 @@ class Lowerer {
       int o = base_of_[size_t(l_.kernels[size_t(i)].out)];
       if (l_.buffers[size_t(o)].kind != LBuffer::Work || placed[size_t(o)]) continue;
       placed[size_t(o)] = true;
+      live_[size_t(o)] = {i, last[size_t(o)]};
       steps.push_back(o);
       next_freed[size_t(o)] = freed_after[size_t(last[size_t(o)])];
       freed_after[size_t(last[size_t(o)])] = o;
@@ -655,7 +657,10 @@ class Lowerer {
 
   // ---- the schedule -------------------------------------------------------------
   // A kernel waits for the last kernel on the other stream that wrote what it
-  // reads, or that used memory it writes (a buffer whose place it reuses).
+  // reads, or that used memory it writes (a buffer whose place it reuses). For any
+  // size (any_size_), the plan is made at run time: two workspace buffers may share
+  // memory wherever they are not alive at once (the first fit places a buffer only
+  // in memory free when it is written), so that is a hazard too.
   void schedule() {
     // Per buffer, the bytes of the workspace it uses (in one pass: the buffers
     // would be read at random).
@@ -668,8 +673,15 @@ class Lowerer {
         span[b] = {-1 - int64_t(b), -int64_t(b)};  // its own memory: a range no other shares
     }
     auto overlap = [&](int a, int b) {
-      auto [a0, a1] = span[size_t(base_of_[size_t(a)])];
-      auto [b0, b1] = span[size_t(base_of_[size_t(b)])];
+      const int x = base_of_[size_t(a)], y = base_of_[size_t(b)];
+      if (any_size_ && x != y && l_.buffers[size_t(x)].kind == LBuffer::Work &&
+          l_.buffers[size_t(y)].kind == LBuffer::Work) {
+        const auto [x0, x1] = live_[size_t(x)];
+        const auto [y0, y1] = live_[size_t(y)];
+        return x1 < y0 || y1 < x0;
+      }
+      auto [a0, a1] = span[size_t(x)];
+      auto [b0, b1] = span[size_t(y)];
       return a0 < b1 && b0 < a1;
     };
     // Streams run in order, so waiting for kernel i covers every kernel before it on
@@ -708,10 +720,14 @@ class Lowerer {
   std::vector<std::vector<int>> readers_;  // per base buffer: the kernels reading it (fit_rows)
   std::vector<ValueId> stack_;             // fuse's walk
   std::vector<int> base_of_;               // per buffer, from plan_memory on: base_buffer
+  std::vector<std::pair<int, int>> live_;  // per placed buffer: the kernels that write it first and use it last
+  bool any_size_;                          // the buffer plan is made at run time (lower_kernels)
 };
 
 }  // namespace
 
-Lowered lower_kernels(Graph g, bool check_finite) { return Lowerer(std::move(g), check_finite).run(); }
+Lowered lower_kernels(Graph g, bool check_finite, bool any_size) {
+  return Lowerer(std::move(g), check_finite, any_size).run();
+}
 
 }  // namespace gradc

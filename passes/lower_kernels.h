@@ -23,7 +23,9 @@ OpTable<KernelForm>& kernel_forms();
 // With `check_finite` (gradc run --check-finite), every value but constants, views and
 // the cheapest leaves is its own kernel's buffer, checked for NaN and infinity after
 // the kernel, so a run stops at the first op, in program order, that makes one.
+// With `any_size` (a class for sizes set at run time, whose buffer plan is made then),
+// the schedule's waits hold for every plan: two buffers not alive at once may share memory.
 // The lower pipeline (passes/pass.h, lowered()) ends with it.
-Lowered lower_kernels(Graph g, bool check_finite = false);
+Lowered lower_kernels(Graph g, bool check_finite = false, bool any_size = false);
 
 }  // namespace gradc

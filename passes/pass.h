@@ -13,6 +13,7 @@ struct PipelineOptions {
   bool time_passes = false;
   bool check_finite = false;               // lower: a kernel per value, checked (lower_kernels)
   int64_t max_folded = 4096;               // fold: larger results stay as ops
+  bool any_size = false;                   // lower: waits for any buffer plan (lower_kernels)
   std::vector<GradInfo>* grads = nullptr;  // grad: what autodiff made of each grad, in program order
 };
 

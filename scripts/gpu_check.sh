@@ -10,8 +10,8 @@
 #                                    outputs, prints one table, keeps the logs in
 #                                    gpu_check/logs (and the table and a .tgz of them in $OUT)
 #
-# The cases: CUDA executables (examples and call sites) on one GPU and on as many as
-# their world, the torch op on CUDA tensors under NCCL (tests/torch/check_ops.py and
+# The cases: CUDA executables (examples and call sites, and one for any batch size at
+# several) on one GPU and on as many as their world, the torch op on CUDA tensors under NCCL (tests/torch/check_ops.py and
 # scripts.py), the embedding example (examples/embed/main.cu), and a class whose 16-bit
 # map kernels meet pointers at odd elements (tests/cuda/pairs_offsets.cu). A case that needs more
 # GPUs than the machine has is still run: NCCL refuses two ranks on one GPU, and the
@@ -46,6 +46,12 @@ EXES=(
   "every_op_bf16|gpu_check/lp/every_bf16/p.dg|--ranks=1|1|gpu_check/lp/every_bf16/in"  # every op and its gradient in bf16,
   "every_op_f16|gpu_check/lp/every_f16/p.dg|--ranks=1|1|gpu_check/lp/every_f16/in"     # in f16 (tests/torch/low_precision.py)
 )
+# One executable for any batch size (gradc build --size B=any), run at each of the sizes:
+# name | program | size flag | GPUs it needs | the sizes (compare_backends.py --any-size)
+ANY_EXES=(
+  "any_size_1|tests/codegen/any_size.dg|--ranks=1|1|B=1,5,13"
+  "any_size|tests/codegen/any_size.dg|--ranks=2|2|B=1,5,13"
+)
 # name | check_ops.py's program and flags | GPUs it needs
 OPS=(
   "torch_inner_grad|tests/torch/inner_grad.dg --ranks=1|1"
@@ -54,6 +60,8 @@ OPS=(
   "torch_mesh|tests/torch/mesh.dg --mesh=dp=2,tp=2 --data-parallel=dp|4"
   "torch_bf16_1|tests/torch/bf16.dg --mesh=dp=1,tp=1 --data-parallel=dp|1"   # bf16 and f16 CUDA tensors
   "torch_bf16|tests/torch/bf16.dg --mesh=dp=2,tp=2 --data-parallel=dp|4"
+  "torch_any_size_1|tests/torch/any_size.dg --ranks=1 --any-size=B=5,3,1,8|1"   # one package for any batch size
+  "torch_any_size|tests/torch/any_size.dg --ranks=2 --any-size=B=5,3,1,8|2"
 )
 
 prepare() {
@@ -71,6 +79,14 @@ prepare() {
     "$gradc" run "$prog" --backend=interp --outputs="$DIR/exe/$name/want" "$size" ${inputs:+"--inputs=$inputs"} \
       >/dev/null 2>"$DIR/exe/$name/err" ||
       sed -n '1s/^.*error: //p' "$DIR/exe/$name/err" >"$DIR/exe/$name/want.err"
+  done
+  for c in "${ANY_EXES[@]}"; do
+    IFS='|' read -r name prog size gpus points <<<"$c"
+    "$gradc" emit "$prog" --target=cuda --main --name=prog --size "${points%%=*}=any" -o "$DIR/any/$name/src" "$size" ||
+      exit 1
+    # the inputs at each size, and the interpreter's outputs on them
+    "$py" tests/compare_backends.py --any-size "$points" "$gradc" "$prog" "$DIR/any/$name" "$size" --prepare-only \
+      >/dev/null || exit 1
   done
   for c in "${OPS[@]}"; do
     IFS='|' read -r name args gpus <<<"$c"
@@ -180,9 +196,10 @@ run_checks() {
       timeout 120 "$DIR/pairs_offsets/run"
   } >"$logs/pairs_offsets.log" 2>&1 &
   pid[pairs_offsets]=$!
-  for c in "${EXES[@]}"; do
+  for c in "${EXES[@]}" "${ANY_EXES[@]}"; do
     IFS='|' read -r name prog size gpus inputs <<<"$c"
     local d=$DIR/exe/$name
+    [ -d "$d" ] || d=$DIR/any/$name
     # shellcheck disable=SC2086
     "$nvcc" -O2 -std=c++17 -arch=native -I"$d/src" -o "$d/exe" "$d/src/prog.cu" "$d/src/prog_main.cu" \
       $libs >"$logs/$name.build.log" 2>&1 &
@@ -205,6 +222,18 @@ run_checks() {
         fi
     } >"$log" 2>&1
     verdict "$name" "$gpus" $? "$log" "CUDA executable $size: $(tail -n 1 "$log" | cut -c1-50)"
+  done
+  for c in "${ANY_EXES[@]}"; do
+    IFS='|' read -r name prog size gpus points <<<"$c"
+    local d=$DIR/any/$name log=$logs/$name.log
+    wait "${pid[$name]}"
+    local built=$?
+    {
+      echo "== $prog $size, for any ${points%%=*}: build" && cat "$logs/$name.build.log" && [ "$built" -eq 0 ] &&
+        echo "== run at $points, against the interpreter" &&
+        timeout 300 "$py" tests/compare_backends.py --any-size "$points" - "$prog" "$d" --exe="$d/exe"
+    } >"$log" 2>&1
+    verdict "$name" "$gpus" $? "$log" "CUDA executable for any size $size: $(tail -n 1 "$log" | cut -c1-50)"
   done
   for c in "${OPS[@]}"; do
     IFS='|' read -r name args gpus <<<"$c"

@@ -189,4 +189,42 @@ Polynomial fit_on_grid(const std::vector<std::string>& vars, const std::vector<i
   return p;
 }
 
+std::vector<std::vector<int64_t>> grid_points(const std::vector<int64_t>& m, int degree, int first, int64_t check,
+                                              int64_t check2) {
+  const size_t k = m.size(), n = size_t(degree) + 1;
+  size_t grid = 1;
+  for (size_t i = 0; i < k; ++i) grid *= n;
+  std::vector<std::vector<int64_t>> points;
+  for (size_t idx = 0; idx < grid; ++idx) {
+    std::vector<int64_t> x(k);
+    for (size_t i = k, rest = idx; i-- > 0; rest /= n) x[i] = m[i] * (int64_t(rest % n) + first);
+    points.push_back(x);
+  }
+  points.push_back(std::vector<int64_t>(k));
+  points.push_back(std::vector<int64_t>(k));
+  for (size_t i = 0; i < k; ++i) points[grid][i] = points[grid + 1][i] = check * m[i];
+  if (k > 0) points[grid + 1][0] = check2 * m[0];
+  return points;
+}
+
+std::optional<std::vector<int64_t>> least_multiples(size_t vars, const std::vector<int64_t>& candidates,
+                                                    const std::function<bool(const std::vector<int64_t>&)>& works) {
+  for (int64_t c : candidates) {
+    std::vector<int64_t> m(vars, c);
+    if (!works(m)) continue;
+    for (size_t i = 0; i < vars && c > 1; ++i)
+      for (int64_t d : candidates) {
+        if (d >= m[i] || c % d != 0) continue;
+        std::vector<int64_t> looser = m;
+        looser[i] = d;
+        if (works(looser)) {
+          m = looser;
+          break;
+        }
+      }
+    return m;
+  }
+  return std::nullopt;
+}
+
 }  // namespace gradc

@@ -3,6 +3,7 @@
 // `size` parameters by fitting the counts it computes at several sizes.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -45,5 +46,18 @@ struct Polynomial {
 // the first variable's t slowest (values.size() == (degree+1)^vars.size()).
 Polynomial fit_on_grid(const std::vector<std::string>& vars, const std::vector<int64_t>& m, int degree,
                        const std::vector<Rational>& values, int first = 1);
+
+// fit_on_grid's points (the first (degree+1)^k), then the two a fit is checked at:
+// every variable at m[i]*check, and the first at m[0]*check2 with the rest at m[i]*check.
+std::vector<std::vector<int64_t>> grid_points(const std::vector<int64_t>& m, int degree, int first, int64_t check,
+                                              int64_t check2);
+
+// The multiples (one per variable) at which `works` holds, the least found: each
+// candidate c in turn for every variable at once; at the first that works, each
+// variable's in turn made the least candidate dividing c that still works, the others'
+// kept. Nothing where no candidate works. `gradc cost` (a count's formula) and `gradc
+// emit --size B=any` (the class's) search so.
+std::optional<std::vector<int64_t>> least_multiples(size_t vars, const std::vector<int64_t>& candidates,
+                                                    const std::function<bool(const std::vector<int64_t>&)>& works);
 
 }  // namespace gradc

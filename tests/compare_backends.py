@@ -10,12 +10,15 @@ program with a mesh its axes' sizes (dp=2,tp=4; the native backend then runs too
 runs under `mpirun -np N` (a process per rank), and both runs are compared with
 the interpreter.
 
-usage: compare_backends.py --any-size B=v,w,... GRADC FILE.dg WORKDIR
+usage: compare_backends.py --any-size B=v,w,... GRADC FILE.dg WORKDIR [--ranks=N]
+                            [--prepare-only | --exe=EXE]
 Builds the executable once for any B (gradc build --size B=any) and, at each of the
 values, writes the float inputs whose declared shape has B as files (a rank's own
 where the input is per rank), runs the executable and `gradc run --backend=interp`
 on them and compares the outputs the same way (B comes from the files; an input left
-out takes its default at that B).
+out takes its default at that B). --prepare-only writes the inputs and the
+interpreter's outputs into WORKDIR and stops; --exe=EXE (GRADC `-`: those files are
+there) checks EXE instead of building one: scripts/gpu_check.sh's CUDA executable.
 
 usage: compare_backends.py --lines B GRADC FILE.dg LINES
 Each line of the file LINES is one JSON object, {"B": 5, "out": [...], ...}: rank 0's
@@ -74,13 +77,17 @@ def write_npy(path, descr, shape, values):
         f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + data)
 
 
-def any_size(spec, gradc, prog, work):
+def any_size(spec, gradc, prog, work, *flags):
     # "B=1,2,3" or "B=2,4 D=3,5": each size's values, the k-th of each together
     sizes = {name: values.split(",") for name, values in (part.split("=") for part in spec.split())}
     names = list(sizes)
+    exe = next((f.split("=", 1)[1] for f in flags if f.startswith("--exe=")), None)
+    prepare = "--prepare-only" in flags
+    ranks = [f for f in flags if f.startswith("--ranks=")]  # gradc's, where given
     os.makedirs(work, exist_ok=True)
-    exe = os.path.join(work, os.path.basename(prog) + ".any")
-    run([gradc, "build", prog, "--target=cpu", "-o", exe, "--size=" + ",".join(f"{n}=any" for n in names)])
+    if not exe and not prepare:
+        exe = os.path.join(work, os.path.basename(prog) + ".any")
+        run([gradc, "build", prog, "--target=cpu", "-o", exe, "--size=" + ",".join(f"{n}=any" for n in names)] + ranks)
     with open(prog) as f:  # the inputs with a size as a dimension: their files give it
         sized = {m.group(1) for m in re.finditer(r"input\s+(\w+)\s*:\s*\w+\[([^\]]*)\]", f.read())
                  if set(names) & {d.strip() for d in m.group(2).split(",")}}
@@ -89,25 +96,35 @@ def any_size(spec, gradc, prog, work):
         at = ",".join(f"{n}={sizes[n][k]}" for n in names)
         points.append(at)
         inputs = os.path.join(work, "inputs." + at.replace(",", "."))
-        os.makedirs(inputs, exist_ok=True)
-        listing = run([gradc, "check", "-v", prog, f"--size={at}"])
-        world = int(re.match(r".*: (\d+) ranks?", listing).group(1))
-        for m in re.finditer(r"^input +(\w+): (f32|f64)\[([^\]]*)\] (shared|per rank)", listing, re.M):
-            name, dtype, dims, how = m.groups()
-            if name not in sized:
-                continue
-            shape = [int(d) for d in dims.split(",") if d.strip()]
-            n = math.prod(shape)
-            descr = "f4" if dtype == "f32" else "f8"
-            for r in ([None] if how == "shared" else range(world)):
-                seed = 0 if r is None else r + 1
-                vals = [math.sin(1.7 * i + 0.3 * seed + len(name)) for i in range(n)]
-                d = inputs if r is None else os.path.join(inputs, f"rank{r}")
-                os.makedirs(d, exist_ok=True)
-                write_npy(os.path.join(d, name + ".npy"), descr, shape, vals)
-        want = json.loads(run([gradc, "run", prog, f"--inputs={inputs}", "--format=json", "--backend=interp"]))
+        reference = os.path.join(work, "want." + at.replace(",", ".") + ".json")
+        if gradc != "-":  # the inputs at this point and the interpreter's outputs on them
+            os.makedirs(inputs, exist_ok=True)
+            listing = run([gradc, "check", "-v", prog, f"--size={at}"] + ranks)
+            world = int(re.match(r".*: (\d+) ranks?", listing).group(1))
+            for m in re.finditer(r"^input +(\w+): (f32|f64)\[([^\]]*)\] (shared|per rank)", listing, re.M):
+                name, dtype, dims, how = m.groups()
+                if name not in sized:
+                    continue
+                shape = [int(d) for d in dims.split(",") if d.strip()]
+                n = math.prod(shape)
+                descr = "f4" if dtype == "f32" else "f8"
+                for r in ([None] if how == "shared" else range(world)):
+                    seed = 0 if r is None else r + 1
+                    vals = [math.sin(1.7 * i + 0.3 * seed + len(name)) for i in range(n)]
+                    d = inputs if r is None else os.path.join(inputs, f"rank{r}")
+                    os.makedirs(d, exist_ok=True)
+                    write_npy(os.path.join(d, name + ".npy"), descr, shape, vals)
+            with open(reference, "w") as f:
+                f.write(run([gradc, "run", prog, f"--inputs={inputs}", "--format=json", "--backend=interp"] + ranks))
+        if prepare:
+            continue
+        with open(reference) as f:
+            want = json.load(f)
         got = json.loads(run([exe, f"--inputs={inputs}", "--format=json"]))
-        compare(f"{prog} at {at}", world, got, want)
+        compare(f"{prog} at {at}", want["world"], got, want)
+    if prepare:
+        print(f"{os.path.basename(prog)}: the inputs and the interpreter's outputs at " + "; ".join(points))
+        return
     print(f"{os.path.basename(prog)}: the executable for any {', '.join(names)} equals the interpreter at "
           + "; ".join(points))
 
@@ -130,7 +147,7 @@ def main():
     if args[0] == "--native":
         return native(args[1], args[2:])
     if args[0] == "--any-size":
-        return any_size(*args[1:5])
+        return any_size(*args[1:])
     if args[0] == "--lines":
         return lines(*args[1:5])
     mpi = args[0] == "--mpi"

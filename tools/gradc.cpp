@@ -199,7 +199,7 @@ std::vector<std::pair<std::string, int64_t>> size_values(const ast::Program& p, 
 Graph load_program(const Options& o, SourceFile& src, bool f64 = false, ast::Program* parsed = nullptr) {
   if (!o.any_sizes.empty())
     throw UsageError(
-        fmt::format("--size {}=any is for gradc emit --target=cpu (here, give each size a value)", o.any_sizes[0]));
+        fmt::format("--size {}=any is for gradc emit and gradc build (here, give each size a value)", o.any_sizes[0]));
   src.path = o.one_file("FILE.dg");
   src.text = read_file(src.path);
   ast::Program p = parse_program(src.text);
@@ -687,38 +687,24 @@ CostFormulas cost_formulas(const Options& o, const ast::Program& p, const Graph&
     f.failure = fmt::format("the program has {} sizes (formulas are fitted for at most 3)", vars.size());
     return f;
   }
-  constexpr int kDegree = 3, kPoints = kDegree + 1;
+  constexpr int kDegree = 3;
   const std::vector<std::string> rows = cost_rows(g, given);
   const size_t ncounts = cost_counts(given).size();
   size_t grid = 1;
-  for (size_t i = 0; i < vars.size(); ++i) grid *= kPoints;
-  // The grid's points as multiples of m (the first size's slowest), then the two points
-  // each fit is checked at: every size at 5, and the first at 7 with the rest at 5.
-  std::vector<std::vector<int64_t>> points;
-  for (size_t idx = 0; idx < grid; ++idx) {
-    std::vector<int64_t> t(vars.size());
-    for (size_t i = vars.size(), rest = idx; i-- > 0; rest /= kPoints) t[i] = int64_t(rest % kPoints) + 1;
-    points.push_back(t);
-  }
-  points.push_back(std::vector<int64_t>(vars.size(), 5));
-  points.push_back(std::vector<int64_t>(vars.size(), 5));
-  points.back()[0] = 7;
-  // The counts at the points for multiples m (one per size), or nothing where the
-  // program does not compile there or has other collectives; each m sampled once.
+  for (size_t i = 0; i < vars.size(); ++i) grid *= kDegree + 1;
+  // The grid's points at multiples m (one per size), then the two points each fit is
+  // checked at: every size at 5m, and the first at 7m with the rest at 5m.
+  auto points = [&](const std::vector<int64_t>& m) { return grid_points(m, kDegree, 1, 5, 7); };
+  // The counts at the points for multiples m, or nothing where the program does not
+  // compile there or has other collectives; each m sampled once.
   using Samples = std::optional<std::vector<std::vector<double>>>;
   std::map<std::vector<int64_t>, Samples> sampled;
-  auto scaled = [&](const std::vector<int64_t>& t, const std::vector<int64_t>& m) {
-    std::vector<int64_t> x;
-    for (size_t i = 0; i < t.size(); ++i) x.push_back(t[i] * m[i]);
-    return x;
-  };
   auto samples = [&](const std::vector<int64_t>& m) -> const Samples& {
     auto [at, fresh] = sampled.try_emplace(m);
     if (!fresh) return at->second;
     std::vector<std::vector<double>> counts;
     try {
-      for (const std::vector<int64_t>& t : points) {
-        const std::vector<int64_t> x = scaled(t, m);
+      for (const std::vector<int64_t>& x : points(m)) {
         std::vector<std::pair<std::string, int64_t>> sizes;
         for (size_t i = 0; i < vars.size(); ++i) sizes.push_back({vars[i], x[i]});
         const Graph gx = run_pipeline(lower_program(p, LowerOptions{o.ranks, false, o.mesh, sizes}), Pipeline::Grad);
@@ -741,9 +727,10 @@ CostFormulas cost_formulas(const Options& o, const ast::Program& p, const Graph&
       if (auto r = rational_of((*s)[idx][q])) values.push_back(*r);
     if (values.size() != grid) return std::nullopt;
     Polynomial poly = fit_on_grid(vars, m, kDegree, values);
-    for (size_t k = grid; k < points.size(); ++k) {
+    const std::vector<std::vector<int64_t>> at = points(m);
+    for (size_t k = grid; k < at.size(); ++k) {
       const std::optional<Rational> want = rational_of((*s)[k][q]);
-      if (!want || !(poly.at(scaled(points[k], m)) == *want)) return std::nullopt;
+      if (!want || !(poly.at(at[k]) == *want)) return std::nullopt;
     }
     return poly;
   };
@@ -761,27 +748,17 @@ CostFormulas cost_formulas(const Options& o, const ast::Program& p, const Graph&
     if (same && names.size() > 1) return fmt::format(" ({} multiples of {})", fmt::join(names, " and "), m[0]);
     return fmt::format(" ({})", fmt::join(parts, ", "));
   };
-  const std::vector<int64_t> candidates = {1, 2, 4, 8, 16, 32, 64, 3, 6, 12, 24, 48, 96};
   std::vector<std::string> text(ncounts);
   for (size_t q = 0; q < ncounts; ++q) {
-    for (int64_t c : candidates) {
-      std::vector<int64_t> m(vars.size(), c);
-      std::optional<Polynomial> poly = fit(q, m);
-      if (!poly) continue;
-      for (size_t i = 0; i < vars.size() && c > 1; ++i)
-        for (int64_t d : candidates) {
-          if (d >= m[i] || c % d != 0) continue;
-          std::vector<int64_t> looser = m;
-          looser[i] = d;
-          if (std::optional<Polynomial> p2 = fit(q, looser)) {
-            m = looser;
-            poly = std::move(p2);
-            break;
-          }
-        }
-      text[q] = poly->str() + domain(m);
-      break;
-    }
+    std::optional<Polynomial> poly;
+    const std::optional<std::vector<int64_t>> m = least_multiples(
+        vars.size(), {1, 2, 4, 8, 16, 32, 64, 3, 6, 12, 24, 48, 96}, [&](const std::vector<int64_t>& mq) {
+          std::optional<Polynomial> fitted = fit(q, mq);
+          if (!fitted) return false;
+          poly = std::move(fitted);  // the last that fits is at the multiples found
+          return true;
+        });
+    if (m) text[q] = poly->str() + domain(*m);
   }
   if (std::none_of(sampled.begin(), sampled.end(), [](const auto& s) { return s.second.has_value(); })) {
     f.failure = "the program compiles with these collectives at none of the sizes tried";
@@ -876,13 +853,13 @@ const char* kEmitHelp =
     "names the axes the training framework reduces gradients over (each rank's loss its\n"
     "own); along the others every rank's copy of a replicated output is one loss. A\n"
     "program without a mesh defaults to its one axis (DDP); a mesh program must say.\n"
-    "--size B=any (cpu): a class for any value of B, set per run (set_sizes; docs/cli.md).\n";
+    "--size B=any: a class for any value of B, set per run (set_sizes; docs/cli.md).\n";
 
 // gradc emit --size B=any: the class generated at the points of any_size_points(m), its
-// numbers fitted as formulas in the sizes (codegen/any_size.h). m is 1 for each size,
-// else the least of a few multiples at which the texts agree but for numbers that fit
-// (a size such as B // 2 is one only at even B), then each size's made as small as
-// the fit allows; a size outside them is an error at run time (set_sizes).
+// numbers fitted as formulas in the sizes (codegen/any_size.h). m (least_multiples) is
+// 1 for each size, else the least of a few multiples at which the texts agree but for
+// numbers that fit (a size such as B // 2 is one only at even B), then each size's made
+// as small as the fit allows; a size outside them is an error at run time (set_sizes).
 // `make` writes the files at the sizes of the program `g` (lowered with `po`).
 using MakeFiles =
     std::function<std::vector<GeneratedFile>(Graph g, const PipelineOptions& po, const std::vector<AnySize>& any)>;
@@ -929,6 +906,7 @@ std::vector<GeneratedFile> any_size_files(const Options& o, SourceFile& src, con
       try {
         PipelineOptions po;
         po.max_folded = kAnyMaxFolded;
+        po.any_size = true;
         at.push_back({x, make(lower_program(p, LowerOptions{o.ranks, false, o.mesh, sizes}), po, any)});
       } catch (const UserError& e) {
         std::vector<std::string> point;
@@ -942,30 +920,21 @@ std::vector<GeneratedFile> any_size_files(const Options& o, SourceFile& src, con
     if (first_why.empty()) first_why = r.why;
     return std::move(r.files);
   };
-  for (int64_t c : {1, 2, 4, 8, 16, 32, 3, 6, 12, 24}) {
-    std::vector<int64_t> m(vars.size(), c);
-    std::vector<GeneratedFile> files = attempt(m);
-    if (files.empty()) continue;
-    for (size_t i = 0; i < vars.size() && c > 1; ++i)
-      for (int64_t d : {1, 2, 4, 8, 16, 3, 6, 12}) {
-        if (d >= m[i] || c % d != 0) continue;
-        std::vector<int64_t> looser = m;
-        looser[i] = d;
-        if (std::vector<GeneratedFile> f = attempt(looser); !f.empty()) {
-          m = looser;
-          files = std::move(f);
-          break;
-        }
-      }
+  std::vector<GeneratedFile> files;
+  if (least_multiples(vars.size(), {1, 2, 4, 8, 16, 32, 3, 6, 12, 24}, [&](const std::vector<int64_t>& m) {
+        std::vector<GeneratedFile> f = attempt(m);
+        if (f.empty()) return false;
+        files = std::move(f);  // the last that fits is at the multiples found
+        return true;
+      }))
     return files;
-  }
   throw UserError({}, fmt::format("--size {}=any: no one set of sources fits every size: {} (emit for one value "
                                   "instead, --size {}=32)",
                                   fmt::join(vars, "=any,"), first_why, vars[0]));
 }
 
 // The class's sources for `target`, and the executable's main where `main`: for the
-// sizes given, or for every size (--size B=any: cpu only; the callers say so).
+// sizes given, or for every size (--size B=any).
 std::vector<GeneratedFile> class_sources(const Options& o, SourceFile& src, Target target, const std::string& name,
                                          bool main) {
   auto sources = [&](const Lowered& l, const std::vector<AnySize>& any) {
@@ -983,9 +952,6 @@ int cmd_emit(const Options& o, SourceFile& src) {
   Target target = target_of(o);
   if (!o.out) throw UsageError("-o DIR is needed");
   std::string name = program_name(o);
-  if (!o.any_sizes.empty() && target == Target::Cuda)
-    throw UsageError(fmt::format(
-        "--size {}=any is for --target=cpu and torch for now (cuda takes a value of each size)", o.any_sizes[0]));
   if (target != Target::Torch) {
     if (o.no_grad) throw UsageError("--no-grad is for --target=torch (the cpu and cuda classes have no backward)");
     if (o.data_parallel) throw UsageError("--data-parallel is for --target=torch (the op's gradient convention)");
@@ -1036,7 +1002,7 @@ const char* kBuildHelp =
     "the program's world):  EXE [--ranks=N] [--inputs=DIR] [--outputs=DIR] [--iters=K]\n"
     "[--format=text|json], with gradc run's input and output rules. cpu: the ranks are\n"
     "threads of one process. cuda: one process drives N GPUs. `gradc --version` says which\n"
-    "targets this gradc can compile. --size B=any (cpu): one executable for any B, which it\n"
+    "targets this gradc can compile. --size B=any: one executable for any B, which it\n"
     "takes from its input files (docs/cli.md).\n";
 
 int cmd_build(const Options& o, SourceFile& src) {
@@ -1050,9 +1016,6 @@ int cmd_build(const Options& o, SourceFile& src) {
   if (!tc.found)
     throw UserError({},
                     fmt::format("gradc build --target={}: {}", target == Target::Cuda ? "cuda" : "cpu", tc.missing));
-  if (!o.any_sizes.empty() && target != Target::Cpu)
-    throw UsageError(
-        fmt::format("--size {}=any is for --target=cpu for now (cuda takes a value of each size)", o.any_sizes[0]));
   const std::vector<GeneratedFile> files = class_sources(o, src, target, name, true);
   std::string tmpl = (fs::temp_directory_path() / "gradc-build-XXXXXX").string();
   if (!mkdtemp(tmpl.data()))

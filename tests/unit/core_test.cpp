@@ -2,13 +2,16 @@
 #include <filesystem>
 
 #include <array>
+#include <random>
 #include "codegen/any_size.h"
 #include "frontend/ir_reader.h"
 #include "ir/print.h"
 #include "ir/rules.h"
 #include "ops/register.h"
 #include "passes/lower_kernels.h"
+#include "passes/pass.h"
 #include "runtime/npy.h"
+#include "runtime/plan.h"
 #include "support/file.h"
 #include "support/name_map.h"
 #include "support/polynomial.h"
@@ -219,6 +222,26 @@ TEST_CASE("polynomials fitted on a grid: exact coefficients, the text gradc cost
   CHECK(Rational(6, -4).str() == "-3/2");
 }
 
+TEST_CASE("the grid's points and the least multiples at which a fit works") {
+  // B at 2t and C at 3t, t = 1..2 (C's fastest), then (10, 15) and (14, 15).
+  CHECK(grid_points({2, 3}, 1, 1, 5, 7) ==
+        std::vector<std::vector<int64_t>>{{2, 3}, {2, 6}, {4, 3}, {4, 6}, {10, 15}, {14, 15}});
+  // What works: B a multiple of 4 and C any; then B of 3 and C of 2 (6 found first,
+  // then each made as small as works); nothing.
+  const std::vector<int64_t> candidates = {1, 2, 4, 8, 3, 6};
+  std::vector<std::vector<int64_t>> tried;
+  auto divisible = [&](int64_t b, int64_t c) {
+    return [&tried, b, c](const std::vector<int64_t>& m) {
+      tried.push_back(m);
+      return m[0] % b == 0 && m[1] % c == 0;
+    };
+  };
+  CHECK(least_multiples(2, candidates, divisible(4, 1)) == std::vector<int64_t>{4, 1});
+  CHECK(tried == std::vector<std::vector<int64_t>>{{1, 1}, {2, 2}, {4, 4}, {1, 4}, {2, 4}, {4, 1}});
+  CHECK(least_multiples(2, candidates, divisible(3, 2)) == std::vector<int64_t>{3, 2});
+  CHECK(!least_multiples(2, candidates, divisible(5, 1)));
+}
+
 TEST_CASE("polynomials fitted away from the origin, written as C++ (gradc emit --size B=any)") {
   // p(B, C) = 3/4 B^2 C - 5 B + 7 at B, C = m t, t = 89..92 (where the class for any size
   // is generated), then as an integer expression: its values are integers at even B.
@@ -276,6 +299,70 @@ TEST_CASE("a class for any size: the numbers that differ become formulas, where 
   CHECK(o.why ==
         "c.cpp, line 8 (check(@M_B@);): the code at B = 90 differs from the code at B = 89 in more "
         "than its numbers");
+}
+
+// The kernels of the other stream that kernel j is ordered after, for each plan of the
+// buffers' bytes: a kernel on one stream that uses memory a kernel on the other used
+// before it must wait for that kernel or a later one of its stream (streams run in
+// order). The number of such hazards over `trials` random plans where the waits miss one.
+static int missed_hazards(const Lowered& l, int trials, int& hazards) {
+  const size_t K = l.kernels.size(), nb = l.buffers.size();
+  std::vector<int> after(K, -1);  // per kernel: the last kernel of the other stream waited for
+  int waited[2] = {-1, -1};
+  for (size_t j = 0; j < K; ++j) {
+    for (int w : l.kernels[j].waits) waited[l.kernels[j].stream] = std::max(waited[l.kernels[j].stream], w);
+    after[j] = waited[l.kernels[j].stream];
+  }
+  std::mt19937 rng(7);
+  int missed = 0;
+  for (int t = 0; t < trials; ++t) {
+    std::vector<int64_t> bytes(nb), offset(nb, 0);
+    for (int64_t& b : bytes) b = 1 + int64_t(rng() % 4096);
+    plan_first_fit(l.plan_steps.data(), l.plan_steps.size(), bytes.data(), offset.data());
+    auto overlap = [&](int a, int b) {
+      a = base_buffer(l, a), b = base_buffer(l, b);
+      if (a == b) return true;
+      if (l.buffers[size_t(a)].kind != LBuffer::Work || l.buffers[size_t(b)].kind != LBuffer::Work) return false;
+      return offset[size_t(a)] < offset[size_t(b)] + bytes[size_t(b)] &&
+             offset[size_t(b)] < offset[size_t(a)] + bytes[size_t(a)];
+    };
+    for (size_t j = 0; j < K; ++j)
+      for (size_t i = 0; i < j; ++i) {
+        const LKernel &ki = l.kernels[i], &kj = l.kernels[j];
+        if (ki.stream == kj.stream) continue;
+        bool hazard = overlap(ki.out, kj.out);
+        for (int r : kj.reads) hazard |= overlap(ki.out, r);
+        for (int r : ki.reads) hazard |= overlap(r, kj.out);
+        if (!hazard) continue;
+        ++hazards;
+        if (after[j] < int(i)) ++missed;
+      }
+  }
+  return missed;
+}
+
+TEST_CASE("a class for any size: its stream waits hold for every buffer plan (lower_kernels any_size)") {
+  // The CUDA class for any size plans its workspace at run time, for the sizes set: its
+  // waits must cover every plan the first fit can make of the same steps.
+  const std::string src =
+      "world 2\nsize B = 4\ninput x : f32[B, 16] = randn([B, 16], seed=rank)\n"
+      "input w : f32[16, 8] shared = randn([16, 8], seed=1) / 4\n"
+      "z = normalize(tanh(matmul(x, w)), axis=-1)\nall_z = all_gather(z, axis=0)\n"
+      "logits = matmul(z, transpose(all_z)) / 0.1\ncontrast = cross_entropy(logits, iota(B) + B * rank)\n"
+      "h = layer_norm(matmul(x, w))\nstats = all_reduce(sum(h, axis=0)) / (B * 2)\n"
+      "loss = contrast + sum(stats * stats) + mean(softmax(h, axis=0) * h)\n"
+      "dw, dx = grad(loss, w, x, mode=mean)\noutput loss, dw, dx\n";
+  PipelineOptions po;
+  po.any_size = true;
+  Lowered l = lowered(run_pipeline(test::compile(src), Pipeline::Grad), po);
+  REQUIRE(std::count_if(l.kernels.begin(), l.kernels.end(),
+                        [](const LKernel& k) { return k.stream == LKernel::Communication; }) >= 4);
+  int hazards = 0;
+  CHECK(missed_hazards(l, 300, hazards) == 0);
+  CHECK(hazards > 1000);
+  // without its waits, the same kernels miss hazards: the check can fail
+  for (LKernel& k : l.kernels) k.waits.clear();
+  CHECK(missed_hazards(l, 300, hazards) > 0);
 }
 
 }  // namespace gradc::test
