@@ -697,8 +697,9 @@ class Emitter {
       s += fmt::format("  {}* out_{}_ = nullptr;\n", cpp_type(l_.buffers[size_t(b)].type->dtype), n);
     for (const auto& [n, b] : l_.inputs)
       if (!l_.graph[l_.buffers[size_t(b)].value].args.empty())
-        s += fmt::format("  {}* default_{}_ = nullptr;  // where its default is computed\n",
-                         cpp_type(l_.buffers[size_t(b)].type->dtype), n);
+        s += fmt::format("  {}* default_{}_ = nullptr;  // where its default is computed\n{}",
+                         cpp_type(l_.buffers[size_t(b)].type->dtype), n,
+                         any() ? fmt::format("  int64_t default_{}_capacity_ = 0;  // its elements\n", n) : "");
     return s + "};\n";
   }
 
@@ -1023,7 +1024,8 @@ class Emitter {
   }
   // A class for any size: set_sizes checks them (@M_B@, B's multiple, is filled
   // in once the formulas are fitted), plans the workspace again (runtime/plan.h) and
-  // allocates where the new sizes need more.
+  // allocates where the new sizes need more (gradc::grow: the workspace, each default's
+  // memory and the target's).
   std::string set_sizes() {
     std::string s = fmt::format("void {}::set_sizes(const Sizes& s) {{\n", name_);
     std::vector<std::string> same;
@@ -1041,15 +1043,14 @@ class Emitter {
                      steps.empty() ? "0" : fmt::format("{}", fmt::join(steps, ", ")));
     s += fmt::format("  const int64_t bytes[] = {{{}}};  // each buffer's\n", fmt::join(bytes, ", "));
     s += fmt::format("  ws_bytes_ = gradc::plan_first_fit(steps, {}, bytes, off_);\n", steps.size());
-    s += "  if (ws_bytes_ > ws_capacity_) {\n    gradc::release(ws_);\n"
-         "    ws_ = static_cast<char*>(gradc::alloc(ws_bytes_));\n    ws_capacity_ = ws_bytes_;\n  }\n";
+    s += "  gradc::grow(ws_, ws_capacity_, ws_bytes_);\n";
     for (const auto& [n, b] : l_.inputs)
       if (!g_[l_.buffers[size_t(b)].value].args.empty())
         s += fmt::format(
             "  if (in_{0}_ == default_{0}_) in_{0}_ = nullptr;  // a kept default of other sizes\n"
-            "  gradc::release(default_{0}_);\n",
-            n);
-    return s + default_allocs() + resized() + "  sized_ = true;\n}\n\n";
+            "  gradc::grow(default_{0}_, default_{0}_capacity_, {1});\n",
+            n, l_.buffers[size_t(b)].type->size());
+    return s + resized() + "  sized_ = true;\n}\n\n";
   }
 
   // --check-finite: a buffer's float values checked for NaN and infinity (an error at
@@ -1561,11 +1562,10 @@ class CudaEmitter final : public Emitter {
   std::string resized() override {
     std::string s = fmt::format(
         "  const int64_t scratch = {};  // a collective's rearranged blocks\n"
-        "  if (scratch > scratch_capacity_) {{\n    gradc::release(comm_.scratch);\n"
-        "    comm_.scratch = static_cast<char*>(gradc::alloc(scratch));\n    scratch_capacity_ = scratch;\n",
+        "  gradc::grow(comm_.scratch, scratch_capacity_, scratch);\n",
         scratch_code());
-    for (const auto& axes : groups_) s += fmt::format("    comm_{}_.scratch = comm_.scratch;\n", group_name(axes));
-    return s + "  }\n";
+    for (const auto& axes : groups_) s += fmt::format("  comm_{}_.scratch = comm_.scratch;\n", group_name(axes));
+    return s;
   }
   std::string constructor() override {
     std::string s;

@@ -11,3 +11,18 @@
 #include "gradc_mpi.h"
 #endif
 #endif
+
+namespace gradc {
+
+// Memory that grows only (a class for any size: set_sizes): `p` holds room for
+// `capacity` elements; where `count` are needed and more than that, it is released
+// and allocated again (its contents are not kept).
+template <class T>
+void grow(T*& p, int64_t& capacity, int64_t count) {
+  if (count <= capacity) return;
+  release(p);
+  p = static_cast<T*>(alloc(count * int64_t(sizeof(T))));
+  capacity = count;
+}
+
+}  // namespace gradc
