@@ -205,15 +205,18 @@ run_checks() {
       $libs >"$logs/$name.build.log" 2>&1 &
     pid[$name]=$!
   done
-  for c in "${EXES[@]}"; do
-    IFS='|' read -r name prog size gpus inputs <<<"$c"
-    local d=$DIR/exe/$name log=$logs/$name.log
+  for c in "${EXES[@]}" "${ANY_EXES[@]}"; do
+    IFS='|' read -r name prog size gpus inputs <<<"$c"  # ANY_EXES: `inputs` are the sizes
+    local d=$DIR/exe/$name log=$logs/$name.log what="CUDA executable $size"
+    [ -d "$d" ] || d=$DIR/any/$name what="CUDA executable for any size $size"
     wait "${pid[$name]}"
     local built=$?
     {
       echo "== $prog $size: build" && cat "$logs/$name.build.log" && [ "$built" -eq 0 ] &&
         echo "== run" && rm -rf "$d/got" &&
-        if [ -s "$d/want.err" ]; then  # the interpreter's error: the executable must stop with it
+        if [ "$d" = "$DIR/any/$name" ]; then  # at each size, against the interpreter
+          timeout 300 "$py" tests/compare_backends.py --any-size "$inputs" - "$prog" "$d" --exe="$d/exe"
+        elif [ -s "$d/want.err" ]; then  # the interpreter's error: the executable must stop with it
           ! timeout 120 "$d/exe" --outputs="$d/got" ${inputs:+"--inputs=$inputs"} >"$d/run.txt" 2>&1 && cat "$d/run.txt" &&
             grep -qF "$(cat "$d/want.err")" "$d/run.txt" && echo "stopped with the interpreter's message"
         else
@@ -221,19 +224,7 @@ run_checks() {
             echo "== against the interpreter" && "$py" -c "$COMPARE" "$d/want" "$d/got"
         fi
     } >"$log" 2>&1
-    verdict "$name" "$gpus" $? "$log" "CUDA executable $size: $(tail -n 1 "$log" | cut -c1-50)"
-  done
-  for c in "${ANY_EXES[@]}"; do
-    IFS='|' read -r name prog size gpus points <<<"$c"
-    local d=$DIR/any/$name log=$logs/$name.log
-    wait "${pid[$name]}"
-    local built=$?
-    {
-      echo "== $prog $size, for any ${points%%=*}: build" && cat "$logs/$name.build.log" && [ "$built" -eq 0 ] &&
-        echo "== run at $points, against the interpreter" &&
-        timeout 300 "$py" tests/compare_backends.py --any-size "$points" - "$prog" "$d" --exe="$d/exe"
-    } >"$log" 2>&1
-    verdict "$name" "$gpus" $? "$log" "CUDA executable for any size $size: $(tail -n 1 "$log" | cut -c1-50)"
+    verdict "$name" "$gpus" $? "$log" "$what: $(tail -n 1 "$log" | cut -c1-50)"
   done
   for c in "${OPS[@]}"; do
     IFS='|' read -r name args gpus <<<"$c"
