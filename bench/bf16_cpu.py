@@ -2,8 +2,8 @@
 
 usage: python3 bench/bf16_cpu.py [GRADC] [--steps=K]   (default: build/gradc, K = 15)
 
-For the elementwise chain, the contrastive loss and the tensor-parallel MLP of
-bench/programs (2 ranks, every gradient an output):
+For a memory-bound step (axpy), the elementwise chain, the contrastive loss and the
+tensor-parallel MLP of bench/programs (2 ranks, every gradient an output):
 - gradc: `gradc run P.dg --iters=K --quiet` (the native backend, ranks as threads) for
   P and its `_bf16` twin, taking turns, twice; each figure the median step of one run;
 - PyTorch (PyPI's, in build/torch-venv): bench/torch_programs.py's same step in f32 and
@@ -22,7 +22,7 @@ import sys
 from native import STEPS, blas_kernels, gradc_step, in_venv_one_thread  # noqa: E402  (bench/native.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PROGRAMS = ["elementwise", "contrastive", "tp_mlp"]
+PROGRAMS = ["axpy", "elementwise", "contrastive", "tp_mlp"]
 
 
 def rank_main(rank, name, port, out):

@@ -1,4 +1,4 @@
-"""The four programs of bench/programs in PyTorch, for bench/native.py (the CPU: gloo,
+"""The programs of bench/programs in PyTorch, for bench/native.py (the CPU: gloo,
 2 processes with 1 thread each) and bench/gpu.py (one GPU: NCCL, 1 rank).
 
 `PROGRAMS[name](rank, world, device)` makes the leaves and returns `(loss, leaves,
@@ -34,6 +34,15 @@ def elementwise(rank, world, device, n=1000000, dtype=torch.float32):
         y = torch.tanh(x * 1.5 + 0.5) * torch.sigmoid(x) + torch.exp(-(x * x))
         return (F.all_reduce(y) * x).sum()
     return loss, [x], []
+
+
+def axpy(rank, world, device, n=8000000, dtype=torch.float32):
+    x = randn([n], rank, device, dtype).requires_grad_()
+    w = randn([n], rank + 7, device, dtype).requires_grad_()
+
+    def loss():
+        return ((x * 1.5 + w) * x).sum()
+    return loss, [x, w], []
 
 
 def contrastive(rank, world, device, n=1024, d=256, k=128, dtype=torch.float32):
@@ -75,7 +84,8 @@ def tp_mlp(rank, world, device, n=512, d=1024, h=512, dtype=torch.float32):
     return loss, [x, w1, w2], [(x, "sum")]
 
 
-PROGRAMS = {"elementwise": elementwise, "contrastive": contrastive, "syncbn": syncbn, "tp_mlp": tp_mlp}
+PROGRAMS = {"elementwise": elementwise, "contrastive": contrastive, "syncbn": syncbn, "tp_mlp": tp_mlp,
+            "axpy": axpy}
 
 
 def step(loss, leaves, reduced, world):
