@@ -470,6 +470,89 @@ inline void cumsum(Stream, int64_t outer, int64_t n, int64_t inner, int64_t reve
       }
   }
 }
+#if defined(__AVX__)
+// scatter_add's rows (an index per element) where the result is large: each row in a
+// block that stays in L1, x's row copied in, the indices checked 16 at a time, the adds
+// made there in order, then the block written out with streaming stores (no line of
+// `out` read first) as x's next row is copied into the other block, one pass; the next
+// rows of x, idx and src are fetched a row ahead. A block holds its row at the row's
+// offset in its first 64-byte line of `out`, after the previous row's last elements in
+// that line (carried over), so that every line is streamed whole, once; the result's
+// first and last lines, which may be shared with other memory, take plain stores.
+// Where the adds go straight into `out`, each row's lines are read before they are
+// written, and the loads wait on memory between rows.
+inline constexpr int64_t kScatterRowBytes = 8192;
+template <class T, class Check>
+inline void scatter_add_rows(int64_t outer, int64_t n, int64_t m, const T* x, const int32_t* idx, const T* src, T* out,
+                             const Check& bad) {
+  const uint64_t len = uint64_t(n);               // an index k is in range when uint64_t(k) < len
+  constexpr int64_t E = 64 / int64_t(sizeof(T));  // elements in a line
+  alignas(64) T blocks[2][kScatterRowBytes / sizeof(T) + E];
+  T* cur = blocks[0];
+  T* next = blocks[1];
+  int64_t a = int64_t(reinterpret_cast<uintptr_t>(out) % 64) / int64_t(sizeof(T));  // the row's offset in its line
+  memcpy(cur + a, x, size_t(n) * sizeof(T));
+  for (int64_t o = 0; o < outer; ++o) {
+    const int32_t* k = idx + o * m;
+    const T* from = src + o * m;
+    const bool ahead = o + 1 < outer;
+    const char* next_x = reinterpret_cast<const char*>(x + (o + 1) * n);
+    const char* const next_x_end = next_x + n * int64_t(sizeof(T));
+    T* row = cur + a;
+    for (int64_t j0 = 0; j0 < m; j0 += 16) {
+      if (ahead) {  // a line of each of the next rows per 16 elements
+        __builtin_prefetch(k + m + j0);
+        __builtin_prefetch(from + m + j0);
+        if constexpr (sizeof(T) > 4) __builtin_prefetch(from + m + j0 + 8);
+        if (next_x < next_x_end) __builtin_prefetch(next_x);
+        next_x += 64;
+      }
+      const int64_t j1 = m - j0 < 16 ? m : j0 + 16;
+      uint32_t out_of_range = 0;  // the 16 indices checked at once (one vector compare)
+      for (int64_t j = j0; j < j1; ++j) out_of_range |= uint32_t(k[j]) >= uint32_t(len);
+      if (!out_of_range) {
+        for (int64_t j = j0; j < j1; ++j) row[k[j]] += from[j];
+        continue;
+      }
+      for (int64_t j = j0; j < j1; ++j)
+        if (uint64_t(int64_t(k[j])) < len)
+          row[k[j]] += from[j];
+        else
+          bad(k[j], o * m + j);
+    }
+    const int64_t end = a + n, lines = end / E, next_a = end % E;
+    T* line = out + o * n - a;  // 64-byte aligned
+    const T* nx = x + (o + 1) * n;
+    int64_t l = 0, copied = 0;  // lines written, elements of x's next row copied
+    if (o == 0 && a > 0) {      // the result's first line: the elements before it are not ours
+      memcpy(out, row, size_t(E - a) * sizeof(T));
+      l = 1;
+    }
+    for (; l < lines; ++l) {
+      const __m256i lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(cur + l * E));
+      const __m256i hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(cur + l * E + E / 2));
+      if (ahead && copied + E <= n) {
+        memcpy(next + next_a + copied, nx + copied, 64);
+        copied += E;
+      }
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(line + l * E), lo);
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(line + l * E + E / 2), hi);
+    }
+    if (ahead) {
+      memcpy(next + next_a + copied, nx + copied, size_t(n - copied) * sizeof(T));
+      memcpy(next, cur + lines * E, size_t(next_a) * sizeof(T));  // carried into the next row's first line
+    } else {
+      memcpy(line + lines * E, cur + lines * E, size_t(next_a) * sizeof(T));  // the result's last line
+    }
+    T* const done = cur;
+    cur = next;
+    next = done;
+    a = next_a;
+  }
+  _mm_sfence();
+}
+#endif
+
 // out = x, then src[o, j, i] added at out[o, idx[o, j, i], i] for j = 0, 1, .. m-1
 // (src and idx: [outer, m, inner]; per_slice: idx[j] for the whole slice, the adds
 // contiguous and vectorised), in the value's type. An index out of range is never
@@ -480,6 +563,11 @@ template <class T, class Check = NoCheck>
 inline void scatter_add(Stream, int64_t outer, int64_t n, int64_t m, int64_t inner, int64_t per_slice, const T* x,
                         const int32_t* idx, const T* src, T* out, const Check& bad = Check()) {
   const uint64_t len = uint64_t(n);  // an index k is in range when uint64_t(k) < len
+#if defined(__AVX__)
+  if (!per_slice && inner == 1 && n * int64_t(sizeof(T)) >= 64 && n * int64_t(sizeof(T)) <= kScatterRowBytes &&
+      outer * n * int64_t(sizeof(T)) >= kStreamBytes)
+    return scatter_add_rows(outer, n, m, x, idx, src, out, bad);
+#endif
   for (int64_t o = 0; o < outer; ++o) {
     // each slab copied just before its adds, which then find it in cache
     T* to = out + o * n * inner;
