@@ -472,15 +472,16 @@ inline void cumsum(Stream, int64_t outer, int64_t n, int64_t inner, int64_t reve
 }
 #if defined(__AVX__)
 // scatter_add's rows (an index per element) where the result is large: each row in a
-// block that stays in L1, x's row copied in, the indices checked 16 at a time, the adds
-// made there in order, then the block written out with streaming stores (no line of
-// `out` read first) as x's next row is copied into the other block, one pass; the next
-// rows of x, idx and src are fetched a row ahead. A block holds its row at the row's
-// offset in its first 64-byte line of `out`, after the previous row's last elements in
-// that line (carried over), so that every line is streamed whole, once; the result's
-// first and last lines, which may be shared with other memory, take plain stores.
-// Where the adds go straight into `out`, each row's lines are read before they are
-// written, and the loads wait on memory between rows.
+// block that stays in L1, x's row copied in, the row's indices checked first (vector
+// compares; one by one, in order, only in a row with a bad one), the adds made there in
+// order, then the block written out with streaming stores (no line of `out` read first)
+// as x's next row is copied into the other block, one pass; the next rows of x, idx and
+// src are fetched a row ahead. A block holds its row at the row's offset in its first
+// 64-byte line of `out`, after the previous row's last elements in that line (carried
+// over), so that every line is streamed whole, once; the result's first and last
+// lines, which may be shared with other memory, take plain stores. Where the adds go
+// straight into `out`, each row's lines are read before they are written, and the
+// loads wait on memory between rows.
 inline constexpr int64_t kScatterRowBytes = 8192;
 template <class T, class Check>
 inline void scatter_add_rows(int64_t outer, int64_t n, int64_t m, const T* x, const int32_t* idx, const T* src, T* out,
@@ -499,6 +500,8 @@ inline void scatter_add_rows(int64_t outer, int64_t n, int64_t m, const T* x, co
     const char* next_x = reinterpret_cast<const char*>(x + (o + 1) * n);
     const char* const next_x_end = next_x + n * int64_t(sizeof(T));
     T* row = cur + a;
+    uint32_t out_of_range = 0;  // the row's indices checked at once (vector compares)
+    for (int64_t j = 0; j < m; ++j) out_of_range |= uint32_t(k[j]) >= uint32_t(len);
     for (int64_t j0 = 0; j0 < m; j0 += 16) {
       if (ahead) {  // a line of each of the next rows per 16 elements
         __builtin_prefetch(k + m + j0);
@@ -508,8 +511,6 @@ inline void scatter_add_rows(int64_t outer, int64_t n, int64_t m, const T* x, co
         next_x += 64;
       }
       const int64_t j1 = m - j0 < 16 ? m : j0 + 16;
-      uint32_t out_of_range = 0;  // the 16 indices checked at once (one vector compare)
-      for (int64_t j = j0; j < j1; ++j) out_of_range |= uint32_t(k[j]) >= uint32_t(len);
       if (!out_of_range) {
         for (int64_t j = j0; j < j1; ++j) row[k[j]] += from[j];
         continue;
