@@ -215,6 +215,23 @@ inline void gemm_widened(Blas& h, Stream s, bool ta, bool tb, int64_t m, int64_t
   widen(h.b, b, sb ? sb * batch : k * n);
   gemm(h, s, ta, tb, m, n, k, h.a.data(), sa, h.b.data(), sb, c, batch, alpha);
 }
+#if defined(__AVX2__)
+// An 8 x 8 transpose of 32-bit lanes: lane j of r[i] becomes lane i of r[j].
+inline void transpose8x8(__m256 r[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20), r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20), r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31), r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31), r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+#endif
 #if defined(__AVX512BF16__) && defined(__AVX512F__)
 // bf16 operands on a CPU with AVX512-BF16: vdpbf16ps multiplies a pair of bf16 values
 // in each f32 lane exactly and adds the products to the lane one after the other
@@ -237,14 +254,59 @@ inline uint32_t at(const uint16_t* x, bool t, int64_t rows, int64_t k, int64_t r
 // `width` rows of op(X) (panel rows past `real` zero) over k pairs from q0 into
 // out[pair * width + row]: A's panels (rows of op(A)) and B's (columns of op(B), which
 // are rows of op(B)^T, so `t` is flipped by the caller)
+// The first `pairs` or a multiple of 8 of them (returned) of a panel with no rows past
+// the edge, for X not transposed (pairs contiguous along each row): 8 rows' next 8
+// pairs, halves swapped, transposed; the same words as the loop below.
+inline int64_t pack_rows(const uint16_t* x, int64_t k, int64_t r0, int64_t width, int64_t q0, int64_t pairs,
+                         uint32_t* out) {
+  int64_t p = 0;
+  for (; p + 8 <= pairs; p += 8)
+    for (int64_t r = 0; r < width; r += 8) {
+      __m256 v[8];
+      for (int64_t i = 0; i < 8; ++i) {
+        const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + (r0 + r + i) * k + q0 + 2 * p));
+        v[i] = _mm256_castsi256_ps(_mm256_or_si256(_mm256_slli_epi32(w, 16), _mm256_srli_epi32(w, 16)));
+      }
+      transpose8x8(v);
+      for (int64_t i = 0; i < 8; ++i) _mm256_storeu_ps(reinterpret_cast<float*>(out + (p + i) * width + r), v[i]);
+    }
+  return p;
+}
 inline void pack(const uint16_t* x, bool t, int64_t rows, int64_t k, int64_t r0, int64_t real, int64_t width,
                  int64_t q0, int64_t kc, uint32_t* out) {
-  for (int64_t p = 0; p < (kc + 1) / 2; ++p) {
+  const int64_t done = real == width && !t ? pack_rows(x, k, r0, width, q0, kc / 2, out) : 0;
+  for (int64_t p = done; p < (kc + 1) / 2; ++p) {
     const int64_t q = q0 + 2 * p;
     const bool odd = 2 * p + 1 < kc;
     for (int64_t r = 0; r < width; ++r)
       out[p * width + r] =
           r >= real ? 0u : at(x, t, rows, k, r0 + r, q) << 16 | (odd ? at(x, t, rows, k, r0 + r, q + 1) : 0u);
+  }
+}
+// `count` rows of op(X) from r0 into panels of `width` rows (the panel of rows rr..
+// at out + rr * kp). X transposed: rows of op(X) are contiguous in X, so each pair of
+// X's rows is read once, in full, for every whole panel (two X rows' 8 values
+// interleave into 8 pairs); the rest as pack's.
+inline void pack_panels(const uint16_t* x, bool t, int64_t rows, int64_t k, int64_t r0, int64_t count, int64_t width,
+                        int64_t q0, int64_t kc, uint32_t* out) {
+  const int64_t kp = (kc + 1) / 2, whole = t ? count / width * width : 0;
+  for (int64_t p = 0; p < kc / 2; ++p) {
+    const uint16_t* even = x + (q0 + 2 * p) * rows + r0;
+    for (int64_t r = 0; r < whole; r += 8) {
+      const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(even + r));
+      const __m128i o = _mm_loadu_si128(reinterpret_cast<const __m128i*>(even + rows + r));
+      uint32_t* to = out + r / width * width * kp + p * width + r % width;
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(to), _mm_unpacklo_epi16(o, e));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(to + 4), _mm_unpackhi_epi16(o, e));
+    }
+  }
+  for (int64_t rr = 0; rr < count; rr += width) {
+    const int64_t real = count - rr < width ? count - rr : width;
+    if (rr < whole) {  // the last pair where kc is odd
+      if (kc % 2) pack(x, t, rows, k, r0 + rr, real, width, q0 + kc - 1, 1, out + rr * kp + (kp - 1) * width);
+      continue;
+    }
+    pack(x, t, rows, k, r0 + rr, real, width, q0, kc, out + rr * kp);
   }
 }
 // C's MR x NR tile (mr x nr of it real) from kp pairs: the first slab's sums start
@@ -286,12 +348,10 @@ inline void gemm(Blas& h, bool ta, bool tb, int64_t m, int64_t n, int64_t k, con
     const int64_t nc = n - jc < NC ? n - jc : NC;
     for (int64_t pc = 0; pc < k; pc += KC) {
       const int64_t kc = k - pc < KC ? k - pc : KC, kp = (kc + 1) / 2;
-      for (int64_t jr = 0; jr < nc; jr += NR)
-        pack(b, !tb, n, k, jc + jr, nc - jr < NR ? nc - jr : NR, NR, pc, kc, h.pb.data() + jr * kp);
+      pack_panels(b, !tb, n, k, jc, nc, NR, pc, kc, h.pb.data());
       for (int64_t ic = 0; ic < m; ic += MC) {
         const int64_t mc = m - ic < MC ? m - ic : MC;
-        for (int64_t ir = 0; ir < mc; ir += MR)
-          pack(a, ta, m, k, ic + ir, mc - ir < MR ? mc - ir : MR, MR, pc, kc, h.pa.data() + ir * kp);
+        pack_panels(a, ta, m, k, ic, mc, MR, pc, kc, h.pa.data());
         for (int64_t jr = 0; jr < nc; jr += NR)
           for (int64_t ir = 0; ir < mc; ir += MR)
             tile(kp, h.pa.data() + ir * kp, h.pb.data() + jr * kp, c + (ic + ir) * n + jc + jr, n,
@@ -322,20 +382,6 @@ inline void gemm(Blas& h, Stream s, bool ta, bool tb, int64_t m, int64_t n, int6
 // transpose puts element s of the 8 rows in one vector, added to their running sums
 // (in double) and rounded once, and a transpose back stores them. Each row's
 // additions are the scalar loop's, in the same order.
-inline void transpose8x8(__m256 r[8]) {
-  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20), r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20), r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31), r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31), r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
-}
 // The 8 rows' running sums in double: one vector of 8 with AVX-512, else two of 4.
 struct Sums8 {
 #if defined(__AVX512F__)
