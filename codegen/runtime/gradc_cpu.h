@@ -568,7 +568,7 @@ inline void scatter_add_rows(int64_t outer, int64_t n, int64_t m, const T* x, co
           bad(k[j], o * m + j);
     }
     const int64_t end = a + n, lines = end / E, next_a = end % E;
-    T* line = out + o * n - a;  // 64-byte aligned
+    const int64_t line = o * n - a;  // where the row's first line starts in `out`: 64-byte aligned
     const T* nx = x + (o + 1) * n;
     int64_t l = 0, copied = 0;  // lines written, elements of x's next row copied
     if (o == 0 && a > 0) {      // the result's first line: the elements before it are not ours
@@ -582,14 +582,14 @@ inline void scatter_add_rows(int64_t outer, int64_t n, int64_t m, const T* x, co
         memcpy(next + next_a + copied, nx + copied, 64);
         copied += E;
       }
-      _mm256_stream_si256(reinterpret_cast<__m256i*>(line + l * E), lo);
-      _mm256_stream_si256(reinterpret_cast<__m256i*>(line + l * E + E / 2), hi);
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(out + (line + l * E)), lo);
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(out + (line + l * E + E / 2)), hi);
     }
     if (ahead) {
       memcpy(next + next_a + copied, nx + copied, size_t(n - copied) * sizeof(T));
       memcpy(next, cur + lines * E, size_t(next_a) * sizeof(T));  // carried into the next row's first line
     } else {
-      memcpy(line + lines * E, cur + lines * E, size_t(next_a) * sizeof(T));  // the result's last line
+      memcpy(out + (line + lines * E), cur + lines * E, size_t(next_a) * sizeof(T));  // the result's last line
     }
     T* const done = cur;
     cur = next;
