@@ -105,8 +105,14 @@ GRADC_HD inline double log1p_(int32_t x) { return ::log1p(double(x)); }
 GRADC_HD inline double expm1_(int32_t x) { return ::expm1(double(x)); }
 GRADC_HD inline double pow_(int32_t a, int32_t b) { return ::pow(double(a), double(b)); }
 
+// i32 arithmetic wraps around (two's complement), as PyTorch's and NumPy's does: C++
+// leaves a signed overflow undefined (a compiler may assume it never happens), so the
+// ops that can overflow compute an i32 in uint32_t. `integral<T>`: T is i32.
+template <class T>
+inline constexpr bool integral = T(1) / T(2) == T(0);
 template <class T>
 GRADC_HD T neg(T x) {
+  if constexpr (integral<T>) return T(0u - uint32_t(x));
   return T(-x);
 }
 template <class T>
@@ -127,7 +133,7 @@ GRADC_HD T rsqrt(T x) {
 }
 template <class T>
 GRADC_HD T abs(T x) {
-  return x < 0 ? T(-x) : x;
+  return x < 0 ? neg(x) : x;
 }
 template <class T>
 GRADC_HD T relu(T x) {
@@ -159,6 +165,7 @@ GRADC_HD T expm1(T x) {
 }
 template <class T>
 GRADC_HD T square(T x) {
+  if constexpr (integral<T>) return T(uint32_t(x) * uint32_t(x));
   return T(x * x);
 }
 template <class T>
@@ -175,14 +182,17 @@ GRADC_HD T stop_gradient(T x) {
 }
 template <class T>
 GRADC_HD T add(T a, T b) {
+  if constexpr (integral<T>) return T(uint32_t(a) + uint32_t(b));
   return T(a + b);
 }
 template <class T>
 GRADC_HD T sub(T a, T b) {
+  if constexpr (integral<T>) return T(uint32_t(a) - uint32_t(b));
   return T(a - b);
 }
 template <class T>
 GRADC_HD T mul(T a, T b) {
+  if constexpr (integral<T>) return T(uint32_t(a) * uint32_t(b));
   return T(a * b);
 }
 template <class T>
@@ -199,7 +209,7 @@ GRADC_HD T pow(T a, T b) {
 // (Instantiated for floats by the interpreter's generic loops, never called there.)
 template <class T>
 GRADC_HD T floordiv(T a, T b) {
-  if constexpr (T(1) / T(2) != T(0)) {
+  if constexpr (!integral<T>) {
     return T(0);
   } else {
     if (b == 0) return 0;
@@ -210,7 +220,7 @@ GRADC_HD T floordiv(T a, T b) {
 }
 template <class T>
 GRADC_HD T mod(T a, T b) {
-  if constexpr (T(1) / T(2) != T(0)) {
+  if constexpr (!integral<T>) {
     return T(0);
   } else {
     if (b == 0 || b == -1) return 0;
