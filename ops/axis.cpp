@@ -8,6 +8,7 @@
 
 #include "codegen/cpp.h"
 #include "frontend/composites.h"
+#include "ir/scalar.h"
 #include "ops/ops.h"
 
 namespace gradc {
@@ -98,7 +99,7 @@ Tensor eval_scatter_add(const Node& n, const Args& a, const EvalCtx& ctx) {
         for (int64_t i = 0; i < c.inner; ++i) {
           const int64_t e = (o * m + j) * c.inner + i;
           T& to = py[(o * c.n + k[slices ? j : e]) * c.inner + i];
-          to = T(to + ps[e]);
+          to = op::add(to, ps[e]);  // i32 wraps around
         }
   });
   return y;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ir/scalar.h"
 #include "support/diag.h"
 
 namespace gradc {
@@ -175,10 +176,10 @@ void combine_into(Tensor& acc, const Tensor& x, Combine how) {
     const int64_t n = acc.size();
     switch (how) {
       case Combine::Sum:
-        for (int64_t i = 0; i < n; ++i) a[i] += b[i];
+        for (int64_t i = 0; i < n; ++i) a[i] = op::add(a[i], b[i]);  // i32 wraps around
         break;
       case Combine::Prod:
-        for (int64_t i = 0; i < n; ++i) a[i] *= b[i];
+        for (int64_t i = 0; i < n; ++i) a[i] = op::mul(a[i], b[i]);
         break;
       case Combine::Max:
         for (int64_t i = 0; i < n; ++i) a[i] = std::max(a[i], b[i]);

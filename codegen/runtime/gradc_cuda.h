@@ -267,7 +267,7 @@ __global__ void scatter_add_kernel(int64_t outer, int64_t n, int64_t m, int64_t 
       const int64_t e = (o * m + j) * inner + i;
       const int32_t k = idx[per_slice ? j : e];
       if (k >= 0 && k < n)
-        out[(o * n + k) * inner + i] += src[e];
+        add_into(out[(o * n + k) * inner + i], src[e]);
       else
         bad(k, per_slice ? j : e);
     }
