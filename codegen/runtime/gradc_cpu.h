@@ -251,12 +251,9 @@ constexpr int64_t MR = 8, NR = 32, KC = 384, MC = 96, NC = 2048;  // KC even
 inline uint32_t at(const uint16_t* x, bool t, int64_t rows, int64_t k, int64_t row, int64_t q) {
   return t ? x[q * rows + row] : x[row * k + q];
 }
-// `width` rows of op(X) (panel rows past `real` zero) over k pairs from q0 into
-// out[pair * width + row]: A's panels (rows of op(A)) and B's (columns of op(B), which
-// are rows of op(B)^T, so `t` is flipped by the caller)
 // The first `pairs` or a multiple of 8 of them (returned) of a panel with no rows past
 // the edge, for X not transposed (pairs contiguous along each row): 8 rows' next 8
-// pairs, halves swapped, transposed; the same words as the loop below.
+// pairs, halves swapped, transposed; the same words as pack's loop.
 inline int64_t pack_rows(const uint16_t* x, int64_t k, int64_t r0, int64_t width, int64_t q0, int64_t pairs,
                          uint32_t* out) {
   int64_t p = 0;
@@ -272,6 +269,9 @@ inline int64_t pack_rows(const uint16_t* x, int64_t k, int64_t r0, int64_t width
     }
   return p;
 }
+// `width` rows of op(X) (panel rows past `real` zero) over k pairs from q0 into
+// out[pair * width + row]: A's panels (rows of op(A)) and B's (columns of op(B), which
+// are rows of op(B)^T, so `t` is flipped by the caller)
 inline void pack(const uint16_t* x, bool t, int64_t rows, int64_t k, int64_t r0, int64_t real, int64_t width,
                  int64_t q0, int64_t kc, uint32_t* out) {
   const int64_t done = real == width && !t ? pack_rows(x, k, r0, width, q0, kc / 2, out) : 0;
