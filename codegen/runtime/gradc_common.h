@@ -18,7 +18,6 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "gradc_dtype.h"
@@ -144,24 +143,15 @@ GRADC_HD inline void label_error(const char* where, int rank, int64_t label, int
 }
 
 // ---- reductions over ranks, in rank order (as the interpreter combines them) ---
-// x += y in T, an i32 wrapping around on overflow (two's complement, as op::add):
-// scatter_add's and index_add's adds, and the sums over ranks.
-template <class T>
-GRADC_HD inline void add_into(T& x, T y) {
-  if constexpr (std::is_same_v<T, int32_t>)
-    x = op::add(x, y);
-  else
-    x += y;
-}
+// Sums and products in T (f32, f64 or i32): op::add and op::mul, an i32 wrapping
+// around on overflow (gradc_scalar.h).
 template <class T>
 GRADC_HD inline T combine(ROp op, T a, T b) {
   switch (op) {
-    case ROp::Prod:
-      if constexpr (std::is_same_v<T, int32_t>) return op::mul(a, b);
-      return T(a * b);
+    case ROp::Prod: return op::mul(a, b);
     case ROp::Max: return a > b ? a : b;
     case ROp::Min: return a < b ? a : b;
-    default: add_into(a, b); return a;
+    default: return op::add(a, b);
   }
 }
 

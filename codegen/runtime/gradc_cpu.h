@@ -558,12 +558,12 @@ inline void scatter_add_rows(int64_t outer, int64_t n, int64_t m, const T* x, co
       }
       const int64_t j1 = m - j0 < 16 ? m : j0 + 16;
       if (!out_of_range) {
-        for (int64_t j = j0; j < j1; ++j) add_into(row[k[j]], from[j]);
+        for (int64_t j = j0; j < j1; ++j) row[k[j]] = op::add(row[k[j]], from[j]);
         continue;
       }
       for (int64_t j = j0; j < j1; ++j)
         if (uint64_t(int64_t(k[j])) < len)
-          add_into(row[k[j]], from[j]);
+          row[k[j]] = op::add(row[k[j]], from[j]);
         else
           bad(k[j], o * m + j);
     }
@@ -624,7 +624,7 @@ inline void scatter_add(Stream, int64_t outer, int64_t n, int64_t m, int64_t inn
       const T* from = src + o * m;
       for (int64_t j = 0; j < m; ++j)
         if (uint64_t(int64_t(k[j])) < len)
-          add_into(to[k[j]], from[j]);
+          to[k[j]] = op::add(to[k[j]], from[j]);
         else
           bad(k[j], o * m + j);
       continue;
@@ -637,15 +637,17 @@ inline void scatter_add(Stream, int64_t outer, int64_t n, int64_t m, int64_t inn
           continue;
         }
         T* __restrict__ row = to + idx[j] * inner;
-        for (int64_t i = 0; i < inner; ++i) add_into(row[i], from[i]);
+        for (int64_t i = 0; i < inner; ++i) row[i] = op::add(row[i], from[i]);
         continue;
       }
       const int32_t* k = idx + (o * m + j) * inner;
       for (int64_t i = 0; i < inner; ++i)
-        if (uint64_t(int64_t(k[i])) < len)
-          add_into(to[k[i] * inner + i], from[i]);
-        else
+        if (uint64_t(int64_t(k[i])) < len) {
+          T& y = to[k[i] * inner + i];
+          y = op::add(y, from[i]);
+        } else {
           bad(k[i], (o * m + j) * inner + i);
+        }
     }
   }
 }

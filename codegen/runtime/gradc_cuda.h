@@ -266,10 +266,12 @@ __global__ void scatter_add_kernel(int64_t outer, int64_t n, int64_t m, int64_t 
     for (int64_t j = 0; j < m; ++j) {
       const int64_t e = (o * m + j) * inner + i;
       const int32_t k = idx[per_slice ? j : e];
-      if (k >= 0 && k < n)
-        add_into(out[(o * n + k) * inner + i], src[e]);
-      else
+      if (k >= 0 && k < n) {
+        T& y = out[(o * n + k) * inner + i];
+        y = op::add(y, src[e]);
+      } else {
         bad(k, per_slice ? j : e);
+      }
     }
   }
 }
