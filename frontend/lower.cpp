@@ -1107,15 +1107,15 @@ V Lowerer::reshape_builtin(const Expr& e) {  // f == "reshape" || f == "broadcas
   ValueId x = targ(c, "x");
   Shape s = static_shape(c, "shape");
   if (f == "reshape") {
-    int64_t known = 1, infer = -1;
+    int64_t infer = -1;
     for (size_t i = 0; i < s.size(); ++i) {
-      if (s[i] == -1) {
-        if (infer >= 0) user_error(c.loc_of("shape"), "reshape: only one dimension may be -1");
-        infer = int64_t(i);
-      } else {
-        known *= s[i];
-      }
+      if (s[i] != -1) continue;
+      if (infer >= 0) user_error(c.loc_of("shape"), "reshape: only one dimension may be -1");
+      infer = int64_t(i);
     }
+    Shape rest = s;  // the dimensions given (saturating: they may be too large)
+    if (infer >= 0) rest.erase(rest.begin() + infer);
+    const int64_t known = num_elements(rest);
     if (infer >= 0 && known > 0 && g_.type(x).size() % known == 0) s[size_t(infer)] = g_.type(x).size() / known;
     if (num_elements(s) != g_.type(x).size() || (infer >= 0 && s[size_t(infer)] < 0))
       user_error(loc, "reshape: cannot reshape {} ({} elements) to {}", type_str(g_.type(x)), g_.type(x).size(),
@@ -1825,6 +1825,7 @@ Mesh declared_mesh(const ast::Program& p) {
       if (e.kind != Expr::Number || !e.is_int)
         user_error(e.loc, "axis {}: its size must be an integer literal", a.text);
       if (e.ival < 1) user_error(e.loc, "axis {}: its size must be at least 1, got {}", a.text, e.ival);
+      if (e.ival > kMaxWorld) user_error(e.loc, "a mesh has at most {} ranks", kMaxWorld);  // before world *= it
       if (int(m.axes.size()) == kMaxAxes) user_error(a.loc, "a mesh has at most {} axes", kMaxAxes);
       world *= e.ival;
       if (world > kMaxWorld) user_error(e.loc, "a mesh has at most {} ranks", kMaxWorld);

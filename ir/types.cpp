@@ -1,6 +1,7 @@
 #include "ir/types.h"
 
 #include <algorithm>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -66,8 +67,13 @@ Shape row_major_strides(const Shape& s) {
 }
 
 int64_t num_elements(const Shape& s) {
+  // A shape from a program or a .gir file is counted before too_large refuses it: its
+  // product saturates at INT64_MAX rather than overflow (UBSan found the overflow), so
+  // that it compares unequal to every real size. A 0 makes it 0 wherever it stands.
+  if (std::count(s.begin(), s.end(), 0) > 0) return 0;
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s)
+    if (__builtin_mul_overflow(n, d, &n)) return std::numeric_limits<int64_t>::max();
   return n;
 }
 
