@@ -290,7 +290,7 @@ inline void pack(const uint16_t* x, bool t, int64_t rows, int64_t k, int64_t r0,
 inline void pack_panels(const uint16_t* x, bool t, int64_t rows, int64_t k, int64_t r0, int64_t count, int64_t width,
                         int64_t q0, int64_t kc, uint32_t* out) {
   const int64_t kp = (kc + 1) / 2, whole = t ? count / width * width : 0;
-  for (int64_t p = 0; p < kc / 2; ++p) {
+  for (int64_t p = 0; whole > 0 && p < kc / 2; ++p) {  // (no whole panels: nothing to interleave)
     const uint16_t* even = x + (q0 + 2 * p) * rows + r0;
     for (int64_t r = 0; r < whole; r += 8) {
       const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(even + r));
