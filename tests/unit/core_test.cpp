@@ -2,6 +2,8 @@
 #include <filesystem>
 
 #include <array>
+#include <cmath>
+#include <cstring>
 #include <random>
 #include "codegen/any_size.h"
 #include "frontend/ir_reader.h"
@@ -16,6 +18,7 @@
 #include "support/name_map.h"
 #include "support/polynomial.h"
 
+#include "ir/dtype.h"
 #include "ir/scalar.h"
 #include "util.h"
 
@@ -133,6 +136,60 @@ TEST_CASE(".npy: round trip and the errors of bad files") {
   Tensor ints = parse_npy(be, "be.npy");
   CHECK(ints.dtype() == DType::I32);
   check_values(ints, {1, -2});
+}
+
+// f32 to bf16 and f16, against references that compute differently: the nearer of the
+// two neighbours, measured in double (ties to the even one), and the compiler's own
+// _Float16 conversion. Every sign, exponent and high mantissa bits (the high 16 bits),
+// with low bits at the ties, beside them and at random.
+uint16_t nearest_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if (f != f) return uint16_t((u >> 16) | 0x40);
+  const uint32_t lo = u & 0xFFFF0000u;  // toward zero
+  if (lo == u) return uint16_t(u >> 16);
+  auto value = [](uint32_t bits) {
+    float x;
+    memcpy(&x, &bits, 4);
+    return std::fabs(double(x));
+  };
+  // above the largest finite value the next one is 2^128, which rounds to infinity
+  const double below = value(lo),
+               above = (lo & 0x7FFFFFFFu) == 0x7F7F0000u ? std::ldexp(1.0, 128) : value(lo + 0x10000u);
+  const double a = std::fabs(double(f));
+  const uint16_t down = uint16_t(lo >> 16), up = uint16_t(down + 1);
+  if (a - below != above - a) return a - below < above - a ? down : up;
+  return down & 1 ? up : down;
+}
+
+TEST_CASE("bf16 and f16 rounding: round-to-nearest-even on every exponent, NaNs kept NaN") {
+  std::mt19937 rng(7);
+  std::vector<uint32_t> lows = {0, 1, 0x0FFF, 0x1000, 0x1001, 0x3FFF, 0x7FFF, 0x8000, 0x8001, 0xC000, 0xFFFF};
+  for (int k = 0; k < 8; ++k) lows.push_back(rng() & 0xFFFF);
+  int64_t checked = 0, bf16_wrong = 0, f16_wrong = 0;
+  for (uint32_t high = 0; high < 0x10000u; ++high)
+    for (uint32_t low : lows) {
+      const uint32_t u = high << 16 | low;
+      float f;
+      memcpy(&f, &u, 4);
+      if (bf16_bits(f) != nearest_bf16(f) && bf16_wrong++ < 5) MESSAGE(fmt::format("bf16 of {:08x}", u));
+      const _Float16 h = static_cast<_Float16>(f);
+      uint16_t want;
+      memcpy(&want, &h, 2);
+      if (f != f) want = uint16_t((u >> 16 & 0x8000u) | 0x7E00u);  // one NaN, its sign kept
+      if (f16_bits(f) != want && f16_wrong++ < 5) MESSAGE(fmt::format("f16 of {:08x}", u));
+      ++checked;
+    }
+  CHECK(checked == 65536 * int64_t(lows.size()));
+  CHECK(bf16_wrong == 0);
+  CHECK(f16_wrong == 0);
+  // the round trip is exact on every bf16 and f16 value but NaNs
+  int64_t changed = 0;
+  for (uint32_t b = 0; b < 0x10000u; ++b) {
+    const float x = bf16_value(uint16_t(b)), y = f16_value(uint16_t(b));
+    changed += (x == x && bf16_bits(x) != b) + (y == y && f16_bits(y) != b);
+  }
+  CHECK(changed == 0);
 }
 
 TEST_CASE("textual IR round-trips: print, parse, print gives the same text") {
