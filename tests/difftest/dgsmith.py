@@ -1042,6 +1042,8 @@ class Gen:
         k = self.rng.randrange(0, 4)
         c = round(self.rng.uniform(0.3, 0.9), 2)
         dt = promote(self.env[x].dtype, self.env[y].dtype)
+        if dt != self.env[x].dtype:  # the body would widen the loop-carried value: an error, as written
+            raise Skip("a loop-carried value keeps its type")
 
         def sim(env, w):
             acc = env[x]
