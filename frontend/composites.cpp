@@ -1,5 +1,6 @@
 #include "frontend/composites.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace gradc::composite {
@@ -154,6 +155,7 @@ Ex iota_along(int64_t n, int at, int rank) {
 ValueId triangle(Builder& b, ValueId x, int64_t k, bool upper) {
   const Shape s = b.shape(x);
   const int64_t rows = s[s.size() - 2], cols = s.back();
+  k = std::clamp<int64_t>(k, -rows, cols);  // col - row is in -(rows - 1)..cols - 1: any k beyond is one of these
   const Ex diag = iota_along(cols, 1, 2) - iota_along(rows, 0, 2);  // [rows, cols]: col - row
   return b(where(upper ? diag >= double(k) : diag <= double(k), b[x], 0.0));
 }

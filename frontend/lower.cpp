@@ -1069,6 +1069,9 @@ V Lowerer::cross_entropy_builtin(const Expr& e) {
                type_str(lt), type_str(g_.type(labels)));
   // PyTorch's; a label out of range that is not ignore_index is an error at run time.
   const int64_t ignore = c.get("ignore_index") ? static_int(*c.get("ignore_index"), "ignore_index") : -100;
+  if (ignore != int32_t(ignore))  // compared with i32 labels: it must be one (else it wraps onto a class)
+    user_error(c.loc_of("ignore_index"), "cross_entropy: ignore_index {} does not fit in i32 ({} to {})", ignore,
+               INT32_MIN, INT32_MAX);
   Attrs ca;
   ca.set("n", Attr::of_int(lt.shape.back()));
   ca.set("ignore", Attr::of_int(ignore));
@@ -1081,6 +1084,7 @@ V Lowerer::one_hot_builtin(const Expr& e) {
   Call c = bind_args(e, {"labels", "n"}, 2);
   int64_t n = static_int(*c.get("n"), "n");
   if (n < 0) user_error(c.loc_of("n"), "one_hot: n must not be negative");
+  if (n > INT32_MAX) user_error(c.loc_of("n"), "one_hot: n={} is more than 2^31 - 1 (labels are i32)", n);
   ValueId labels = targ(c, "labels");
   if (g_.type(labels).dtype != DType::I32)
     user_error(e.loc, "one_hot: labels must be i32, got {}", type_str(g_.type(labels)));

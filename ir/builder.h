@@ -9,6 +9,8 @@
 // add nodes as they are evaluated would not be: C++ leaves the order of a call's
 // arguments open, and GCC and clang differ.)
 #pragma once
+#include <cmath>
+#include <cstdint>
 #include <memory>
 #include <type_traits>
 #include <vector>
@@ -106,7 +108,12 @@ class Builder {
     return make(op, std::move(args), std::move(attrs));
   }
   ValueId constant(const Type& t, double v) { return make_constant(t, v); }
-  ValueId scalar(double v, DType dt) { return constant(Type{dt, {}}, v); }  // broadcast by the ops that use it
+  ValueId scalar(double v, DType dt) {  // broadcast by the ops that use it
+    // an i32 one must be an i32 (the frontend refuses a number that is not; a composite
+    // clamps or refuses its arguments first), never wrapped or truncated in silence
+    GRADC_ASSERT(dt != DType::I32 || (v >= INT32_MIN && v <= INT32_MAX && v == std::trunc(v)), "{} is no i32", v);
+    return constant(Type{dt, {}}, v);
+  }
   ValueId zeros(const Type& t) { return constant(t, 0); }
   ValueId add(ValueId a, ValueId b) { return emit(Op::Add, {a, b}); }
   ValueId mul(ValueId a, ValueId b) { return emit(Op::Mul, {a, b}); }

@@ -58,6 +58,9 @@ Tensor eval_rank(const Node& n, const Args&, const EvalCtx& c) {
 Type infer_iota(const Graph&, const Node& n) {
   int64_t len = n.attr_int("n");
   if (len < 0) user_error(n.loc, "iota: length {} is negative", len);
+  // Its values are i32, and so is the length itself (argmax's "none" beside them): one
+  // along an axis of 2^31 or more (one_hot's, argmax's) would wrap.
+  if (len > INT32_MAX) user_error(n.loc, "iota: length {} is more than 2^31 - 1 (its values are i32)", len);
   return Type{DType::I32, {len}};
 }
 Tensor eval_iota(const Node& n, const Args&, const EvalCtx&) {
