@@ -1829,10 +1829,10 @@ Mesh declared_mesh(const ast::Program& p) {
       if (e.kind != Expr::Number || !e.is_int)
         user_error(e.loc, "axis {}: its size must be an integer literal", a.text);
       if (e.ival < 1) user_error(e.loc, "axis {}: its size must be at least 1, got {}", a.text, e.ival);
-      if (e.ival > kMaxWorld) user_error(e.loc, "a mesh has at most {} ranks", kMaxWorld);  // before world *= it
       if (int(m.axes.size()) == kMaxAxes) user_error(a.loc, "a mesh has at most {} axes", kMaxAxes);
+      // world * size > kMaxWorld, without the product (which a size near 2^63 overflows)
+      if (e.ival > kMaxWorld / world) user_error(e.loc, "a mesh has at most {} ranks", kMaxWorld);
       world *= e.ival;
-      if (world > kMaxWorld) user_error(e.loc, "a mesh has at most {} ranks", kMaxWorld);
       m.axes.push_back(a.text);
       m.sizes.push_back(int(e.ival));
     }
