@@ -289,44 +289,52 @@ void vjp_where(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
 void register_elementwise_ops() {
   // Each one's value per element is gradc::op::NAME in ir/scalar.h, for the
   // interpreter's kernel and the generated code alike (KernelForm::Scalar).
-  auto unary = [](Op op, VjpFn vjp) { def(op).infer(infer_unary).eval(eval_unary).vjp(vjp).form(KernelForm::Scalar); };
-  unary(Op::Neg, vjp_neg);
+  // `cheap`: a vector instruction or two, computed again where read (cheap_scalars).
+  enum Cost { Costly, Cheap };
+  auto unary = [](Op op, VjpFn vjp, Cost c = Costly) {
+    const OpDef d = def(op);
+    d.infer(infer_unary).eval(eval_unary).vjp(vjp).form(KernelForm::Scalar);
+    if (c == Cheap) d.cheap();
+  };
+  unary(Op::Neg, vjp_neg, Cheap);
   unary(Op::Exp, vjp_exp);
   unary(Op::Log, vjp_log);
   unary(Op::Sqrt, vjp_sqrt);
   unary(Op::Rsqrt, vjp_rsqrt);
-  unary(Op::Abs, vjp_abs);
-  unary(Op::Relu, vjp_relu);
+  unary(Op::Abs, vjp_abs, Cheap);
+  unary(Op::Relu, vjp_relu, Cheap);
   unary(Op::Sigmoid, vjp_sigmoid);
   unary(Op::Tanh, vjp_tanh);
   unary(Op::Sin, vjp_sin);
   unary(Op::Cos, vjp_cos);
-  unary(Op::Square, vjp_square);
+  unary(Op::Square, vjp_square, Cheap);
   unary(Op::Reciprocal, vjp_reciprocal);
   unary(Op::Erf, vjp_erf);
   unary(Op::Log1p, vjp_log1p);
   unary(Op::Expm1, vjp_expm1);
-  unary(Op::Sign, nullptr);          // not differentiable: no derivative rule
+  unary(Op::Sign, nullptr, Cheap);   // not differentiable: no derivative rule
   unary(Op::StopGradient, nullptr);  // the autodiff pass stops at it
   def(Op::Cast).infer(infer_cast).eval(eval_cast).vjp(vjp_cast).form(KernelForm::Scalar);
-  auto binary = [](Op op, VjpFn vjp) {
-    def(op).infer(infer_binary).eval(eval_binary).vjp(vjp).form(KernelForm::Scalar);
+  auto binary = [](Op op, VjpFn vjp, Cost c = Costly) {
+    const OpDef d = def(op);
+    d.infer(infer_binary).eval(eval_binary).vjp(vjp).form(KernelForm::Scalar);
+    if (c == Cheap) d.cheap();
   };
-  binary(Op::Add, vjp_add);
-  binary(Op::Sub, vjp_sub);
-  binary(Op::Mul, vjp_mul);
+  binary(Op::Add, vjp_add, Cheap);
+  binary(Op::Sub, vjp_sub, Cheap);
+  binary(Op::Mul, vjp_mul, Cheap);
   binary(Op::Div, vjp_div);
   binary(Op::Pow, vjp_pow);
-  binary(Op::Maximum, vjp_extremum);
-  binary(Op::Minimum, vjp_extremum);
+  binary(Op::Maximum, vjp_extremum, Cheap);
+  binary(Op::Minimum, vjp_extremum, Cheap);
   // the comparisons: every COMPARE row of ir/ops.def, with zero derivative
 #define OP(E, name, arity, flags)
-#define COMPARE(E, f, flags) binary(Op::E, nullptr);
+#define COMPARE(E, f, flags) binary(Op::E, nullptr, Cheap);
 #include "ir/ops.def"
 #undef COMPARE
 #undef OP
   for (Op op : {Op::FloorDiv, Op::Mod}) def(op).infer(infer_binary).eval(eval_int_division).form(KernelForm::Scalar);
-  def(Op::Where).infer(infer_where).eval(eval_where).vjp(vjp_where).form(KernelForm::Scalar);
+  def(Op::Where).infer(infer_where).eval(eval_where).vjp(vjp_where).form(KernelForm::Scalar).cheap();
   def(Op::CheckLabels).infer(infer_check_labels).eval(eval_check_labels).form(KernelForm::Scalar);
 }
 

@@ -18,6 +18,10 @@ OpTable<KernelForm>& kernel_forms() {
   static OpTable<KernelForm> t;
   return t;
 }
+OpTable<bool>& cheap_scalars() {
+  static OpTable<bool> t;
+  return t;
+}
 
 namespace {
 
@@ -88,9 +92,9 @@ class Lowerer {
 
   Lowered run() {
     const Graph& g = l_.graph;
+    seen_.assign(g.nodes.size(), 0);
     mark_buffers();
     l_.buffer_of.assign(g.nodes.size(), -1);
-    seen_.assign(g.nodes.size(), 0);
     const size_t buffers = size_t(std::count(buffered_.begin(), buffered_.end(), true));
     l_.buffers.reserve(buffers);
     l_.kernels.reserve(buffers);
@@ -217,7 +221,8 @@ class Lowerer {
       const bool view = (n.op == Op::Transpose || widens) && buffered_[size_t(n.args[0])];
       if (folded_mm_[i] >= 0 || n.op == Op::Input || (n.op == Op::Const && !splat_const(n)) ||
           f == KernelForm::Reduce || f == KernelForm::Gemm || f == KernelForm::Comm || f == KernelForm::Loop ||
-          (l_.check_finite && !is_cheap(n) && !view && n.op != Op::Const) || (uses[i] > 1 && !leaf_ops[i] && !view))
+          (l_.check_finite && !is_cheap(n) && !view && n.op != Op::Const) ||
+          (uses[i] > 1 && !leaf_ops[i] && !view && !recomputed(ValueId(i), leaf_ops)))
         buffered_[i] = true;
       // The folded matmul is read by this op alone: it is no buffer (and no kernel).
       if (folded_mm_[i] >= 0) buffered_[size_t(folded_mm_[i])] = false;
@@ -232,6 +237,40 @@ class Lowerer {
   }
   static constexpr int64_t kMaxFused = 256;
   static constexpr int kMaxLeafOps = 24;
+
+  // Whether a value that several kernels read is computed again in each instead of
+  // being written out: it is a few cheap ops (cheap_scalars) on at most two buffers of
+  // its size, and its readers then read fewer of those arrays than writing it out and
+  // reading it back would move: r buffers read by each of u readers against r read, 1
+  // written and u read (r = 1, or r = 2 with two readers: y = x * a + w, read by a loss
+  // and a gradient). Values it reads that are not buffers are part of it; leaves and
+  // smaller operands (a row's statistic) are free.
+  bool recomputed(ValueId v, const std::vector<int>& leaf_ops) {
+    const Graph& g = l_.graph;
+    const int64_t elements = g.type(v).size();
+    if (buffered_[size_t(v)] || !cheap_scalars()[g[v].op] || elements <= 1) return false;
+    int r = 0, ops = 0;                    // buffers read, ops computed
+    std::vector<ValueId>& stack = stack_;  // empty between walks (fuse's)
+    ++epoch_;
+    stack.push_back(v);
+    bool ok = true;
+    while (ok && !stack.empty()) {
+      const ValueId x = stack.back();
+      stack.pop_back();
+      if (seen_[size_t(x)] == epoch_) continue;
+      seen_[size_t(x)] = epoch_;
+      if (x != v && (leaf_ops[size_t(x)] || g.type(x).size() < elements)) continue;
+      if (x != v && buffered_[size_t(x)]) {
+        ok = ++r <= 2;
+        continue;
+      }
+      if (!cheap_scalars()[g[x].op] || ++ops > kMaxRecomputedOps) ok = false;
+      for (ValueId a : g[x].args) stack.push_back(a);
+    }
+    stack.clear();
+    return ok && r >= 1 && (r == 1 || uses_[size_t(v)] == 2);
+  }
+  static constexpr int kMaxRecomputedOps = 8;
 
   int add_buffer(ValueId v, LBuffer::Kind kind) {
     LBuffer b;
