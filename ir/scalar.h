@@ -92,31 +92,22 @@ GRADC_HD inline double cos_(double x) { return ::cos(x); }
 // (least squares on Chebyshev points): below 0.921875, x + x R(x^2); above, 1 - e^(G -
 // x^2), G = log(erfc(x)) + x^2 in powers of x - 2.4296875, weighted by erfc. From
 // 3.9375 on, erf(x) rounds to 1 in f32.
+GRADC_HD inline float horner(float, float c) { return c; }
+// c x^n + d x^(n-1) + ... by Horner's rule, one fma a step
+template <class... C>
+GRADC_HD inline float horner(float x, float c, float d, C... rest) {
+  return horner(x, fmaf(c, x, d), rest...);
+}
 GRADC_HD inline float erf_(float x) {
   const float a = fabsf(x);
   if (a < 0.921875f) {
-    const float s = x * x;
-    float p = 8.392697782e-05f;
-    p = fmaf(p, s, -8.148507331e-04f);
-    p = fmaf(p, s, 5.201592110e-03f);
-    p = fmaf(p, s, -2.685964853e-02f);
-    p = fmaf(p, s, 1.128370017e-01f);
-    p = fmaf(p, s, -3.761263490e-01f);
-    p = fmaf(p, s, 1.283791661e-01f);
+    const float p = horner(x * x, 8.392697782e-05f, -8.148507331e-04f, 5.201592110e-03f, -2.685964853e-02f,
+                           1.128370017e-01f, -3.761263490e-01f, 1.283791661e-01f);
     return fmaf(p, x, x);
   }
-  const float u = fminf(a, 3.9375f) - 2.4296875f;
-  float g = -3.403038704e-07f;
-  g = fmaf(g, u, -1.093155333e-06f);
-  g = fmaf(g, u, 1.051628715e-06f);
-  g = fmaf(g, u, -1.304997113e-05f);
-  g = fmaf(g, u, 8.532081847e-05f);
-  g = fmaf(g, u, -4.539072688e-04f);
-  g = fmaf(g, u, 2.319060499e-03f);
-  g = fmaf(g, u, -1.148883533e-02f);
-  g = fmaf(g, u, 5.846228823e-02f);
-  g = fmaf(g, u, -3.607347906e-01f);
-  g = fmaf(g, u, -1.531736255e+00f);
+  const float g = horner(fminf(a, 3.9375f) - 2.4296875f, -3.403038704e-07f, -1.093155333e-06f, 1.051628715e-06f,
+                         -1.304997113e-05f, 8.532081847e-05f, -4.539072688e-04f, 2.319060499e-03f, -1.148883533e-02f,
+                         5.846228823e-02f, -3.607347906e-01f, -1.531736255e+00f);
   const float r = a >= 3.9375f ? 1.0f : 1.0f - expf(fmaf(-a, a, g));  // NaN stays NaN
   return x < 0 ? -r : r;
 }
