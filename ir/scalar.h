@@ -85,19 +85,19 @@ GRADC_HD inline float sin_(float x) { return sinf(x); }
 GRADC_HD inline double sin_(double x) { return ::sin(x); }
 GRADC_HD inline float cos_(float x) { return cosf(x); }
 GRADC_HD inline double cos_(double x) { return ::cos(x); }
+// c x^n + d x^(n-1) + ... by Horner's rule, one fma a step
+GRADC_HD inline float horner(float, float c) { return c; }
+template <class... C>
+GRADC_HD inline float horner(float x, float c, float d, C... rest) {
+  return horner(x, fmaf(c, x, d), rest...);
+}
 // erf in f32 from expf, the same on every backend (within 1.25 ulp of the exact value
-// over every float, against glibc erff's 0.97; tests/lit/math_accuracy.dg): a loop of it
+// over every float, against glibc erff's 0.97; tests/lit/erf_accuracy.dg): a loop of it
 // vectorises where expf does, where glibc's erff stays a scalar call in every element
 // (gelu's forward and backward: 1.9 against 15.8 ns an element). Fitted for gradc in f64
 // (least squares on Chebyshev points): below 0.921875, x + x R(x^2); above, 1 - e^(G -
 // x^2), G = log(erfc(x)) + x^2 in powers of x - 2.4296875, weighted by erfc. From
 // 3.9375 on, erf(x) rounds to 1 in f32.
-GRADC_HD inline float horner(float, float c) { return c; }
-// c x^n + d x^(n-1) + ... by Horner's rule, one fma a step
-template <class... C>
-GRADC_HD inline float horner(float x, float c, float d, C... rest) {
-  return horner(x, fmaf(c, x, d), rest...);
-}
 GRADC_HD inline float erf_(float x) {
   const float a = fabsf(x);
   if (a < 0.921875f) {

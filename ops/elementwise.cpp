@@ -292,9 +292,7 @@ void register_elementwise_ops() {
   // `cheap`: a vector instruction or two, computed again where read (cheap_scalars).
   enum Cost { Costly, Cheap };
   auto unary = [](Op op, VjpFn vjp, Cost c = Costly) {
-    const OpDef d = def(op);
-    d.infer(infer_unary).eval(eval_unary).vjp(vjp).form(KernelForm::Scalar);
-    if (c == Cheap) d.cheap();
+    def(op).infer(infer_unary).eval(eval_unary).vjp(vjp).form(KernelForm::Scalar).cheap(c == Cheap);
   };
   unary(Op::Neg, vjp_neg, Cheap);
   unary(Op::Exp, vjp_exp);
@@ -316,9 +314,7 @@ void register_elementwise_ops() {
   unary(Op::StopGradient, nullptr);  // the autodiff pass stops at it
   def(Op::Cast).infer(infer_cast).eval(eval_cast).vjp(vjp_cast).form(KernelForm::Scalar);
   auto binary = [](Op op, VjpFn vjp, Cost c = Costly) {
-    const OpDef d = def(op);
-    d.infer(infer_binary).eval(eval_binary).vjp(vjp).form(KernelForm::Scalar);
-    if (c == Cheap) d.cheap();
+    def(op).infer(infer_binary).eval(eval_binary).vjp(vjp).form(KernelForm::Scalar).cheap(c == Cheap);
   };
   binary(Op::Add, vjp_add, Cheap);
   binary(Op::Sub, vjp_sub, Cheap);

@@ -22,7 +22,7 @@ class OpDef {
   const OpDef& collective(CollectiveFn f) const { return kernels()[op_].collective = f, *this; }
   const OpDef& vjp(VjpFn f) const { return derivatives()[op_] = f, *this; }
   const OpDef& form(KernelForm k) const { return kernel_forms()[op_] = k, *this; }
-  const OpDef& cheap() const { return cheap_scalars()[op_] = true, *this; }  // recomputed where read
+  const OpDef& cheap(bool is = true) const { return cheap_scalars()[op_] = is, *this; }  // recomputed where read
 
  private:
   Op op_;

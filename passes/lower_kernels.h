@@ -19,8 +19,8 @@ namespace gradc {
 //   Removed replaced by a pass before lowering (grad)
 enum class KernelForm : uint8_t { None, Leaf, Scalar, View, Reduce, Gemm, Comm, Loop, Removed };
 OpTable<KernelForm>& kernel_forms();
-// The Scalar ops of a vector instruction or two (add, mul, max, a comparison, a
-// rounding cast): a value made of a few of them from one or two buffers is computed
+// The Scalar ops of a vector instruction or two (add, mul, max, a comparison, where;
+// not a rounding cast): a value made of a few of them from one or two buffers is computed
 // again in each kernel that reads it, where that moves fewer bytes than writing it out
 // and reading it back (mark_buffers in lower_kernels.cpp).
 OpTable<bool>& cheap_scalars();
