@@ -1288,10 +1288,19 @@ class Emitter {
       fields.push_back(rank_fields());
       std::string f = fmt::format("{}{{{}}}", kernel_name(int(j)), fmt::join(fields, ", "));
       const bool local = row_local_buffers() && l_.buffers[size_t(k.out)].row_local;  // written at row 0
-      steps += k.kind == LKernel::Map ? fmt::format(",\n              gradc::{}({}, {}, {})",
-                                                    local ? "local_row" : "map_row", k.row_len, f, ptr(k.out, false))
-                                      : fmt::format(",\n              gradc::reduce_row({}, {}, {}, {})",
-                                                    reduce_op(g_[k.root].op), k.row_len, f, ptr(k.out, false));
+      // Read by no later member: stream_row (streamed out where large).
+      bool read_later = false;
+      for (size_t m = j + 1; m < l_.kernels.size() && l_.kernels[m].group == first; ++m)
+        for (int b : reads(m)) read_later |= base_buffer(l_, b) == base_buffer(l_, k.out);
+      if (k.kind == LKernel::Reduce)
+        steps += fmt::format(",\n              gradc::reduce_row({}, {}, {}, {})", reduce_op(g_[k.root].op), k.row_len,
+                             f, ptr(k.out, false));
+      else if (!local && !read_later && k.row_len > 1)
+        steps +=
+            fmt::format(",\n              gradc::stream_row({}, {}, {}, {})", k.rows, k.row_len, f, ptr(k.out, false));
+      else
+        steps += fmt::format(",\n              gradc::{}({}, {}, {})", local ? "local_row" : "map_row", k.row_len, f,
+                             ptr(k.out, false));
       names += (names.empty() ? "" : ", ") + out_name(k);
     }
     return fmt::format("  // {} ({}): one kernel per row\n{}  gradc::rows({}, {}{});\n", names, where, waits, stream,

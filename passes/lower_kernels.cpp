@@ -105,6 +105,7 @@ class Lowerer {
       l_.outputs.push_back({name, l_.buffer_of[size_t(v)]});
     }
     group_rows();
+    group_tiles();
     if (!l_.check_finite) fit_rows();
     plan_memory();
     schedule();
@@ -584,6 +585,50 @@ class Lowerer {
   }
   static constexpr size_t kMaxPassed = 4;
   static constexpr int64_t kMaxRowLen = 1 << 16;
+
+  // Consecutive map kernels of one large size that no row group took, where the later
+  // ones read what the earlier wrote at the same element (tanh(x), sigmoid(x) and
+  // exp(-x * x), each read by the backward too, then the forward's y from the three):
+  // a row group whose rows are tiles of kTileMin to kTileMax elements, so that a tile
+  // the first members write is still in cache when the later ones read it, and x is
+  // read from memory once, not once a kernel. Not for a size that no tile length
+  // divides, nor for a class for any size (its sizes are not known here).
+  void group_tiles() {
+    if (any_size_ || l_.check_finite) return;
+    std::vector<LKernel>& ks = l_.kernels;
+    auto size = [&](const LKernel& k) { return l_.buffers[size_t(k.out)].type->size(); };
+    for (size_t s = 0; s < ks.size();) {
+      Layout lay;
+      const int64_t n = size(ks[s]);
+      lay.len = ks[s].kind == LKernel::Map && ks[s].group < 0 && n >= kTiledMin ? tile_len(n) : 0;
+      size_t useful = s + 1;
+      if (lay.len > 0) {
+        lay.rows = n / lay.len;
+        for (size_t e = s; e < ks.size(); ++e) {
+          bool outside = false;
+          if (ks[e].kind != LKernel::Map || ks[e].group >= 0 || size(ks[e]) != n || !joins(ks[e], lay, outside)) break;
+          lay.written.insert(base(ks[e].out));
+          if (!outside) useful = e + 1;
+        }
+      }
+      if (useful - s < 2) {
+        ++s;
+        continue;
+      }
+      for (size_t i = s; i < useful; ++i) {
+        ks[i].group = int(s);
+        ks[i].rows = lay.rows;
+      }
+      s = useful;
+    }
+  }
+  // The largest tile length from kTileMin to kTileMax that divides n, or 0.
+  static int64_t tile_len(int64_t n) {
+    for (int64_t len = kTileMax; len >= kTileMin; --len)
+      if (n % len == 0) return len;
+    return 0;
+  }
+  static constexpr int64_t kTileMin = 256, kTileMax = 2048, kTiledMin = int64_t(1) << 18;
 
   // Within each row group: a map member's full-size result that only later members
   // read is row-local (LBuffer::row_local); a map member's result takes the place

@@ -190,6 +190,14 @@ template <class T, class F>
 MapRow<T, F> map_row(int64_t len, const F& f, T* out) {
   return MapRow<T, F>{len, f, out};
 }
+// A map member whose result no later member of its group reads, `rows` rows of it in
+// all: the CPU streams a large one out, as it does a map kernel's.
+template <class T, class F>
+struct StreamRow;
+template <class T, class F>
+StreamRow<T, F> stream_row(int64_t rows, int64_t len, const F& f, T* out) {
+  return StreamRow<T, F>{rows, len, f, out};
+}
 template <class T, class F>
 ReduceRow<T, F> reduce_row(ROp op, int64_t len, const F& f, T* out) {
   return ReduceRow<T, F>{op, len, f, out};

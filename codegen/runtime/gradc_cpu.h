@@ -54,27 +54,30 @@ template <class T, class F>
 inline void map_one(Stream, const F& f, T* out) {
   out[0] = f(0);
 }
+#if defined(__AVX__)
+template <class T, class F>
+inline void stream(int64_t n, const F& f, T* out) {
+  constexpr int64_t B = 1024 / int64_t(sizeof(T));
+  alignas(32) T block[B];
+  const int64_t head = int64_t((32 - reinterpret_cast<uintptr_t>(out) % 32) % 32) / int64_t(sizeof(T));
+  for (int64_t i = 0, nb = 0; i < n; i += nb) {
+    nb = i == 0 && head > 0 ? head : n - i < B ? n - i : B;
+    GRADC_VECTORIZE
+    for (int64_t j = 0; j < nb; ++j) block[j] = f(i + j);
+    if (nb == B)
+      for (int64_t j = 0; j < B; j += 32 / int64_t(sizeof(T)))
+        _mm256_stream_si256(reinterpret_cast<__m256i*>(out + i + j),
+                            _mm256_load_si256(reinterpret_cast<const __m256i*>(block + j)));
+    else
+      memcpy(out + i, block, size_t(nb) * sizeof(T));
+  }
+  _mm_sfence();
+}
+#endif
 template <class T, class F>
 inline void map(Stream, int64_t n, const F& f, T* out) {
 #if defined(__AVX__)
-  if (n * int64_t(sizeof(T)) >= kStreamBytes) {
-    constexpr int64_t B = 1024 / int64_t(sizeof(T));
-    alignas(32) T block[B];
-    const int64_t head = int64_t((32 - reinterpret_cast<uintptr_t>(out) % 32) % 32) / int64_t(sizeof(T));
-    for (int64_t i = 0, nb = 0; i < n; i += nb) {
-      nb = i == 0 && head > 0 ? head : n - i < B ? n - i : B;
-      GRADC_VECTORIZE
-      for (int64_t j = 0; j < nb; ++j) block[j] = f(i + j);
-      if (nb == B)
-        for (int64_t j = 0; j < B; j += 32 / int64_t(sizeof(T)))
-          _mm256_stream_si256(reinterpret_cast<__m256i*>(out + i + j),
-                              _mm256_load_si256(reinterpret_cast<const __m256i*>(block + j)));
-      else
-        memcpy(out + i, block, size_t(nb) * sizeof(T));
-    }
-    _mm_sfence();
-    return;
-  }
+  if (n * int64_t(sizeof(T)) >= kStreamBytes) return stream(n, f, out);
 #endif
   GRADC_VECTORIZE
   for (int64_t i = 0; i < n; ++i) out[i] = f(i);
@@ -159,6 +162,20 @@ struct ReduceRow {
   F f;
   T* out;
   void row(int64_t r) const { reduce_one(op, len, f, r, out); }
+};
+// A result of kStreamBytes or more that no later member reads: each row streamed out.
+template <class T, class F>
+struct StreamRow {
+  int64_t rows, len;
+  F f;
+  T* out;
+  void row(int64_t r) const {
+#if defined(__AVX__)
+    if (rows * len * int64_t(sizeof(T)) >= kStreamBytes)
+      return stream(len, [&](int64_t j) { return f(r, j); }, out + r * len);
+#endif
+    MapRow<T, F>{len, f, out}.row(r);
+  }
 };
 // A row-local buffer (LBuffer::row_local): each row written where the last was.
 template <class T, class F>

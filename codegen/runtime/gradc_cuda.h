@@ -296,6 +296,13 @@ struct MapRow {
   }
 };
 template <class T, class F>
+struct StreamRow {  // the GPU writes it as any other member's
+  int64_t rows, len;
+  F f;
+  T* out;
+  __device__ void row(int64_t r) const { MapRow<T, F>{len, f, out}.row(r); }
+};
+template <class T, class F>
 struct ReduceRow {
   ROp op;
   int64_t len;
