@@ -628,7 +628,7 @@ class Lowerer {
       if (n % len == 0) return len;
     return 0;
   }
-  static constexpr int64_t kTileMin = 256, kTileMax = 2048, kTiledMin = int64_t(1) << 18;
+  static constexpr int64_t kTileMin = 256, kTileMax = 2048, kTiledMin = int64_t(1) << 19;
 
   // Within each row group: a map member's full-size result that only later members
   // read is row-local (LBuffer::row_local); a map member's result takes the place
