@@ -600,7 +600,7 @@ class Lowerer {
     for (size_t s = 0; s < ks.size();) {
       Layout lay;
       const int64_t n = size(ks[s]);
-      lay.len = ks[s].kind == LKernel::Map && ks[s].group < 0 && n >= kTiledMin ? tile_len(n) : 0;
+      lay.len = n >= kTiledMin ? tile_len(n) : 0;  // the loop below checks the first kernel's kind too
       size_t useful = s + 1;
       if (lay.len > 0) {
         lay.rows = n / lay.len;
