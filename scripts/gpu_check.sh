@@ -4,6 +4,7 @@
 #   scripts/gpu_check.sh --prepare   here, where gradc builds: writes gpu_check/ with each
 #                                    case's sources (gradc emit), inputs and the interpreter's
 #                                    outputs (gradc run --backend=interp)
+#   scripts/gpu_check.sh --only=RE   either step for the cases whose names RE (grep -E) finds
 #   scripts/gpu_check.sh             on the GPU machine (nvcc, NCCL, cuBLAS, PyTorch and NumPy in
 #                                    $PYTHON or python3; no gradc):
 #                                    builds every case side by side, runs each against those
@@ -45,6 +46,8 @@ EXES=(
   "mixed_precision|examples/mixed_precision.dg|--mesh=dp=2,tp=2|4"     # bf16 all_to_all + f32 sums on NCCL
   "every_op_bf16|gpu_check/lp/every_bf16/p.dg|--ranks=1|1|gpu_check/lp/every_bf16/in"  # every op and its gradient in bf16,
   "every_op_f16|gpu_check/lp/every_f16/p.dg|--ranks=1|1|gpu_check/lp/every_f16/in"     # in f16 (tests/torch/low_precision.py)
+  "tile_groups_1|tests/lit/tile_groups.dg|--ranks=1|1"     # map kernels as row groups of tiles, stream_row
+  "exp_accuracy_1|tests/lit/exp_accuracy.dg|--ranks=1|1"   # gradc's own f32 exp, subnormal results included
 )
 # One executable for any batch size (gradc build --size B=any), run at each of the sizes:
 # name | program | size flag | GPUs it needs | the sizes (compare_backends.py --any-size)
@@ -64,13 +67,35 @@ OPS=(
   "torch_any_size|tests/torch/any_size.dg --ranks=2 --any-size=B=5,3,1,8|2"
 )
 
+# --only=RE keeps the cases whose names RE finds (both steps)
+ONLY='' STEP=run_checks
+for a in "$@"; do
+  case $a in
+    --only=*) ONLY=${a#--only=} ;;
+    --prepare) STEP=prepare ;;
+    *) echo "gpu_check.sh: unknown argument $a" >&2; exit 1 ;;
+  esac
+done
+keep() { [ -z "$ONLY" ] || grep -qE "$ONLY" <<<"$1"; }
+filter() {  # NAME of an array: drops its cases that --only does not keep
+  local -n arr=$1
+  local kept=() c
+  for c in "${arr[@]}"; do keep "${c%%|*}" && kept+=("$c"); done
+  arr=("${kept[@]}")
+}
+filter EXES
+filter ANY_EXES
+filter OPS
+
 prepare() {
   scripts/build.sh >/dev/null
   local gradc=$ROOT/build/gradc py=$ROOT/build/torch-venv/bin/python
   [ -x "$py" ] || scripts/torch_venv.sh >/dev/null
   rm -rf "$DIR" && mkdir -p "$DIR"
   # the programs of every op in bf16 and in f16 (lp/every_*/p.dg), checked on the CPU first
-  "$py" tests/torch/low_precision.py "$gradc" "$DIR/lp" >/dev/null || { echo "low_precision.py failed" >&2; exit 1; }
+  if grep -q gpu_check/lp <<<"${EXES[*]}"; then
+    "$py" tests/torch/low_precision.py "$gradc" "$DIR/lp" >/dev/null || { echo "low_precision.py failed" >&2; exit 1; }
+  fi
   for c in "${EXES[@]}"; do
     IFS='|' read -r name prog size gpus inputs <<<"$c"
     mkdir -p "$DIR/exe/$name"
@@ -94,9 +119,9 @@ prepare() {
     "$py" tests/torch/check_ops.py "$gradc" $args "$DIR/$name" --device=cuda --prepare-only ||
       { echo "$name: check_ops.py --prepare-only failed" >&2; exit 1; }
   done
-  "$py" tests/torch/scripts.py "$gradc" "$DIR/torch_scripts" --prepare-only
-  "$gradc" emit examples/embed/layer.dg --target=cuda -o "$DIR/embed/layer"
-  "$gradc" emit tests/codegen/pairs.dg --target=cuda -o "$DIR/pairs_offsets/pairs"
+  if keep torch_scripts; then "$py" tests/torch/scripts.py "$gradc" "$DIR/torch_scripts" --prepare-only; fi
+  if keep embed; then "$gradc" emit examples/embed/layer.dg --target=cuda -o "$DIR/embed/layer"; fi
+  if keep pairs_offsets; then "$gradc" emit tests/codegen/pairs.dg --target=cuda -o "$DIR/pairs_offsets/pairs"; fi
   echo "gpu_check/: $(find "$DIR" -type f | wc -l) files; now run scripts/gpu_check.sh on the GPU machine"
 }
 
@@ -180,22 +205,28 @@ run_checks() {
     timeout 300 "$py" tests/torch/check_ops.py - $args "$DIR/$name" --device=cuda >"$logs/$name.log" 2>&1 &
     pid[$name]=$!
   done
-  timeout 300 "$py" tests/torch/scripts.py - "$DIR/torch_scripts" --device=cuda >"$logs/torch_scripts.log" 2>&1 &
-  pid[torch_scripts]=$!
-  {
-    # shellcheck disable=SC2086
-    "$nvcc" -O2 -std=c++17 -arch=native -I"$DIR/embed/layer" -Iexamples/embed -o "$DIR/embed/embed" \
-      examples/embed/main.cu "$DIR/embed/layer/layer.cu" $libs &&
-      timeout 300 "$DIR/embed/embed"
-  } >"$logs/embed.log" 2>&1 &
-  pid[embed]=$!
-  {
-    # shellcheck disable=SC2086
-    "$nvcc" -O2 -std=c++17 -arch=native -I"$DIR/pairs_offsets/pairs" -o "$DIR/pairs_offsets/run" \
-      tests/cuda/pairs_offsets.cu "$DIR/pairs_offsets/pairs/pairs.cu" $libs &&
-      timeout 120 "$DIR/pairs_offsets/run"
-  } >"$logs/pairs_offsets.log" 2>&1 &
-  pid[pairs_offsets]=$!
+  if keep torch_scripts; then
+    timeout 300 "$py" tests/torch/scripts.py - "$DIR/torch_scripts" --device=cuda >"$logs/torch_scripts.log" 2>&1 &
+    pid[torch_scripts]=$!
+  fi
+  if keep embed; then
+    {
+      # shellcheck disable=SC2086
+      "$nvcc" -O2 -std=c++17 -arch=native -I"$DIR/embed/layer" -Iexamples/embed -o "$DIR/embed/embed" \
+        examples/embed/main.cu "$DIR/embed/layer/layer.cu" $libs &&
+        timeout 300 "$DIR/embed/embed"
+    } >"$logs/embed.log" 2>&1 &
+    pid[embed]=$!
+  fi
+  if keep pairs_offsets; then
+    {
+      # shellcheck disable=SC2086
+      "$nvcc" -O2 -std=c++17 -arch=native -I"$DIR/pairs_offsets/pairs" -o "$DIR/pairs_offsets/run" \
+        tests/cuda/pairs_offsets.cu "$DIR/pairs_offsets/pairs/pairs.cu" $libs &&
+        timeout 120 "$DIR/pairs_offsets/run"
+    } >"$logs/pairs_offsets.log" 2>&1 &
+    pid[pairs_offsets]=$!
+  fi
   for c in "${EXES[@]}" "${ANY_EXES[@]}"; do
     IFS='|' read -r name prog size gpus inputs <<<"$c"
     local d=$DIR/exe/$name
@@ -231,12 +262,18 @@ run_checks() {
     wait "${pid[$name]}"
     verdict "$name" "$gpus" $? "$logs/$name.log" "torch op on CUDA tensors, NCCL: $(tail -n 1 "$logs/$name.log" | cut -c1-60)"
   done
-  wait "${pid[torch_scripts]}"
-  verdict torch_scripts 2 $? "$logs/torch_scripts.log" "seeds, torch.compile, errors on CUDA tensors"
-  wait "${pid[embed]}"
-  verdict embed 2 $? "$logs/embed.log" "examples/embed/main.cu: its own check of the values"
-  wait "${pid[pairs_offsets]}"
-  verdict pairs_offsets 1 $? "$logs/pairs_offsets.log" "tests/cuda/pairs_offsets.cu: $(tail -n 1 "$logs/pairs_offsets.log" | cut -c1-60)"
+  if keep torch_scripts; then
+    wait "${pid[torch_scripts]}"
+    verdict torch_scripts 2 $? "$logs/torch_scripts.log" "seeds, torch.compile, errors on CUDA tensors"
+  fi
+  if keep embed; then
+    wait "${pid[embed]}"
+    verdict embed 2 $? "$logs/embed.log" "examples/embed/main.cu: its own check of the values"
+  fi
+  if keep pairs_offsets; then
+    wait "${pid[pairs_offsets]}"
+    verdict pairs_offsets 1 $? "$logs/pairs_offsets.log" "tests/cuda/pairs_offsets.cu: $(tail -n 1 "$logs/pairs_offsets.log" | cut -c1-60)"
+  fi
 
   echo "GPU check: $GPUS GPU(s) ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)); logs in $logs"
   printf '| %-20s | %-12s | %s |\n' case result detail
@@ -250,4 +287,4 @@ run_checks() {
   exit "$FAILED"
 }
 
-if [ "${1:-}" = --prepare ]; then prepare; else run_checks; fi
+$STEP
