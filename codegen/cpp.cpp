@@ -741,6 +741,9 @@ class Emitter {
   virtual bool row_local_buffers() const { return false; }
   virtual bool prefetches() const { return false; }  // Body's prefetch_ahead
   virtual bool pairs() const { return false; }       // pair_functor
+  // A tile group's member where row-local buffers are not kept a row at a time (the GPU):
+  // its functor is a map's, of the flat element (gradc::tile_row), in pairs where it can.
+  bool flat_tile(const LKernel& k) const { return k.tiles && !row_local_buffers(); }
   // A kernel's waits for the other stream, and the record of its end (CUDA's events).
   virtual std::string waits(const LKernel&, const std::string&) { return ""; }
   virtual std::string record(size_t, const std::string&, const std::string&) { return ""; }
@@ -873,7 +876,7 @@ class Emitter {
     // The pair form, where the output is 16-bit or a 16-bit buffer is read at the element
     // (known once the body is built: a kernel that reads no 16-bit buffer skips the trial).
     auto low = [&](int b) { return is_low_precision(l_.buffers[size_t(b)].type->dtype); };
-    if (k.kind == LKernel::Map && k.group < 0 && pairs() &&
+    if (k.kind == LKernel::Map && (k.group < 0 || flat_tile(k)) && pairs() &&
         (is_low_precision(out.dtype) || std::any_of(k.reads.begin(), k.reads.end(), low))) {
       Body body(l_, k, source_);
       body.set_element_params(true);
@@ -885,7 +888,7 @@ class Emitter {
     body.set_prefetch(prefetches());
     std::string result;
     std::string signature;
-    if (k.kind == LKernel::Map && k.group >= 0) {
+    if (k.kind == LKernel::Map && k.group >= 0 && !flat_tile(k)) {
       // Element j of row r: the row's axes from r, the others from j, so what
       // depends on the row alone is seen to (and computed once a row).
       body.line(fmt::format("const int64_t i = r * {} + j;", k.row_len));
@@ -1292,7 +1295,9 @@ class Emitter {
       bool read_later = false;
       for (size_t m = j + 1; m < l_.kernels.size() && l_.kernels[m].group == first; ++m)
         for (int b : reads(m)) read_later |= base_buffer(l_, b) == base_buffer(l_, k.out);
-      if (k.kind == LKernel::Reduce)
+      if (flat_tile(k))
+        steps += fmt::format(",\n              gradc::tile_row({}, {}, {})", k.row_len, f, ptr(k.out, false));
+      else if (k.kind == LKernel::Reduce)
         steps += fmt::format(",\n              gradc::reduce_row({}, {}, {}, {})", reduce_op(g_[k.root].op), k.row_len,
                              f, ptr(k.out, false));
       else if (!local && !read_later && k.row_len > 1)

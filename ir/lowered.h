@@ -61,10 +61,11 @@ struct LGemm {
 struct LKernel {
   enum Kind : uint8_t { Map, Reduce, Gemm, Comm, Loop } kind = Map;
   enum Stream : uint8_t { Compute, Communication } stream = Compute;
-  int out = -1;       // the buffer it writes (the kernel is named by it)
-  ValueId root = -1;  // the value it computes (the reduce, matmul, collective or loop node for those)
-  int guard = -1;     // an input buffer: the kernel computes its default, only when it is not given
-  int gemm = -1;      // gemm: its call, Lowered::gemms[gemm]
+  bool tiles = false;  // a member of a group of tiles (group_tiles): every member elementwise
+  int out = -1;        // the buffer it writes (the kernel is named by it)
+  ValueId root = -1;   // the value it computes (the reduce, matmul, collective or loop node for those)
+  int guard = -1;      // an input buffer: the kernel computes its default, only when it is not given
+  int gemm = -1;       // gemm: its call, Lowered::gemms[gemm]
   // A row group's members: the index of its first kernel, and the layout. A map
   // member computes `row_len` elements a row (or one, for a per-row value), a
   // reduce member reduces `row_len` elements to one a row.

@@ -57,6 +57,32 @@ GRADC_HD inline double normal01(int32_t seed, int64_t i) {
   return sqrt(-2.0 * log(u1)) * cos(2.0 * 3.14159265358979323846 * u2);
 }
 
+// A float product, sum and difference, each rounded: nvcc merges a * b + c into one fma
+// by default (-fmad=true), where the CPU backends are compiled with -ffp-contract=off and
+// the interpreter rounds every op. On the GPU they are the intrinsics that are never
+// merged, so the GPU gives the interpreter's bits whatever the flags it is built with.
+#if defined(__CUDA_ARCH__)
+GRADC_HD inline float mul_(float a, float b) { return __fmul_rn(a, b); }
+GRADC_HD inline double mul_(double a, double b) { return __dmul_rn(a, b); }
+GRADC_HD inline float add_(float a, float b) { return __fadd_rn(a, b); }
+GRADC_HD inline double add_(double a, double b) { return __dadd_rn(a, b); }
+GRADC_HD inline float sub_(float a, float b) { return __fsub_rn(a, b); }
+GRADC_HD inline double sub_(double a, double b) { return __dsub_rn(a, b); }
+#else
+template <class T>
+GRADC_HD inline T mul_(T a, T b) {
+  return a * b;
+}
+template <class T>
+GRADC_HD inline T add_(T a, T b) {
+  return a + b;
+}
+template <class T>
+GRADC_HD inline T sub_(T a, T b) {
+  return a - b;
+}
+#endif
+
 // op::NAME is the elementwise op NAME on one element (T: float, double or int32_t).
 namespace op {
 // c x^n + d x^(n-1) + ... by Horner's rule, one fma a step
@@ -103,11 +129,13 @@ GRADC_HD inline float tanh_(float x) {
   if (a > 0.625f) {
     r = 1.0f - 2.0f / (exp_(a + a) + 1.0f);
   } else {
-    const float z = a * a;
-    r = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z + 1.33314422036e-1f) * z -
-         3.33332819422e-1f) *
-            z * a +
-        a;
+    const float z = mul_(a, a);  // each op rounded, on the GPU too
+    float p = -5.70498872745e-3f;
+    p = add_(mul_(p, z), 2.06390887954e-2f);
+    p = sub_(mul_(p, z), 5.37397155531e-2f);
+    p = add_(mul_(p, z), 1.33314422036e-1f);
+    p = sub_(mul_(p, z), 3.33332819422e-1f);
+    r = add_(mul_(mul_(p, z), a), a);
   }
   return x < 0 ? -r : r;
 }
@@ -215,8 +243,10 @@ GRADC_HD T expm1(T x) {
 }
 template <class T>
 GRADC_HD T square(T x) {
-  if constexpr (integral<T>) return T(uint32_t(x) * uint32_t(x));
-  return T(x * x);
+  if constexpr (integral<T>)
+    return T(uint32_t(x) * uint32_t(x));
+  else
+    return T(mul_(x, x));
 }
 template <class T>
 GRADC_HD T reciprocal(T x) {
@@ -232,18 +262,24 @@ GRADC_HD T stop_gradient(T x) {
 }
 template <class T>
 GRADC_HD T add(T a, T b) {
-  if constexpr (integral<T>) return T(uint32_t(a) + uint32_t(b));
-  return T(a + b);
+  if constexpr (integral<T>)
+    return T(uint32_t(a) + uint32_t(b));
+  else
+    return T(add_(a, b));
 }
 template <class T>
 GRADC_HD T sub(T a, T b) {
-  if constexpr (integral<T>) return T(uint32_t(a) - uint32_t(b));
-  return T(a - b);
+  if constexpr (integral<T>)
+    return T(uint32_t(a) - uint32_t(b));
+  else
+    return T(sub_(a, b));
 }
 template <class T>
 GRADC_HD T mul(T a, T b) {
-  if constexpr (integral<T>) return T(uint32_t(a) * uint32_t(b));
-  return T(a * b);
+  if constexpr (integral<T>)
+    return T(uint32_t(a) * uint32_t(b));
+  else
+    return T(mul_(a, b));
 }
 template <class T>
 GRADC_HD T div(T a, T b) {

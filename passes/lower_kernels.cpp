@@ -618,6 +618,7 @@ class Lowerer {
       for (size_t i = s; i < useful; ++i) {
         ks[i].group = int(s);
         ks[i].rows = lay.rows;
+        ks[i].tiles = true;
       }
       s = useful;
     }

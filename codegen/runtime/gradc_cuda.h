@@ -302,6 +302,35 @@ struct StreamRow {  // the GPU writes it as any other member's
   T* out;
   __device__ void row(int64_t r) const { MapRow<T, F>{len, f, out}.row(r); }
 };
+// A tile group's member (every member elementwise): row r is the map's elements r * len
+// to r * len + len - 1, two at a time where the functor has a pair form and every
+// pointer and the tiles' starts are aligned to two elements.
+template <class T, class F>
+struct TileRow {
+  int64_t len;
+  F f;
+  T* out;
+  bool two;
+  __device__ void row(int64_t r) const {
+    const int64_t first = r * len;
+    if constexpr (HasPair<F>::value) {
+      if (two) {
+        Pair<T>* out2 = reinterpret_cast<Pair<T>*>(out + first);
+        for (int64_t j = threadIdx.x; j < len / 2; j += blockDim.x) out2[j] = f.pair(first + 2 * j);
+        __syncthreads();
+        return;
+      }
+    }
+    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) out[first + j] = f(first + j);
+    __syncthreads();
+  }
+};
+template <class T, class F>
+TileRow<T, F> tile_row(int64_t len, const F& f, T* out) {
+  bool two = false;
+  if constexpr (HasPair<F>::value) two = len % 2 == 0 && pair_aligned(out) && f.pairs_aligned();
+  return {len, f, out, two};
+}
 template <class T, class F>
 struct ReduceRow {
   ROp op;
