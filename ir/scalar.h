@@ -113,7 +113,9 @@ GRADC_HD inline float exp_(float x) {
   memcpy(&s1, &sb, 4);
   sb = uint32_t(k - h + 127) << 23;
   memcpy(&s2, &sb, 4);
-  const float y = fmaf(r, fmaf(r, q, 1.0f), 1.0f) * s1 * s2;
+  // (mul_, as every product here: a sum after exp, as sigmoid's 1 + exp(-x), is never
+  // merged with it on the GPU)
+  const float y = mul_(mul_(fmaf(r, fmaf(r, q, 1.0f), 1.0f), s1), s2);
   return x != x ? x : y;
 }
 GRADC_HD inline double exp_(double x) { return ::exp(x); }
