@@ -123,6 +123,40 @@ std::optional<int64_t> int_value(const std::string& s) {
   return int64_t(v);
 }
 
+// How a number that differs between the points is read as an integer: an integer
+// literal as written, a float as the whole number it is, or as the whole number it is
+// one over (a mean's 1/n).
+enum class Reading { Int, Whole, Reciprocal };
+
+// `n` read as an integer the way `r` says; nothing where it is not one so.
+std::optional<int64_t> read_as(const std::string& n, Reading r) {
+  if (r == Reading::Int) return int_value(n);
+  const bool single = !n.empty() && (n.back() == 'f' || n.back() == 'F');
+  const double v = single ? double(std::strtof(n.c_str(), nullptr)) : std::strtod(n.c_str(), nullptr);
+  if (r == Reading::Whole) {
+    if (std::fabs(v) < 9e15 && v == std::floor(v)) return int64_t(v);
+    return std::nullopt;
+  }
+  if (v == 0 || !std::isfinite(1 / v)) return std::nullopt;
+  const int64_t k = std::llround(1 / v);
+  if (k != 0 && (single ? double(float(1.0 / double(k))) == v : 1.0 / double(k) == v)) return k;
+  return std::nullopt;
+}
+
+// The first reading under which each of `numbers` is an integer (an integer literal's
+// one, a float's whole value, else its reciprocal's), with those integers.
+std::optional<std::pair<Reading, std::vector<int64_t>>> read_all(const std::vector<std::string>& numbers) {
+  const std::vector<Reading> readings =
+      is_float_literal(numbers[0]) ? std::vector{Reading::Whole, Reading::Reciprocal} : std::vector{Reading::Int};
+  for (Reading r : readings) {
+    std::vector<int64_t> values;
+    for (const std::string& n : numbers)
+      if (std::optional<int64_t> v = read_as(n, r)) values.push_back(*v);
+    if (values.size() == numbers.size()) return std::pair{r, std::move(values)};
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vector<int64_t>& m,
@@ -194,36 +228,18 @@ AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vect
         fail("is in a string, and depends on the sizes");
         return {{}, r.why};
       }
-      // The values as integers: the literal's, or for a float a whole number's or the
-      // whole number it is one over (a mean's 1/n); then the polynomial through them.
+      // The values as integers (read_all), then the polynomial through them.
       const bool is_float = is_float_literal(here.number);
       const bool single = !here.number.empty() && (here.number.back() == 'f' || here.number.back() == 'F');
-      bool reciprocal = false;
-      std::vector<int64_t> values;
-      for (int attempt = 0; attempt < 2 && values.size() != cut.size(); ++attempt) {
-        values.clear();
-        reciprocal = attempt == 1;
-        for (size_t s = 0; s < cut.size(); ++s) {
-          const std::string& n = cut[s][p].number;
-          if (!is_float) {
-            if (auto v = int_value(n)) values.push_back(*v);
-            continue;
-          }
-          const double v = single ? double(std::strtof(n.c_str(), nullptr)) : std::strtod(n.c_str(), nullptr);
-          if (!reciprocal) {
-            if (std::fabs(v) < 9e15 && v == std::floor(v)) values.push_back(int64_t(v));
-            continue;
-          }
-          if (v == 0 || !std::isfinite(1 / v)) continue;
-          const int64_t k = std::llround(1 / v);
-          if (k != 0 && (single ? double(float(1.0 / double(k))) == v : 1.0 / double(k) == v)) values.push_back(k);
-        }
-        if (!is_float) break;
-      }
-      if (values.size() != cut.size()) {
+      std::vector<std::string> numbers;
+      for (size_t s = 0; s < cut.size(); ++s) numbers.push_back(cut[s][p].number);
+      const auto read = read_all(numbers);
+      if (!read) {
         fail(is_float ? "is not a whole number, nor one over one, at every size" : "is not an integer");
         return {{}, r.why};
       }
+      const bool reciprocal = read->first == Reading::Reciprocal;
+      const std::vector<int64_t>& values = read->second;
       std::vector<Rational> fit_values;
       for (size_t s = 0; s < grid; ++s) fit_values.push_back(Rational(values[s]));
       const Polynomial poly = fit_on_grid(vars, m, kAnyDegree, fit_values, kAnyFirst);
@@ -270,6 +286,120 @@ AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vect
     }
     r.files.push_back({first.name, fill(text, multiples)});
   }
+  return r;
+}
+
+namespace {
+
+// What the program's texts at the grid's points share: the first point's text cut at
+// its numbers, and each number's polynomial in the sizes (nothing where it is the same
+// at every point, or where it is no polynomial: a float such as 0.5/B, left unchecked).
+struct TextModel {
+  std::vector<Piece> cut;
+  std::vector<std::optional<std::pair<Reading, Polynomial>>> poly;  // per piece
+  std::vector<bool> checked;                                        // per piece
+};
+
+std::optional<TextModel> model_of(const std::vector<std::string>& vars, const std::vector<int64_t>& m,
+                                  const std::vector<std::string>& texts) {
+  const std::vector<std::vector<int64_t>> points = any_size_points(m);
+  const size_t grid = points.size() - 2;
+  std::vector<std::vector<Piece>> cut;
+  for (const std::string& t : texts) cut.push_back(pieces(t, "", FileKind::Cpp));
+  TextModel model{cut[0], {}, {}};
+  for (size_t p = 0; p < cut[0].size(); ++p) {
+    for (size_t s = 1; s < cut.size(); ++s)
+      if (cut[s].size() != cut[0].size() || cut[s][p].text != cut[0][p].text ||
+          cut[s][p].number.empty() != cut[0][p].number.empty())
+        return std::nullopt;
+    std::vector<std::string> numbers;
+    for (size_t s = 0; s < cut.size(); ++s) numbers.push_back(cut[s][p].number);
+    model.poly.emplace_back();
+    model.checked.push_back(true);
+    if (std::all_of(numbers.begin(), numbers.end(), [&](const std::string& n) { return n == numbers[0]; })) continue;
+    const auto read = read_all(numbers);
+    std::optional<Polynomial> poly;
+    if (read) {
+      std::vector<Rational> fit_values;
+      for (size_t s = 0; s < grid; ++s) fit_values.push_back(Rational(read->second[s]));
+      poly = fit_on_grid(vars, m, kAnyDegree, fit_values, kAnyFirst);
+      for (size_t s = 0; s < cut.size() && poly; ++s)
+        if (!(poly->at(points[s]) == Rational(read->second[s]))) poly.reset();
+    }
+    if (poly)
+      model.poly.back() = std::pair{read->first, std::move(*poly)};
+    else
+      model.checked.back() = false;
+  }
+  return model;
+}
+
+// Where the program's text at `x` is not the model's (empty where it is).
+std::string differs(const TextModel& model, const std::vector<int64_t>& x, const std::string& text) {
+  const std::vector<Piece> cut = pieces(text, "", FileKind::Cpp);
+  if (cut.size() != model.cut.size()) return "its IR has other ops";
+  for (size_t p = 0; p < cut.size(); ++p) {
+    const Piece& want = model.cut[p];
+    if (cut[p].text != want.text || cut[p].number.empty() != want.number.empty())
+      return fmt::format("its IR differs at line {} in more than its numbers", cut[p].line);
+    if (want.number.empty() || !model.checked[p]) continue;
+    const auto& poly = model.poly[p];
+    const std::optional<int64_t> v = poly ? read_as(cut[p].number, poly->first) : std::nullopt;
+    if (poly ? !v || !(poly->second.at(x) == Rational(*v)) : cut[p].number != want.number)
+      return fmt::format("line {} of its IR has {} where the formula gives {}", cut[p].line, cut[p].number,
+                         poly ? poly->second.at(x).str() : want.number);
+  }
+  return "";
+}
+
+}  // namespace
+
+LeastSizes least_sizes(const std::vector<std::string>& vars, const std::vector<int64_t>& m,
+                       const std::function<std::optional<std::string>(const std::vector<int64_t>&)>& program_at) {
+  LeastSizes r;
+  auto str = [&](const std::vector<int64_t>& x) {
+    std::vector<std::string> parts;
+    for (size_t i = 0; i < vars.size(); ++i) parts.push_back(fmt::format("{} = {}", vars[i], x[i]));
+    return fmt::format("{}", fmt::join(parts, ", "));
+  };
+  const std::vector<std::vector<int64_t>> points = any_size_points(m);
+  std::vector<std::string> texts;
+  for (const std::vector<int64_t>& x : points) {
+    std::optional<std::string> t = program_at(x);
+    if (!t) throw std::invalid_argument("least_sizes: the program is none at a point the class was fitted at");
+    texts.push_back(std::move(*t));
+  }
+  const std::optional<TextModel> model = model_of(vars, m, texts);
+  std::vector<int64_t> first;  // the grid's first point
+  for (int64_t mi : m) first.push_back(mi * kAnyFirst);
+  r.least = first;
+  if (!model) {  // the IR has another form at the grid's points: the class is checked there alone
+    r.why = fmt::format("the program's IR at {} differs from the IR at {} in more than its numbers", str(points.back()),
+                        str(first));
+    return r;
+  }
+  auto is_model = [&](const std::vector<int64_t>& x) {
+    const std::optional<std::string> t = program_at(x);
+    return t ? differs(*model, x, *t) : "the program is none there";
+  };
+  for (size_t i = 0; i < vars.size(); ++i) {
+    std::vector<int64_t> x = first;
+    for (int64_t t : {200, 1000, 10000, 100000}) {
+      x[i] = m[i] * t;
+      if (std::string d = is_model(x); !d.empty()) {
+        r.why = fmt::format("at {} the program is another than at {} ({})", str(x), str(first), d);
+        return r;
+      }
+    }
+    int64_t t = kAnyFirst - 1;
+    for (; t >= 1; --t) {
+      x[i] = m[i] * t;
+      if (!is_model(x).empty()) break;
+    }
+    r.least[i] = m[i] * (t + 1);
+  }
+  // the sizes each at its least: where the program is another there, the grid's first
+  if (vars.size() > 1 && !is_model(r.least).empty()) r.least = first;
   return r;
 }
 

@@ -9,6 +9,8 @@
 // the polynomial (of degree at most 3 in each size) fitted through its values, or for
 // a float one over such a polynomial, checked at sizes outside the fit.
 #pragma once
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,5 +48,23 @@ struct AnySizeResult {
 // text. @M_V@ becomes m of size V.
 AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vector<int64_t>& m,
                            const std::vector<SizedFiles>& at, const std::string& class_name);
+
+// The least value of each size at which the program is the one the class was fitted
+// to. Shapes and attributes are polynomials in the sizes only where the program's
+// piecewise rules stay on one piece: a slice's bound clamped to its axis at small B
+// (x[1:2] of an axis of 1 is empty), an index or a top-k in range, a divisor above 0.
+// `program_at` gives the program's IR text at some sizes (nothing where the program is
+// none there); at every multiple below the grid (each size in turn, the others at the
+// grid's first point) its numbers must be the polynomials through the grid's, else the
+// least size is above it. Above the grid it is checked at 200m, 1000m, 10^4 m and
+// 10^5 m (a change past a threshold below 10^5 m shows at the next of them; one
+// beyond, or one the program changes back after, is not seen): `why` says where it
+// differs there, and then no class fits.
+struct LeastSizes {
+  std::vector<int64_t> least;  // one per size, each a multiple of its m
+  std::string why;             // non-empty where the program changes above the grid
+};
+LeastSizes least_sizes(const std::vector<std::string>& vars, const std::vector<int64_t>& m,
+                       const std::function<std::optional<std::string>(const std::vector<int64_t>&)>& program_at);
 
 }  // namespace gradc

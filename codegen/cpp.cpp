@@ -999,7 +999,8 @@ class Emitter {
       // the workspace for the default sizes, where they are ones the class takes (else
       // the first set_sizes, or run(), which then says what is wrong with them)
       std::vector<std::string> taken;
-      for (const AnySize& a : any_) taken.push_back(fmt::format("gradc::size_taken(defaults.{0}, @M_{0}@)", a.name));
+      for (const AnySize& a : any_)
+        taken.push_back(fmt::format("gradc::size_taken(defaults.{0}, @M_{0}@, @LEAST_{0}@)", a.name));
       s += fmt::format(
           "  partials_ = gradc::alloc_partials();\n  const Sizes defaults{{}};\n  if ({}) set_sizes(defaults);\n",
           fmt::join(taken, " && "));
@@ -1025,8 +1026,8 @@ class Emitter {
                          cpp_type(l_.buffers[size_t(b)].type->dtype));
     return s;
   }
-  // A class for any size: set_sizes checks them (@M_B@, B's multiple, is filled
-  // in once the formulas are fitted), plans the workspace again (runtime/plan.h) and
+  // A class for any size: set_sizes checks them (@M_B@, B's multiple, and @LEAST_B@,
+  // its least value, are filled in once the formulas are fitted), plans the workspace again (runtime/plan.h) and
   // allocates where the new sizes need more (gradc::grow: the workspace, each default's
   // memory and the target's).
   std::string set_sizes() {
@@ -1034,7 +1035,7 @@ class Emitter {
     std::vector<std::string> same;
     for (const AnySize& a : any_) {
       const std::string& n = a.name;
-      s += fmt::format("  gradc::check_size(\"{1}\", \"{0}\", s.{0}, @M_{0}@);\n", n, name_);
+      s += fmt::format("  gradc::check_size(\"{1}\", \"{0}\", s.{0}, @M_{0}@, @LEAST_{0}@);\n", n, name_);
       same.push_back(fmt::format("s.{0} == sz_.{0}", n));
     }
     s += fmt::format("  if (sized_ && {}) return;\n", fmt::join(same, " && "));

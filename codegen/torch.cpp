@@ -368,16 +368,16 @@ std::vector<GeneratedFile> generate_torch(const Lowered& fwd, const Lowered& pb,
     if (std::none_of(any.begin(), any.end(), [&](const AnySize& a) { return a.name == size; }))
       size_items.push_back(fmt::format("\"{}\": {}", size, value));
   // A package for any size: each size's default, the inputs (index, axis) that have it
-  // as a dimension, and the multiple it must be (@M_B@, filled in once fitted); the
-  // shapes as functions of the sizes.
+  // as a dimension, the multiple it must be and its least value (@M_B@ and @LEAST_B@,
+  // filled in once fitted); the shapes as functions of the sizes.
   std::vector<std::string> any_items, params, defaults;
   for (const AnySize& a : any) {
     std::vector<std::string> from;
     for (const auto& [input, axis] : a.from)
       for (size_t i = 0; i < ins.size(); ++i)
         if (ins[i].name == input) from.push_back(fmt::format("({}, {})", i, axis));
-    any_items.push_back(
-        fmt::format("\"{0}\": ({1}, [{2}], @M_{0}@)", a.name, a.value, fmt::format("{}", fmt::join(from, ", "))));
+    any_items.push_back(fmt::format("\"{0}\": ({1}, [{2}], @M_{0}@, @LEAST_{0}@)", a.name, a.value,
+                                    fmt::format("{}", fmt::join(from, ", "))));
     params.push_back(a.name);
     defaults.push_back(std::to_string(std::max<int64_t>(a.value, 1)));
   }

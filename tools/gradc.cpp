@@ -921,13 +921,36 @@ std::vector<GeneratedFile> any_size_files(const Options& o, SourceFile& src, con
     return std::move(r.files);
   };
   std::vector<GeneratedFile> files;
-  if (least_multiples(vars.size(), {1, 2, 4, 8, 16, 32, 3, 6, 12, 24}, [&](const std::vector<int64_t>& m) {
-        std::vector<GeneratedFile> f = attempt(m);
+  const std::optional<std::vector<int64_t>> m =
+      least_multiples(vars.size(), {1, 2, 4, 8, 16, 32, 3, 6, 12, 24}, [&](const std::vector<int64_t>& mq) {
+        std::vector<GeneratedFile> f = attempt(mq);
         if (f.empty()) return false;
         files = std::move(f);  // the last that fits is at the multiples found
         return true;
-      }))
+      });
+  // each size's least value: where the program is the one the class computes
+  // (least_sizes; its IR as `gradc ir` prints it, grad statements not yet derived: the
+  // derivative rules leave out a broadcast or a sum over an axis of 1, where their
+  // general form is the same function)
+  LeastSizes least;
+  if (m) {
+    least = least_sizes(vars, *m, [&](const std::vector<int64_t>& x) -> std::optional<std::string> {
+      std::vector<std::pair<std::string, int64_t>> sizes = o.sizes;
+      for (size_t i = 0; i < vars.size(); ++i) sizes.push_back({vars[i], x[i]});
+      try {
+        return print_text(lower_program(p, LowerOptions{o.ranks, false, o.mesh, sizes}));
+      } catch (const UserError&) {
+        return std::nullopt;
+      }
+    });
+    first_why = least.why;
+  }
+  if (m && least.why.empty()) {
+    std::map<std::string, std::string> values;
+    for (size_t i = 0; i < vars.size(); ++i) values["LEAST_" + vars[i]] = std::to_string(least.least[i]);
+    for (GeneratedFile& f : files) f.text = fill(std::move(f.text), values);
     return files;
+  }
   throw UserError({}, fmt::format("--size {}=any: no one set of sources fits every size: {} (emit for one value "
                                   "instead, --size {}=32)",
                                   fmt::join(vars, "=any,"), first_why, vars[0]));

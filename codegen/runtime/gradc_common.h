@@ -223,12 +223,19 @@ struct Blocks {
   abort();
 }
 // A class for any size (gradc emit --size B=any) given a size it does not take: the
-// sizes are at least 1, and a multiple of `multiple` where the code needs it to be.
-inline bool size_taken(int64_t value, int64_t multiple) { return value >= 1 && value % multiple == 0; }
-inline void check_size(const char* name, const char* size, int64_t value, int64_t multiple) {
-  if (size_taken(value, multiple)) return;
+// sizes are a multiple of `multiple` where the code needs it to be, and at least
+// `least`, where the program stops being the one the class computes (at smaller sizes
+// a slice such as x[1:2] comes out shorter, an index out of range).
+inline bool size_taken(int64_t value, int64_t multiple, int64_t least) {
+  return value >= least && value % multiple == 0;
+}
+inline void check_size(const char* name, const char* size, int64_t value, int64_t multiple, int64_t least) {
+  if (size_taken(value, multiple, least)) return;
+  const std::string m = std::to_string(multiple), at_least = std::to_string(least);
   throw std::invalid_argument(std::string(name) + ": size " + size + " = " + std::to_string(value) + ": it must be " +
-                              (multiple > 1 ? "a positive multiple of " + std::to_string(multiple) : "at least 1"));
+                              (multiple == 1      ? "at least " + at_least
+                               : least > multiple ? "a multiple of " + m + ", at least " + at_least
+                                                  : "a positive multiple of " + m));
 }
 [[noreturn]] inline void missing_input(const char* name, const char* input) {
   fprintf(stderr, "gradc: error: %s::run(): input '%s' has no default and was not set (set_%s)\n", name, input, input);

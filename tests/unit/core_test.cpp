@@ -358,6 +358,38 @@ TEST_CASE("a class for any size: the numbers that differ become formulas, where 
         "than its numbers");
 }
 
+TEST_CASE("least_sizes: the least size at which the program's numbers are the formulas'") {
+  // a slice x[2:5] of an axis of B (clamped below B = 5), a mean's 1/B, a value id
+  auto program = [](int64_t b, int64_t clamp_above) -> std::optional<std::string> {
+    if (b < 2) return std::nullopt;  // an index out of range: no program
+    const int64_t end = std::min<int64_t>(5, b), top = std::min<int64_t>(b, clamp_above);
+    return fmt::format(
+        "%1 = input() : f32[{}]\n%2 = slice(%1) {{ends=[{}], starts=[2]}} : f32[{}]\n"
+        "%3 = const() {{value={}}} : f32[]\n",
+        top, end, end - 2, 1.0 / double(b));
+  };
+  const LeastSizes one = least_sizes({"B"}, {1}, [&](const std::vector<int64_t>& x) { return program(x[0], 1 << 30); });
+  CHECK(one.why.empty());
+  CHECK(one.least == std::vector<int64_t>{5});
+  // at multiples of 3: 6 is the least (3 is below 5)
+  CHECK(least_sizes({"B"}, {3}, [&](const std::vector<int64_t>& x) { return program(x[0], 1 << 30); }).least ==
+        std::vector<int64_t>{6});
+  // a change above the grid: the axis stops growing at B = 5000
+  const LeastSizes upper = least_sizes({"B"}, {1}, [&](const std::vector<int64_t>& x) { return program(x[0], 5000); });
+  CHECK(upper.why ==
+        "at B = 10000 the program is another than at B = 89 (line 1 of its IR has 5000 where the "
+        "formula gives 10000)");
+  // two sizes: each its own least (D's slice x[0:3] of an axis of D), the other at the grid
+  const LeastSizes two =
+      least_sizes({"B", "D"}, {1, 2}, [&](const std::vector<int64_t>& x) -> std::optional<std::string> {
+        std::optional<std::string> t = program(x[0], 1 << 30);
+        if (t) *t += fmt::format("%4 = input() : f32[{}, {}]\n", std::min<int64_t>(3, x[1]), x[0] * x[1]);
+        return t;
+      });
+  CHECK(two.why.empty());
+  CHECK(two.least == std::vector<int64_t>{5, 4});
+}
+
 // The kernels of the other stream that kernel j is ordered after, for each plan of the
 // buffers' bytes: a kernel on one stream that uses memory a kernel on the other used
 // before it must wait for that kernel or a later one of its stream (streams run in
