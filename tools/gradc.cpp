@@ -718,6 +718,55 @@ CostFormulas cost_formulas(const Options& o, const ast::Program& p, const Graph&
     at->second = std::move(counts);
     return at->second;
   };
+  // The counts at one point (cached), or nothing where the program does not compile
+  // there or has other collectives.
+  std::map<std::vector<int64_t>, std::optional<std::vector<double>>> at_point;
+  auto counts_at = [&](const std::vector<int64_t>& x) -> const std::optional<std::vector<double>>& {
+    auto [it, fresh] = at_point.try_emplace(x);
+    if (!fresh) return it->second;
+    std::vector<std::pair<std::string, int64_t>> sizes;
+    for (size_t i = 0; i < vars.size(); ++i) sizes.push_back({vars[i], x[i]});
+    try {
+      const Graph gx = run_pipeline(lower_program(p, LowerOptions{o.ranks, false, o.mesh, sizes}), Pipeline::Grad);
+      const GraphCost cx = cost_of(gx);
+      if (cost_rows(gx, cx) == rows) it->second = cost_counts(cx);
+    } catch (const UserError&) {
+    }
+    return it->second;
+  };
+  // Far above the points fitted a count may take another form: a slice x[0:10] of an
+  // axis of B is all of it only up to B = 10. Each size in turn at 200m, 1000m, 10^4 m
+  // and 10^5 m (the others at 5m): where count q is not the formula's at one, the
+  // formula holds below the least multiple where it is not, found by bisection
+  // (" (for B < 11)"); nothing where it holds at all of them.
+  auto below = [&](size_t q, const std::vector<int64_t>& m, const Polynomial& poly) -> std::string {
+    std::vector<std::string> bounds;
+    for (size_t i = 0; i < vars.size(); ++i) {
+      std::vector<int64_t> x;
+      for (int64_t mi : m) x.push_back(5 * mi);
+      auto holds = [&](int64_t t) {
+        x[i] = t * m[i];
+        const std::optional<std::vector<double>>& c = counts_at(x);
+        const std::optional<Rational> v = c ? rational_of((*c)[q]) : std::nullopt;
+        return v && poly.at(x) == *v;
+      };
+      int64_t good = 7, bad = 0;
+      for (int64_t t : {200, 1000, 10000, 100000})
+        if (!holds(t)) {
+          bad = t;
+          break;
+        } else {
+          good = t;
+        }
+      if (!bad) continue;
+      while (bad - good > 1) {
+        const int64_t mid = good + (bad - good) / 2;
+        (holds(mid) ? good : bad) = mid;
+      }
+      bounds.push_back(fmt::format("{} < {}", vars[i], bad * m[i]));
+    }
+    return bounds.empty() ? "" : fmt::format(" (for {})", fmt::join(bounds, ", "));
+  };
   // Count q's polynomial at multiples m, where one fits.
   auto fit = [&](size_t q, const std::vector<int64_t>& m) -> std::optional<Polynomial> {
     const Samples& s = samples(m);
@@ -758,7 +807,7 @@ CostFormulas cost_formulas(const Options& o, const ast::Program& p, const Graph&
           poly = std::move(fitted);  // the last that fits is at the multiples found
           return true;
         });
-    if (m) text[q] = poly->str() + domain(*m);
+    if (m) text[q] = poly->str() + domain(*m) + below(q, *m, *poly);
   }
   if (std::none_of(sampled.begin(), sampled.end(), [](const auto& s) { return s.second.has_value(); })) {
     f.failure = "the program compiles with these collectives at none of the sizes tried";
