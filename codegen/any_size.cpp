@@ -157,6 +157,13 @@ std::optional<std::pair<Reading, std::vector<int64_t>>> read_all(const std::vect
   return std::nullopt;
 }
 
+// "B = 89, D = 178"
+std::string sizes_text(const std::vector<std::string>& vars, const std::vector<int64_t>& x) {
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < vars.size(); ++i) parts.push_back(fmt::format("{} = {}", vars[i], x[i]));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
 }  // namespace
 
 AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vector<int64_t>& m,
@@ -165,11 +172,7 @@ AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vect
   const std::vector<std::vector<int64_t>> points = any_size_points(m);
   const size_t grid = points.size() - 2;
   if (at.size() != points.size()) throw std::invalid_argument("fit_any_size: not the points of any_size_points");
-  auto sizes_str = [&](const std::vector<int64_t>& x) {
-    std::vector<std::string> parts;
-    for (size_t i = 0; i < vars.size(); ++i) parts.push_back(fmt::format("{} = {}", vars[i], x[i]));
-    return fmt::format("{}", fmt::join(parts, ", "));
-  };
+  auto sizes_str = [&](const std::vector<int64_t>& x) { return sizes_text(vars, x); };
   std::map<std::string, std::string> multiples;
   for (size_t i = 0; i < vars.size(); ++i) multiples["M_" + vars[i]] = std::to_string(m[i]);
   for (size_t f = 0; f < at[0].files.size(); ++f) {
@@ -357,11 +360,7 @@ std::string differs(const TextModel& model, const std::vector<int64_t>& x, const
 LeastSizes least_sizes(const std::vector<std::string>& vars, const std::vector<int64_t>& m,
                        const std::function<std::optional<std::string>(const std::vector<int64_t>&)>& program_at) {
   LeastSizes r;
-  auto str = [&](const std::vector<int64_t>& x) {
-    std::vector<std::string> parts;
-    for (size_t i = 0; i < vars.size(); ++i) parts.push_back(fmt::format("{} = {}", vars[i], x[i]));
-    return fmt::format("{}", fmt::join(parts, ", "));
-  };
+  auto str = [&](const std::vector<int64_t>& x) { return sizes_text(vars, x); };
   const std::vector<std::vector<int64_t>> points = any_size_points(m);
   std::vector<std::string> texts;
   for (const std::vector<int64_t>& x : points) {

@@ -695,31 +695,8 @@ CostFormulas cost_formulas(const Options& o, const ast::Program& p, const Graph&
   // The grid's points at multiples m (one per size), then the two points each fit is
   // checked at: every size at 5m, and the first at 7m with the rest at 5m.
   auto points = [&](const std::vector<int64_t>& m) { return grid_points(m, kDegree, 1, 5, 7); };
-  // The counts at the points for multiples m, or nothing where the program does not
-  // compile there or has other collectives; each m sampled once.
-  using Samples = std::optional<std::vector<std::vector<double>>>;
-  std::map<std::vector<int64_t>, Samples> sampled;
-  auto samples = [&](const std::vector<int64_t>& m) -> const Samples& {
-    auto [at, fresh] = sampled.try_emplace(m);
-    if (!fresh) return at->second;
-    std::vector<std::vector<double>> counts;
-    try {
-      for (const std::vector<int64_t>& x : points(m)) {
-        std::vector<std::pair<std::string, int64_t>> sizes;
-        for (size_t i = 0; i < vars.size(); ++i) sizes.push_back({vars[i], x[i]});
-        const Graph gx = run_pipeline(lower_program(p, LowerOptions{o.ranks, false, o.mesh, sizes}), Pipeline::Grad);
-        const GraphCost cx = cost_of(gx);
-        if (cost_rows(gx, cx) != rows) return at->second;
-        counts.push_back(cost_counts(cx));
-      }
-    } catch (const UserError&) {
-      return at->second;  // a size the program rejects at these multiples (a divisibility)
-    }
-    at->second = std::move(counts);
-    return at->second;
-  };
   // The counts at one point (cached), or nothing where the program does not compile
-  // there or has other collectives.
+  // there (a size it rejects, such as an odd B for B // 2) or has other collectives.
   std::map<std::vector<int64_t>, std::optional<std::vector<double>>> at_point;
   auto counts_at = [&](const std::vector<int64_t>& x) -> const std::optional<std::vector<double>>& {
     auto [it, fresh] = at_point.try_emplace(x);
@@ -733,6 +710,21 @@ CostFormulas cost_formulas(const Options& o, const ast::Program& p, const Graph&
     } catch (const UserError&) {
     }
     return it->second;
+  };
+  // The counts at the points for multiples m, or nothing where one of them has none.
+  using Samples = std::optional<std::vector<std::vector<double>>>;
+  std::map<std::vector<int64_t>, Samples> sampled;
+  auto samples = [&](const std::vector<int64_t>& m) -> const Samples& {
+    auto [at, fresh] = sampled.try_emplace(m);
+    if (!fresh) return at->second;
+    std::vector<std::vector<double>> counts;
+    for (const std::vector<int64_t>& x : points(m)) {
+      const std::optional<std::vector<double>>& c = counts_at(x);
+      if (!c) return at->second;
+      counts.push_back(*c);
+    }
+    at->second = std::move(counts);
+    return at->second;
   };
   // Far above the points fitted a count may take another form: a slice x[0:10] of an
   // axis of B is all of it only up to B = 10. Each size in turn at 200m, 1000m, 10^4 m
