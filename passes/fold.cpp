@@ -75,6 +75,39 @@ void sink_transpose(Graph& g, Node& n, const std::vector<int>& uses) {
   }
 }
 
+// Whether `wide` holds every value of `narrow` exactly, so that a cast to it and back
+// gives the value again: bf16 and f16 in f32 and f64, f32 and i32 in f64.
+static bool holds_exactly(DType wide, DType narrow) {
+  if (is_low_precision(narrow)) return wide == DType::F32 || wide == DType::F64;
+  return wide == DType::F64 && (narrow == DType::F32 || narrow == DType::I32);
+}
+
+// A cast to its operand's own type, and a cast back of an exact widening
+// (cast(cast(x, f32), bf16) of a bf16 x), are x itself, as a reshape to its own shape
+// (which costs nothing): autodiff's rules for casts make them, and in bf16 each is a
+// rounding more in the kernels. The same bits, but for a NaN's: a signalling one stays
+// so where the round trip would have made it quiet.
+void fold_casts(Graph& g, Node& n, std::vector<int>& uses) {
+  if (n.op != Op::Cast) return;
+  const auto through = [&](ValueId v) {  // v, or what the identity reshapes it is are of
+    while (g[v].op == Op::Reshape && g[v].type->shape == g.type(g[v].args[0]).shape) v = g[v].args[0];
+    return v;
+  };
+  const DType to = n.type->dtype;
+  ValueId x = through(n.args[0]);
+  if (g.type(x).dtype != to) {
+    if (g[x].op != Op::Cast || !holds_exactly(g.type(x).dtype, to)) return;
+    x = through(g[x].args[0]);
+    if (g.type(x).dtype != to) return;
+  }
+  --uses[size_t(n.args[0])];
+  ++uses[size_t(x)];
+  n.op = Op::Reshape;
+  n.args = {x};
+  n.attrs = Attrs{};
+  n.attrs.set("shape", Attr::of_ints(n.type->shape));
+}
+
 Graph fold(Graph g, int64_t max_folded) {
   Graph& out = g;
   std::vector<int> uses(out.nodes.size(), 0);
@@ -84,6 +117,7 @@ Graph fold(Graph g, int64_t max_folded) {
   for (Node& n : out.nodes) {
     fold_transposes(out, n, uses);
     sink_transpose(out, n, uses);
+    fold_casts(out, n, uses);
     if (!foldable(out, n, max_folded)) continue;
     std::vector<Tensor> vals;
     for (ValueId a : n.args) vals.push_back(run_local(out[a], {}, EvalCtx{}));

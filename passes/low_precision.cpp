@@ -9,8 +9,14 @@
 // type and a sum in rank order on the receiving rank: in f32, rounded once
 // (accum=f32), or rounded after each rank's term (accum=same). A reduce_scatter is then
 // an all_to_all and the sum, the bytes of a ring reduce_scatter; an all_reduce that
-// reduce_scatter followed by an all_gather. Runs last before lower-kernels: nothing
-// after it may merge a rounding cast with its neighbours.
+// reduce_scatter followed by an all_gather. A rounding that cannot change its value
+// (of neg, abs, relu, sign, maximum, minimum or where of values of its type) is not
+// made where the value's one reader computes in f32: it reads the f32 value itself (a
+// value of several readers keeps its rounding, so that a kernel that stores it stores
+// the narrow type). Runs last before lower-kernels: nothing after it may merge a
+// rounding cast with its neighbours.
+#include <map>
+
 #include "ir/mesh.h"
 #include "passes/pass.h"
 
@@ -24,11 +30,15 @@ class Widen {
     out_.mesh = g.mesh;
     out_.sizes = g.sizes;
     wide_.assign(g.nodes.size(), -1);
+    readers_.assign(g.nodes.size(), 0);
+    for (const Node& n : g.nodes)
+      for (ValueId a : n.args) ++readers_[size_t(a)];
+    for (const auto& o : g.outputs) ++readers_[size_t(o.second)];
   }
 
   Graph run() {
     map_.reserve(in_.nodes.size());
-    for (size_t i = 0; i < in_.nodes.size(); ++i) map_.push_back(node(in_.nodes[i]));
+    for (size_t i = 0; i < in_.nodes.size(); ++i) map_.push_back(node(ValueId(i), in_.nodes[i]));
     for (const auto& [name, v] : in_.outputs) out_.outputs.emplace_back(name, map_[size_t(v)]);
     return replication(std::move(out_));
   }
@@ -50,8 +60,33 @@ class Widen {
   ValueId f32(ValueId v, const Node& like) {
     const ValueId m = map_[size_t(v)];
     if (!is_low_precision(out_.type(m).dtype)) return m;
-    if (wide_[size_t(v)] < 0) wide_[size_t(v)] = cast(m, DType::F32, like);
+    if (wide_[size_t(v)] < 0) {
+      wide_[size_t(v)] = cast(m, DType::F32, like);
+      exact_[wide_[size_t(v)]] = out_.type(m).dtype;
+    }
     return wide_[size_t(v)];
+  }
+  bool exact_in(ValueId v, DType t) const {
+    const auto it = exact_.find(v);
+    return it != exact_.end() && it->second == t;
+  }
+  // Whether n's f32 op on new values `args` gives a value of type t exactly: an op that
+  // only negates or picks among its operands, on values of t.
+  bool keeps_exact(const Node& n, const std::vector<ValueId>& args, DType t) const {
+    switch (n.op) {
+      case Op::Neg:
+      case Op::Abs:
+      case Op::Relu:
+      case Op::Sign:
+      case Op::StopGradient:
+      case Op::Maximum:
+      case Op::Minimum: break;
+      case Op::Where: return exact_in(args[1], t) && exact_in(args[2], t);
+      default: return false;
+    }
+    for (ValueId a : args)
+      if (!exact_in(a, t)) return false;
+    return true;
   }
   ValueId copy(const Node& n, std::vector<ValueId> args, const Type& t) {
     Node m = n;
@@ -61,7 +96,7 @@ class Widen {
     return out_.append(std::move(m));
   }
 
-  ValueId node(const Node& n) {
+  ValueId node(ValueId old, const Node& n) {
     std::vector<ValueId> same;
     bool low_arg = false;
     for (ValueId a : n.args) {
@@ -72,13 +107,23 @@ class Widen {
     ValueId r;
     if (!is_low_precision(t) && !low_arg) {
       r = copy(n, same, n.type);
+      if (t == DType::F32)  // autodiff's f32 ops between a widening and a rounding
+        for (DType low : {DType::BF16, DType::F16})
+          if (keeps_exact(n, same, low)) exact_[r] = low;
     } else if (moves_values(n.op)) {
       r = copy(n, same, n.type);
     } else if (n.op == Op::Cast) {
       const DType from = in_.type(n.args[0]).dtype;
-      if ((is_low_precision(t) && from == DType::F32) || (is_low_precision(from) && t == DType::F32))
-        r = copy(n, same, n.type);  // the one rounding (or the exact widening) itself
-      else if (is_low_precision(t))
+      if (is_low_precision(t) && from == DType::F32) {
+        r = copy(n, same, n.type);  // the one rounding itself
+        if (exact_in(same[0], t) && readers_[size_t(old)] == 1) wide_[size_t(old)] = same[0];
+      } else if (is_low_precision(from) && t == DType::F32) {
+        const ValueId w = wide_[size_t(n.args[0])];
+        if (n.name.empty() && n.grad_of < 0 && w >= 0 && out_[w].op != Op::Cast)
+          return w;                 // the f32 value whose rounding was exact
+        r = copy(n, same, n.type);  // the exact widening
+        exact_[r] = from;
+      } else if (is_low_precision(t))
         r = cast(is_low_precision(from) ? f32(n.args[0], n) : cast(same[0], DType::F32, n), t, n);
       else
         r = cast(f32(n.args[0], n), t, n);
@@ -97,6 +142,10 @@ class Widen {
       }
       const ValueId w = copy(m, args, is_low_precision(t) ? Type{DType::F32, n.type->shape} : Type(n.type));
       r = is_low_precision(t) ? cast(w, t, n) : w;
+      if (is_low_precision(t) && keeps_exact(n, args, t) && readers_[size_t(old)] == 1) {
+        exact_[w] = t;
+        wide_[size_t(old)] = w;  // its readers in f32 skip the rounding
+      }
     }
     out_[r].name = n.name;
     out_[r].grad_of = n.grad_of >= 0 ? map_[size_t(n.grad_of)] : -1;
@@ -194,8 +243,10 @@ class Widen {
 
   const Graph& in_;
   Graph out_;
-  std::vector<ValueId> map_;   // per old value: its new value
-  std::vector<ValueId> wide_;  // per old bf16 or f16 value: its f32 cast, once made
+  std::vector<ValueId> map_;        // per old value: its new value
+  std::vector<ValueId> wide_;       // per old bf16 or f16 value: its f32 value (a cast, once made)
+  std::map<ValueId, DType> exact_;  // new f32 values that hold a value of a bf16 or f16 type exactly
+  std::vector<int> readers_;        // per old value: the ops (and outputs) that read it
 };
 
 }  // namespace
@@ -204,7 +255,7 @@ Graph widen_low_precision(Graph g) {
   bool any = false;
   for (const Node& n : g.nodes) any |= is_low_precision(n.type->dtype);
   if (!any) return g;
-  return Widen(g).run();
+  return dce(Widen(g).run());  // the roundings no reader needs
 }
 
 }  // namespace gradc

@@ -18,7 +18,7 @@ const std::vector<PassInfo>& all_passes() {
       {"replication", [](Graph g, const PipelineOptions&) { return replication(std::move(g)); },
        "mark every value replicated or varying"},
       {"fold", [](Graph g, const PipelineOptions& o) { return fold(std::move(g), o.max_folded); },
-       "evaluate local ops whose operands are constants"},
+       "evaluate local ops whose operands are constants; fold transposes of transposes and casts that change nothing"},
       {"cse", [](Graph g, const PipelineOptions&) { return cse(std::move(g)); },
        "merge identical local ops (never collectives)"},
       {"dce", [](Graph g, const PipelineOptions&) { return dce(std::move(g)); },
