@@ -14,7 +14,8 @@ usage: python3 bench/torch_op.py [GRADC] [--steps=K] [--only=PROGRAM]   (default
   against the same layer with torch.topk, torch.cumsum, einsum and torch.distributed.nn's
   all_to_all_single.
 
-Forward and backward per step (every input's gradient the op gives), 1 thread per process
+Forward and backward per step (the gradients of the tensors that require grad, which the
+op is emitted to give with --grad; the data, x and target, have none), 1 thread per process
 (OMP, MKL and OpenBLAS), a barrier before and after each step, medians of K steps after a
 warm-up one (torch.compile's warm-up compiles; TORCHINDUCTOR_COMPILE_THREADS=1, so that
 no compile workers run beside the steps). The four variants run in the same processes,
@@ -183,8 +184,10 @@ def main():
           "torch.compile / op |")
     print("|---|---|---|---|---|---|---|")
     only = next((a.split("=")[1] for a in sys.argv[1:] if a.startswith("--only=")), None)
-    for program, world, flags in (("contrastive_op", 2, []), ("block_op", 4, ["--data-parallel=dp"]),
-                                  ("moe_op", 2, [])):
+    # --grad: the inputs whose gradients the step uses, as PyTorch's requires_grad says
+    for program, world, flags in (("contrastive_op", 2, []),
+                                  ("block_op", 4, ["--data-parallel=dp", "--grad=w1,b1,w2,g"]),
+                                  ("moe_op", 2, ["--grad=x,wg,w1,w2"])):
         if only and program != only:
             continue
         work = tempfile.mkdtemp(prefix="gradc-bench-")

@@ -8,6 +8,7 @@
 // are templates (codegen/templates/).
 #pragma once
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -96,12 +97,14 @@ bool has_shared_input(const Lowered& l);
 // from the program's two halves (passes/autodiff.h: linearize): forward, whose first
 // `outputs` outputs are the program's, and pullback, which has no outputs when nothing
 // is differentiable; `data_parallel` the mask of the axes the framework reduces
-// gradients over (emit --data-parallel; linearize's).
+// gradients over (emit --data-parallel; linearize's); `grads` the float inputs whose
+// gradients the pullback gives (emit --grad; empty: all of them).
 // With `any`, the package's any-size form, as fit_any_size reads it:
 // its classes' any-size form, the ops taking the sizes from the tensors.
 std::vector<GeneratedFile> generate_torch(const Lowered& forward, const Lowered& pullback, size_t outputs,
-                                          uint8_t data_parallel, const std::string& name,
-                                          const std::string& source_path, const std::vector<AnySize>& any = {});
+                                          uint8_t data_parallel, const std::set<std::string>& grads,
+                                          const std::string& name, const std::string& source_path,
+                                          const std::vector<AnySize>& any = {});
 // Whether a name is a Python keyword (a package or parameter named so takes a trailing _).
 bool python_keyword(const std::string& name);
 // A program's name as the torch target's package: with a trailing _ while it is a Python

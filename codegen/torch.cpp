@@ -293,8 +293,8 @@ std::string one_loss(const Lowered& pb) {
 }
 
 std::vector<GeneratedFile> generate_torch(const Lowered& fwd, const Lowered& pb, size_t outputs, uint8_t data_parallel,
-                                          const std::string& name, const std::string& source_path,
-                                          const std::vector<AnySize>& any) {
+                                          const std::set<std::string>& grads, const std::string& name,
+                                          const std::string& source_path, const std::vector<AnySize>& any) {
   const Graph& g = fwd.graph;
   Package p(fwd, pb, outputs, name);
   p.any = any;
@@ -381,6 +381,11 @@ std::vector<GeneratedFile> generate_torch(const Lowered& fwd, const Lowered& pb,
     params.push_back(a.name);
     defaults.push_back(std::to_string(std::max<int64_t>(a.value, 1)));
   }
+  // the float inputs the pullback gives gradients of (in order), and the others
+  std::vector<std::string> grad_in, no_grad;
+  for (size_t i = 0; i < ins.size(); ++i)
+    if (ins[i].dtype != DType::I32 && !pb.outputs.empty())
+      (grads.empty() || grads.count(ins[i].name) ? grad_in : no_grad).push_back(std::to_string(i));
   std::vector<Value> forward_results = outs;  // the outputs, then the saved values
   forward_results.insert(forward_results.end(), p.saved.begin(), p.saved.end());
   const std::string tables = fmt::format(
@@ -407,6 +412,8 @@ std::vector<GeneratedFile> generate_torch(const Lowered& fwd, const Lowered& pb,
                                                           {"TABLES", tables},
                                                           {"DATA_PARALLEL", pb.outputs.empty() ? "[]" : dp_list},
                                                           {"ONE_LOSS", pb.outputs.empty() ? "{}" : one_loss(pb)},
+                                                          {"GRAD_IN", fmt::format("[{}]", fmt::join(grad_in, ", "))},
+                                                          {"NO_GRAD", fmt::format("[{}]", fmt::join(no_grad, ", "))},
                                                           {"OPS", python_ops(p)}})});
   out.push_back(
       {"pyproject.toml",

@@ -40,8 +40,10 @@ Graph replication(Graph g);
 // `pullback` is empty (no outputs) when there is no float input or output.
 // The pullback program before autodiff: g, one input per float output (its cotangent,
 // "ct_y"; their names into `cotangents`), and outputs grad_x with grad nodes (mode=sum,
-// own=data_parallel). `gradc verify` checks it for a program with no grad of its own.
-Graph pullback_program(Graph g, uint8_t data_parallel, std::set<std::string>& cotangents);
+// own=data_parallel), for every float input or, where `only` names some (emit --grad),
+// for those. `gradc verify` checks it for a program with no grad of its own.
+Graph pullback_program(Graph g, uint8_t data_parallel, std::set<std::string>& cotangents,
+                       const std::set<std::string>& only = {});
 // The same objective stated without own=: every input shared only along the axes not
 // in `data_parallel` (it holds the same data), and grads without own=, so each input is
 // its ranks' own variable along the data-parallel axes by the language's rules. verify's
@@ -56,6 +58,7 @@ struct Linearized {
 // own (emit --data-parallel); along the others every rank's copy of a replicated output
 // is one loss, its cotangent is checked to be the same on those ranks (the cotangent
 // input is shared along them), and an input replicated along them gets the total.
-Linearized linearize(Graph g, uint8_t data_parallel);
+// `only`: the float inputs whose gradients the pullback gives (empty: all of them).
+Linearized linearize(Graph g, uint8_t data_parallel, const std::set<std::string>& only = {});
 
 }  // namespace gradc

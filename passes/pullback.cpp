@@ -34,13 +34,13 @@ Attrs without(const Node& n, const char* key) {
 // input replicated along them is one variable (grad's own= holds the data-parallel axes
 // only), whose gradient is the total. Along the data-parallel axes each rank's loss and
 // inputs are its own (DDP then averages).
-Graph pullback_program(Graph g, uint8_t data_parallel, std::set<std::string>& cts) {
+Graph pullback_program(Graph g, uint8_t data_parallel, std::set<std::string>& cts, const std::set<std::string>& only) {
   std::set<std::string> names;
   std::vector<ValueId> xs;
   for (ValueId v = 0; v < g.size(); ++v)
     if (g[v].op == Op::Input) {
       names.insert(g[v].attr_sym("name"));
-      if (is_float(g.type(v).dtype)) xs.push_back(v);
+      if (is_float(g.type(v).dtype) && (only.empty() || only.count(g[v].attr_sym("name")))) xs.push_back(v);
     }
   for (const auto& o : g.outputs) names.insert(o.first);
   auto fresh = [&](std::string n) {
@@ -105,10 +105,10 @@ bool cheap(Op op) { return op == Op::BroadcastTo || op == Op::Reshape || op == O
 
 }  // namespace
 
-Linearized linearize(Graph g, uint8_t data_parallel) {
+Linearized linearize(Graph g, uint8_t data_parallel, const std::set<std::string>& only) {
   const size_t outputs = g.outputs.size();
   std::set<std::string> ct_names;
-  g = run_pipeline(run_pipeline(pullback_program(std::move(g), data_parallel, ct_names), Pipeline::Grad),
+  g = run_pipeline(run_pipeline(pullback_program(std::move(g), data_parallel, ct_names, only), Pipeline::Grad),
                    Pipeline::Optimise);
   if (g.outputs.size() == outputs) return {std::move(g), Graph{}, outputs};
 

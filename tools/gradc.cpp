@@ -68,6 +68,7 @@ struct Options {
   bool no_grad = false;                                // emit --no-grad (torch: no backward)
   bool main = false;                                   // emit --main (cpu, cuda: the executable's main too)
   std::optional<std::string> data_parallel;            // emit, verify --data-parallel: the torch op's convention
+  std::optional<std::string> grad;                     // emit, verify --grad: the inputs the torch op differentiates
   std::string stage = "parsed";                        // ir --stage
   bool loc = false;                                    // ir, opt --loc
   PipelineOptions pipeline;                            // --print-after-all, --time-passes, run --check-finite
@@ -538,10 +539,35 @@ uint8_t data_parallel_axes(const Options& o, const Graph& g) {
   return mask;
 }
 
+// The float inputs whose gradients the torch op gives (--grad=x,w; empty: every float
+// input). A name that is no input, or an i32 input's, is an error.
+std::set<std::string> grad_inputs(const Options& o, const Graph& g) {
+  std::set<std::string> out;
+  if (!o.grad) return out;
+  std::vector<std::string> floats;
+  std::map<std::string, DType> inputs;
+  for (const Node& n : g.nodes)
+    if (n.op == Op::Input) {
+      inputs[n.attr_sym("name")] = n.type->dtype;
+      if (is_float(n.type->dtype)) floats.push_back(n.attr_sym("name"));
+    }
+  for (const std::string& name : comma_items(*o.grad)) {
+    const auto it = inputs.find(name);
+    if (it == inputs.end())
+      throw UsageError(fmt::format("--grad: '{}' is not an input of the program (its float inputs: {})", name,
+                                   floats.empty() ? "none" : fmt::format("{}", fmt::join(floats, ", "))));
+    if (!is_float(it->second))
+      throw UsageError(fmt::format("--grad: '{}' is an {} input, which has no gradient", name, dtype_name(it->second)));
+    out.insert(name);
+  }
+  if (out.empty()) throw UsageError("--grad: name at least one float input");
+  return out;
+}
+
 const char* kVerifyHelp =
     "usage: gradc verify FILE.dg [--ranks=N | --mesh=A=n,...] [--rtol=R] [--atol=A] [--samples=K] "
     "[--format=text|json]\n"
-    "                    [--inputs=DIR] [--size=B=n,...]\n"
+    "                    [--inputs=DIR] [--size=B=n,...] [--data-parallel=AXES] [--grad=X,...]\n"
     "Check every grad of FILE.dg two ways, in f64: against central finite differences\n"
     "of the objective on at most K elements per gradient (default 64, chosen at random\n"
     "with a fixed seed; all of them when fewer), and against the single-process reference\n"
@@ -555,8 +581,9 @@ const char* kVerifyHelp =
     "A program with no grad() is checked as the torch op differentiates it: the gradient of\n"
     "each float input of the objective sum <y, ct_y> over its float outputs y, by the\n"
     "convention of --data-parallel (as for emit --target=torch), the cotangents ct_y random\n"
-    "(or from --inputs: ct_y.npy), as are float inputs without a default or a file. A\n"
-    "program with nothing to check exits 1.\n";
+    "(or from --inputs: ct_y.npy), as are float inputs without a default or a file; with\n"
+    "--grad, of the float inputs it names (as emit's). A program with nothing to check\n"
+    "exits 1.\n";
 
 // verify of a program with no grad of its own (the torch op's inputs come from the
 // caller): random values for its float inputs that have no default and that --inputs
@@ -583,11 +610,13 @@ int cmd_verify(const Options& o, SourceFile& src) {
   const bool as_op = std::none_of(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return n.op == Op::Grad; });
   if (!as_op && o.data_parallel)
     throw UsageError("--data-parallel is the torch op's convention, for a program without grad() of its own");
+  if (!as_op && o.grad) throw UsageError("--grad is the torch op's, for a program without grad() of its own");
+  const std::set<std::string> only = as_op ? grad_inputs(o, g) : std::set<std::string>{};
   std::set<std::string> cts;
   const uint8_t data_parallel = as_op ? data_parallel_axes(o, g) : 0;
   Graph reference;  // the pullback's single-process reference is made from its own_as_unshared form
   if (as_op) {
-    g = pullback_program(std::move(g), data_parallel, cts);
+    g = pullback_program(std::move(g), data_parallel, cts, only);
     reference = own_as_unshared(g, data_parallel);
   }
   RankInputs inputs = load_inputs(g, o.inputs, true);
@@ -606,7 +635,7 @@ int cmd_verify(const Options& o, SourceFile& src) {
   RankInputs written_inputs = load_inputs(written, o.inputs);
   if (as_op) {
     std::set<std::string> same;
-    written = pullback_program(std::move(written), data_parallel, same);
+    written = pullback_program(std::move(written), data_parallel, same, only);
     for (const Node& n : written.nodes)  // the same random values, in the program's dtypes
       if (n.op == Op::Input && !written_inputs[0].count(n.attr_sym("name")) && inputs[0].count(n.attr_sym("name")))
         for (size_t r = 0; r < written_inputs.size(); ++r)
@@ -881,7 +910,7 @@ void write_sources(const std::string& dir, const std::vector<GeneratedFile>& fil
 
 const char* kEmitHelp =
     "usage: gradc emit FILE.dg --target=cuda|cpu|torch -o DIR [--name=NAME] [--main] [--no-grad]\n"
-    "                  [--data-parallel=AXES] [--ranks=N | --mesh=A=n,...] [--size=B=n,...]\n"
+    "                  [--data-parallel=AXES] [--grad=X,...] [--ranks=N | --mesh=A=n,...] [--size=B=n,...]\n"
     "Write sources for embedding into DIR: NAME.h (one class: constructed on a communicator\n"
     "and stream, pointer setters and getters, run() that allocates nothing, constexpr shapes),\n"
     "NAME.cpp or NAME.cu, the runtime headers they include, and a CMakeLists.txt defining the\n"
@@ -894,6 +923,8 @@ const char* kEmitHelp =
     "names the axes the training framework reduces gradients over (each rank's loss its\n"
     "own); along the others every rank's copy of a replicated output is one loss. A\n"
     "program without a mesh defaults to its one axis (DDP); a mesh program must say.\n"
+    "--grad names the float inputs the op differentiates (default: all): the backward\n"
+    "computes only their gradients, and an input outside them that requires grad is an error.\n"
     "--size B=any: a class for any value of B, set per run (set_sizes; docs/cli.md).\n";
 
 // gradc emit --size B=any: the class generated at the points of any_size_points(m), its
@@ -1019,12 +1050,14 @@ int cmd_emit(const Options& o, SourceFile& src) {
   if (target != Target::Torch) {
     if (o.no_grad) throw UsageError("--no-grad is for --target=torch (the cpu and cuda classes have no backward)");
     if (o.data_parallel) throw UsageError("--data-parallel is for --target=torch (the op's gradient convention)");
+    if (o.grad) throw UsageError("--grad is for --target=torch (the inputs the op differentiates)");
     write_sources(*o.out, class_sources(o, src, target, name, o.main));  // --main: what gradc build compiles
     return 0;
   }
   if (o.main) throw UsageError("--main is for --target=cpu or cuda (the standalone executable's main)");
   name = package_name(name);  // pass.dg is the package pass_, torch.dg torch_
   if (o.no_grad && o.data_parallel) throw UsageError("--data-parallel is a gradient's convention; --no-grad has none");
+  if (o.no_grad && o.grad) throw UsageError("--grad names the inputs the op differentiates; --no-grad has none");
   if (!o.any_sizes.empty()) {  // a package for any size: its sizes are parameters of Python functions
     for (const std::string& v : o.any_sizes)
       if (python_keyword(v) || v[0] == '_')
@@ -1036,27 +1069,29 @@ int cmd_emit(const Options& o, SourceFile& src) {
         *o.out, any_size_files(o, src, name, [&](Graph g, const PipelineOptions& po, const std::vector<AnySize>& any) {
           if (o.no_grad) {
             const Lowered forward = lowered(run_pipeline(std::move(g), Pipeline::Grad), po);
-            return generate_torch(forward, Lowered{}, forward.outputs.size(), 0, name, src.path, any);
+            return generate_torch(forward, Lowered{}, forward.outputs.size(), 0, {}, name, src.path, any);
           }
           const uint8_t data_parallel = data_parallel_axes(o, g);
-          Linearized lin = linearize(std::move(g), data_parallel);
+          const std::set<std::string> only = grad_inputs(o, g);
+          Linearized lin = linearize(std::move(g), data_parallel, only);
           const Lowered forward = lowered(std::move(lin.forward), po);
           const Lowered pullback = lin.pullback.outputs.empty() ? Lowered{} : lowered(std::move(lin.pullback), po);
-          return generate_torch(forward, pullback, lin.outputs, data_parallel, name, src.path, any);
+          return generate_torch(forward, pullback, lin.outputs, data_parallel, only, name, src.path, any);
         }));
     return 0;
   }
   if (o.no_grad) {  // for inference: the forward alone, no pullback derived or compiled
     const Lowered forward = lowered_program(o, src);
-    write_sources(*o.out, generate_torch(forward, Lowered{}, forward.outputs.size(), 0, name, src.path));
+    write_sources(*o.out, generate_torch(forward, Lowered{}, forward.outputs.size(), 0, {}, name, src.path));
     return 0;
   }
   Graph g = load_program(o, src);
   const uint8_t data_parallel = data_parallel_axes(o, g);
-  Linearized lin = linearize(std::move(g), data_parallel);
+  const std::set<std::string> only = grad_inputs(o, g);
+  Linearized lin = linearize(std::move(g), data_parallel, only);
   const Lowered forward = lowered(std::move(lin.forward));
   const Lowered pullback = lin.pullback.outputs.empty() ? Lowered{} : lowered(std::move(lin.pullback));
-  write_sources(*o.out, generate_torch(forward, pullback, lin.outputs, data_parallel, name, src.path));
+  write_sources(*o.out, generate_torch(forward, pullback, lin.outputs, data_parallel, only, name, src.path));
   return 0;
 }
 
@@ -1186,6 +1221,8 @@ const Flag kSize{"size",
 const Flag kDataParallel{"data-parallel",
                          "AXES: the axes the training framework reduces gradients over (dp,tp or none)",
                          [](Options& o, const std::string& v) { o.data_parallel = v; }};
+const Flag kGrad{"grad", "X[,Y...]: torch: the float inputs the op differentiates (default: all)",
+                 [](Options& o, const std::string& v) { o.grad = v; }};
 Flag format_flag(const char* help) {
   return {"format", help, [](Options& o, const std::string& v) { o.format = v; }};
 }
@@ -1280,6 +1317,7 @@ const std::vector<Command>& commands() {
         {"samples", "K: finite differences per gradient",
          [](Options& o, const std::string& v) { o.check.samples = int_value("samples", v, 1, 1 << 30); }},
         kDataParallel,
+        kGrad,
         format_flag("text or json")}},
       {"cost", cmd_cost, kCostHelp, {kRanks, kMesh, kSize, format_flag("text or json")}},
       {"prove",
@@ -1300,6 +1338,7 @@ const std::vector<Command>& commands() {
         {"main", "cpu, cuda: also NAME_main.cpp or .cu, the executable's main (as gradc build compiles)",
          [](Options& o, const std::string&) { o.main = true; }, true},
         kDataParallel,
+        kGrad,
         kRanks,
         kMesh,
         kSize}},

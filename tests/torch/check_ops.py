@@ -3,7 +3,7 @@
 multi-process PyTorch:
 
     check_ops.py GRADC PROGRAM.dg WORKDIR (--ranks=N | --mesh=dp=2,tp=2) [--data-parallel=AXES]
-                 [--seed=S] [--device=cuda] [--prepare-only] [--any-size=B=5,3,1]
+                 [--seed=S] [--device=cuda] [--prepare-only] [--any-size=B=5,3,1] [--grad=X,...]
 
 emits PROGRAM.dg as a package, gives every rank random inputs (float: small integers,
 so that zeros and ties are everywhere and sums are exact; i32: 0 or 1, as int64
@@ -27,6 +27,9 @@ GRADC "-" then runs the op from them, where no gradc is (scripts/gpu_check.sh).
 at each of those values in turn, every rank calling the op at each in one process (the
 package compiled once); the reference is gradc run at each.
 
+--grad=X,... emits the op with emit's --grad: only those inputs require grad, and only
+their gradients are compared.
+
 --device=cuda runs the ranks on NCCL, each on its own GPU (rank r on cuda:r), with the
 op's inputs on that GPU and the op and backward on a stream of their own, PyTorch's
 current stream then: the package's CUDA ops (it needs as many GPUs as ranks).
@@ -49,7 +52,7 @@ def metadata(init_py):
     values = {}
     for node in ast.parse(open(init_py).read()).body:
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-            if node.targets[0].id in ("_MESH", "_WORLD", "_DATA_PARALLEL", "_ONE_LOSS"):
+            if node.targets[0].id in ("_MESH", "_WORLD", "_DATA_PARALLEL", "_ONE_LOSS", "_GRAD_IN"):
                 values[node.targets[0].id] = ast.literal_eval(node.value)
         if isinstance(node, ast.FunctionDef) and node.name == "_tables" and not node.args.args:
             returned = next(n for n in node.body if isinstance(n, ast.Return)).value
@@ -97,7 +100,7 @@ def reference_program(meta):
     over = f", over=[{', '.join(one)}]" if meta["_MESH"] else ""
     lines.append(f"objective_ = {f'all_reduce({total}{over})' if one else total}")
     mode = "" if not one else f", mode=sum, over=[{', '.join(dp)}]" if dp else ", mode=global"
-    grads = [name for name, dtype, _, _ in meta["_INPUTS"] if dtype != "i32"]
+    grads = [meta["_INPUTS"][i][0] for i in meta["_GRAD_IN"]]
     for name in grads:
         lines.append(f"grad_{name} = grad(objective_, {name}{mode})")
     lines.append(f"output {', '.join('grad_' + n for n in grads)}")
@@ -184,7 +187,7 @@ def rank_main(rank, world, workdir, package, mesh_axes, device, cases):
     sys.path.insert(0, os.path.join(workdir, "pkg"))
     mod = __import__(package)
     op = getattr(mod, package)
-    meta = {"inputs": mod._INPUTS, "outputs": mod._OUTPUTS}
+    meta = {"inputs": mod._INPUTS, "outputs": mod._OUTPUTS, "grad_in": mod._GRAD_IN}
     kwargs = {}
     if mesh_axes:
         from torch.distributed.device_mesh import init_device_mesh
@@ -194,9 +197,9 @@ def rank_main(rank, world, workdir, package, mesh_axes, device, cases):
     for case in cases:  # each with its inputs (a package for any size: at each size in turn)
         d = os.path.join(case, "in", f"rank{rank}")
         args = []
-        for name, dtype, _, _ in meta["inputs"]:
+        for i, (name, dtype, _, _) in enumerate(meta["inputs"]):
             t = load(os.path.join(d, name + ".npy")).to(device)
-            args.append(t if dtype == "i32" else t.requires_grad_())
+            args.append(t.requires_grad_() if i in meta["grad_in"] else t)
         if backend == "nccl":  # the side stream starts after the inputs' copies to the GPU
             stream.stream.wait_stream(torch.cuda.current_stream(device))
         with stream:
@@ -209,9 +212,8 @@ def rank_main(rank, world, workdir, package, mesh_axes, device, cases):
                     objective = objective + (y * ct).sum()
             objective.backward()
             result = {name: y.detach().cpu().tolist() for (name, _, _), y in zip(meta["outputs"], out)}
-            for (name, dtype, _, _), x in zip(meta["inputs"], args):
-                if dtype != "i32":
-                    result["grad_" + name] = x.grad.cpu().tolist()
+            for i in meta["grad_in"]:
+                result["grad_" + meta["inputs"][i][0]] = args[i].grad.cpu().tolist()
         with open(os.path.join(case, f"result{rank}.json"), "w") as f:
             json.dump(result, f)
     dist.destroy_process_group()
@@ -230,6 +232,7 @@ def main():
     ap.add_argument("--prepare-only", action="store_true",
                     help="emit the package, the inputs and the reference into WORKDIR, and stop")
     ap.add_argument("--any-size", help="B=5,3,1: a package for any B, checked at each")
+    ap.add_argument("--grad", help="emit's --grad: the inputs the op differentiates (default: every float one)")
     a = ap.parse_args()
     size_flag = [f"--ranks={a.ranks}"] if a.ranks else [f"--mesh={a.mesh}"]
     data_parallel = a.data_parallel or ("world" if a.ranks else ",".join(x.split("=")[0] for x in a.mesh.split(",")))
@@ -238,8 +241,9 @@ def main():
         shutil.rmtree(a.workdir, ignore_errors=True)  # no inputs left from another program
         os.makedirs(a.workdir)
         any_flag = [f"--size={a.any_size.split('=')[0]}=any"] if a.any_size else []
+        grad_flag = [f"--grad={a.grad}"] if a.grad else []
         subprocess.run([a.gradc, "emit", a.program, "--target=torch", "-o", pkg, f"--data-parallel={data_parallel}"]
-                       + size_flag + any_flag, check=True)
+                       + size_flag + any_flag + grad_flag, check=True)
     package = next(d for d in os.listdir(pkg) if os.path.isdir(os.path.join(pkg, d)))  # torch.dg: torch_
     init_py = os.path.join(a.workdir, "pkg", package, "__init__.py")
     meta = metadata(init_py)
