@@ -18,7 +18,8 @@ and defaults), and for each one checks:
     accurate against the exact float64 values: low_against_torch), and every backend
     against the interpreter, bit for bit in those types;
   * with --torch, the op of `gradc emit --target=torch` under multi-process PyTorch
-    (on a DeviceMesh for a mesh program) against the interpreter (tests/torch/check_ops.py, its inputs and cotangents random;
+    (on a DeviceMesh for a mesh program) against the interpreter (tests/torch/check_ops.py, its inputs and cotangents random,
+    about half the ops emitted with --grad naming some of its float inputs;
     `shared` is dropped from the program for this check, since that check declares
     every input per rank);
   * that gradc accepts the program at all (the generator writes only valid ones).
@@ -1326,14 +1327,19 @@ def check_torch(gradc, prog, folder):
     with open(path, "w") as f:
         f.write(re.sub(r"\s+shared(\([^)]*\))?", "", prog.text()))
     convention = f"--data-parallel={data_parallel(prog)}"
+    # about half the ops differentiate some of their float inputs only (emit --grad)
+    floats = re.findall(r"^input\s+(\w+)\s*:\s*(?:f32|f64|bf16|f16)\[", prog.text(), re.M)
+    rng = random.Random(sum(map(ord, prog.text())) + 1)
+    some = [x for x in floats if rng.random() < 0.5]
+    grad = [f"--grad={','.join(some)}"] if rng.random() < 0.5 and 0 < len(some) < len(floats) else []
     # without `shared` a grad of mode=global may lose its replicated loss: such a program
     # is rejected (a diagnostic), and there is nothing to check
-    p = subprocess.run([gradc, "emit", path, "--target=torch", "-o", os.path.join(folder, "probe"), convention],
+    p = subprocess.run([gradc, "emit", path, "--target=torch", "-o", os.path.join(folder, "probe"), convention] + grad,
                        capture_output=True, text=True)
     if p.returncode != 0:
         return ("torch", p.stderr[-2000:]) if "internal error" in p.stderr or p.returncode != 1 else None
     cmd = [VENV_PYTHON, os.path.join(HERE, "..", "torch", "check_ops.py"), gradc, path, os.path.join(folder, "torch"),
-           f"--mesh={prog.mesh_flag()}" if prog.mesh else f"--ranks={prog.world}", convention]
+           f"--mesh={prog.mesh_flag()}" if prog.mesh else f"--ranks={prog.world}", convention] + grad
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         return ("torch", (p.stdout + p.stderr)[-2000:])
