@@ -172,7 +172,6 @@ AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vect
   const std::vector<std::vector<int64_t>> points = any_size_points(m);
   const size_t grid = points.size() - 2;
   if (at.size() != points.size()) throw std::invalid_argument("fit_any_size: not the points of any_size_points");
-  auto sizes_str = [&](const std::vector<int64_t>& x) { return sizes_text(vars, x); };
   std::map<std::string, std::string> multiples;
   for (size_t i = 0; i < vars.size(); ++i) multiples["M_" + vars[i]] = std::to_string(m[i]);
   for (size_t f = 0; f < at[0].files.size(); ++f) {
@@ -180,7 +179,7 @@ AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vect
     std::vector<std::vector<Piece>> cut;
     for (const SizedFiles& s : at) {
       if (s.files.size() != at[0].files.size() || s.files[f].name != first.name) {
-        r.why = fmt::format("at {} gradc writes other files", sizes_str(s.sizes));
+        r.why = fmt::format("at {} gradc writes other files", sizes_text(vars, s.sizes));
         return {{}, r.why};
       }
       const std::string stem = first.name.substr(0, first.name.rfind('.'));
@@ -210,7 +209,7 @@ AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vect
           code = code.substr(std::min(code.size(), code.find_first_not_of(' ')));
           if (code.size() > 100) code = code.substr(0, 100) + "...";
           r.why = fmt::format("{}, line {} ({}): the code at {} differs from the code at {} in more than its numbers",
-                              first.name, line, code, sizes_str(at[s].sizes), sizes_str(at[0].sizes));
+                              first.name, line, code, sizes_text(vars, at[s].sizes), sizes_text(vars, at[0].sizes));
           return {{}, r.why};
         }
       text += here.text;
@@ -225,7 +224,7 @@ AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vect
         std::vector<std::string> values;
         for (size_t s = 0; s < cut.size(); ++s) values.push_back(cut[s][p].number);
         r.why = fmt::format("{}, line {}: the number {} ({} at the sizes tried: {}) {}", first.name, here.line,
-                            here.number, sizes_str(at[0].sizes), fmt::join(values, ", "), what);
+                            here.number, sizes_text(vars, at[0].sizes), fmt::join(values, ", "), what);
       };
       if (here.context == Context::String) {
         fail("is in a string, and depends on the sizes");
@@ -250,7 +249,7 @@ AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vect
         const Rational v = poly.at(at[s].sizes);
         if (!(v == Rational(values[s]))) {
           fail(fmt::format("is no polynomial of degree {} or less in each size (checked at {})", kAnyDegree,
-                           sizes_str(at[s].sizes))
+                           sizes_text(vars, at[s].sizes))
                    .c_str());
           return {{}, r.why};
         }
@@ -360,7 +359,6 @@ std::string differs(const TextModel& model, const std::vector<int64_t>& x, const
 LeastSizes least_sizes(const std::vector<std::string>& vars, const std::vector<int64_t>& m,
                        const std::function<std::optional<std::string>(const std::vector<int64_t>&)>& program_at) {
   LeastSizes r;
-  auto str = [&](const std::vector<int64_t>& x) { return sizes_text(vars, x); };
   const std::vector<std::vector<int64_t>> points = any_size_points(m);
   std::vector<std::string> texts;
   for (const std::vector<int64_t>& x : points) {
@@ -373,8 +371,8 @@ LeastSizes least_sizes(const std::vector<std::string>& vars, const std::vector<i
   for (int64_t mi : m) first.push_back(mi * kAnyFirst);
   r.least = first;
   if (!model) {  // the IR has another form at the grid's points: the class is checked there alone
-    r.why = fmt::format("the program's IR at {} differs from the IR at {} in more than its numbers", str(points.back()),
-                        str(first));
+    r.why = fmt::format("the program's IR at {} differs from the IR at {} in more than its numbers",
+                        sizes_text(vars, points.back()), sizes_text(vars, first));
     return r;
   }
   auto is_model = [&](const std::vector<int64_t>& x) {
@@ -386,7 +384,8 @@ LeastSizes least_sizes(const std::vector<std::string>& vars, const std::vector<i
     for (int64_t t : {200, 1000, 10000, 100000}) {
       x[i] = m[i] * t;
       if (std::string d = is_model(x); !d.empty()) {
-        r.why = fmt::format("at {} the program is another than at {} ({})", str(x), str(first), d);
+        r.why = fmt::format("at {} the program is another than at {} ({})", sizes_text(vars, x),
+                            sizes_text(vars, first), d);
         return r;
       }
     }
