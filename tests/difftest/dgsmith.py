@@ -1484,7 +1484,10 @@ def check_any_size(gradc, path, ins, folder, world):
         want, dtypes = as_ranks(want)
         p = subprocess.run([binary, f"--ranks={world}", f"--inputs={d}", "--format=json"], capture_output=True,
                            text=True, timeout=300)
-        least = re.search(rf"size B = {v}: it must be (?:at least|a multiple of \d+, at least) (\d+)", p.stderr)
+        # below the least B the class takes: "at least L", "a multiple of M, at least L" or
+        # "a positive multiple of M" (L = M)
+        least = re.search(rf"size B = {v}: it must be (?:at least|a multiple of \d+, at least|a positive multiple of) (\d+)",
+                          p.stderr)
         if p.returncode == 1 and least:
             ANY_RUNS["refused"] += 1  # below the least B the class takes (a slice shorter there): try that B
             if int(least.group(1)) not in sizes:
