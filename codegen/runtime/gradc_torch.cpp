@@ -7,9 +7,12 @@
 // which finds a process group by its name (ProcessGroup.group_name in Python), as
 // PyTorch's own functional collectives do. Tested with PyTorch 2.5.1.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <torch/csrc/distributed/c10d/GroupRegistry.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
+#include <atomic>
+#include <cstdlib>
 #include <sstream>
 
 #include "gradc_torch.h"
@@ -293,6 +296,13 @@ std::map<std::string, TorchGroup> parse_groups(const std::string& spec) {
 }
 
 }  // namespace
+
+void match_blas_threads() {
+  static const bool fixed = getenv("OPENBLAS_NUM_THREADS") != nullptr;
+  static std::atomic<int> set{0};
+  const int n = at::get_num_threads();
+  if (!fixed && set.exchange(n) != n) openblas_set_num_threads(n);
+}
 
 std::unique_ptr<Comm> torch_comm(const std::string& spec, const std::vector<std::string>& splits) {
   std::map<std::string, TorchGroup> groups = parse_groups(spec);

@@ -19,10 +19,16 @@ namespace gradc {
 // into, in its order (gradc_torch.cpp).
 std::unique_ptr<Comm> torch_comm(const std::string& spec, const std::vector<std::string>& splits);
 
+// The op's BLAS calls take as many threads as PyTorch's own ops (torch.set_num_threads;
+// torchrun sets 1 a process), not OpenBLAS's default of one a core in every rank's
+// process; OPENBLAS_NUM_THREADS, where set, wins (gradc_torch.cpp).
+void match_blas_threads();
+
 // The program's class on the groups of `spec`, made once per spec and kept (its
 // workspace with it).
 template <class Program>
 Program& torch_program(const std::string& spec, const std::vector<std::string>& splits) {
+  match_blas_threads();
   struct Made {
     std::unique_ptr<Comm> comm;
     std::unique_ptr<Program> program;

@@ -176,6 +176,7 @@ def rank_main(rank, world, workdir, package, mesh_axes, device, cases):
     import torch.distributed as dist
 
     stream, backend = contextlib.nullcontext(), "gloo"
+    torch.set_num_threads(1 + rank % 2)  # the op's BLAS calls take PyTorch's count (below)
     if device == "cuda":
         backend = "nccl"
         device = torch.device("cuda", rank)
@@ -216,6 +217,10 @@ def rank_main(rank, world, workdir, package, mesh_axes, device, cases):
                 result["grad_" + meta["inputs"][i][0]] = args[i].grad.cpu().tolist()
         with open(os.path.join(case, f"result{rank}.json"), "w") as f:
             json.dump(result, f)
+    if backend == "gloo" and "OPENBLAS_NUM_THREADS" not in os.environ:
+        import ctypes  # the OpenBLAS the op's kernels call (not its default of one thread a core)
+        blas = ctypes.CDLL("libopenblas.so.0").openblas_get_num_threads()
+        assert blas == torch.get_num_threads(), f"the op's OpenBLAS runs {blas} threads, PyTorch {torch.get_num_threads()}"
     dist.destroy_process_group()
 
 
