@@ -124,16 +124,21 @@ std::optional<int64_t> int_value(const std::string& s) {
 }
 
 // How a number that differs between the points is read as an integer: an integer
-// literal as written, a float as the whole number it is, or as the whole number it is
-// one over (a mean's 1/n).
-enum class Reading { Int, Whole, Reciprocal };
+// literal as written, a float as the whole number it is, as the whole number it is one
+// over (a mean's 1/n), or as a whole number times 2^-shift (a mean over 4 ranks of a
+// sum over B is B / 4; shift 1 to 16), where double(k) / 2^shift is exact.
+struct Reading {
+  enum Kind { Int, Whole, Reciprocal, Scaled } kind = Int;
+  int shift = 0;
+};
 
 // `n` read as an integer the way `r` says; nothing where it is not one so.
 std::optional<int64_t> read_as(const std::string& n, Reading r) {
-  if (r == Reading::Int) return int_value(n);
+  if (r.kind == Reading::Int) return int_value(n);
   const bool single = !n.empty() && (n.back() == 'f' || n.back() == 'F');
-  const double v = single ? double(std::strtof(n.c_str(), nullptr)) : std::strtod(n.c_str(), nullptr);
-  if (r == Reading::Whole) {
+  double v = single ? double(std::strtof(n.c_str(), nullptr)) : std::strtod(n.c_str(), nullptr);
+  if (r.kind == Reading::Scaled) v = std::ldexp(v, r.shift);  // exact
+  if (r.kind != Reading::Reciprocal) {
     if (std::fabs(v) < 9e15 && v == std::floor(v)) return int64_t(v);
     return std::nullopt;
   }
@@ -143,16 +148,46 @@ std::optional<int64_t> read_as(const std::string& n, Reading r) {
   return std::nullopt;
 }
 
-// The first reading under which each of `numbers` is an integer (an integer literal's
-// one, a float's whole value, else its reciprocal's), with those integers.
-std::optional<std::pair<Reading, std::vector<int64_t>>> read_all(const std::vector<std::string>& numbers) {
-  const std::vector<Reading> readings =
-      is_float_literal(numbers[0]) ? std::vector{Reading::Whole, Reading::Reciprocal} : std::vector{Reading::Int};
+// The readings under which each of `numbers` is an integer, in this order: an integer
+// literal's one; a float's whole value, its reciprocal's, and its value times the least
+// 2^shift that makes every one whole. Each with those integers.
+std::vector<std::pair<Reading, std::vector<int64_t>>> read_all(const std::vector<std::string>& numbers) {
+  std::vector<Reading> readings = {{Reading::Int, 0}};
+  if (is_float_literal(numbers[0])) {
+    readings = {{Reading::Whole, 0}, {Reading::Reciprocal, 0}};
+    for (int shift = 1; shift <= 16; ++shift) readings.push_back({Reading::Scaled, shift});
+  }
+  std::vector<std::pair<Reading, std::vector<int64_t>>> out;
   for (Reading r : readings) {
     std::vector<int64_t> values;
     for (const std::string& n : numbers)
       if (std::optional<int64_t> v = read_as(n, r)) values.push_back(*v);
-    if (values.size() == numbers.size()) return std::pair{r, std::move(values)};
+    if (values.size() != numbers.size()) continue;
+    out.push_back({r, std::move(values)});
+    if (r.kind == Reading::Scaled) break;  // the least shift (a larger one fits the same way)
+  }
+  return out;
+}
+
+// The first of `reads` (read_all of one number at each of any_size_points(m)) whose
+// integers are one polynomial of degree kAnyDegree or less in the sizes: fitted on the
+// grid's points, checked at the rest. Where none is, `misfit` (if given) is the first
+// point where the first reading's polynomial is not.
+std::optional<std::pair<Reading, Polynomial>> fit_numbers(const std::vector<std::string>& vars,
+                                                          const std::vector<int64_t>& m,
+                                                          const std::vector<std::pair<Reading, std::vector<int64_t>>>& reads,
+                                                          size_t* misfit = nullptr) {
+  const std::vector<std::vector<int64_t>> points = any_size_points(m);
+  const size_t grid = points.size() - 2;
+  for (size_t k = 0; k < reads.size(); ++k) {
+    const std::vector<int64_t>& values = reads[k].second;
+    std::vector<Rational> fit_values;
+    for (size_t s = 0; s < grid; ++s) fit_values.push_back(Rational(values[s]));
+    Polynomial poly = fit_on_grid(vars, m, kAnyDegree, fit_values, kAnyFirst);
+    size_t s = 0;
+    while (s < points.size() && poly.at(points[s]) == Rational(values[s])) ++s;
+    if (s == points.size()) return std::pair{reads[k].first, std::move(poly)};
+    if (k == 0 && misfit) *misfit = s;
   }
   return std::nullopt;
 }
@@ -169,9 +204,7 @@ std::string sizes_text(const std::vector<std::string>& vars, const std::vector<i
 AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vector<int64_t>& m,
                            const std::vector<SizedFiles>& at, const std::string& class_name) {
   AnySizeResult r;
-  const std::vector<std::vector<int64_t>> points = any_size_points(m);
-  const size_t grid = points.size() - 2;
-  if (at.size() != points.size()) throw std::invalid_argument("fit_any_size: not the points of any_size_points");
+  if (at.size() != any_size_points(m).size()) throw std::invalid_argument("fit_any_size: not the points of any_size_points");
   std::map<std::string, std::string> multiples;
   for (size_t i = 0; i < vars.size(); ++i) multiples["M_" + vars[i]] = std::to_string(m[i]);
   for (size_t f = 0; f < at[0].files.size(); ++f) {
@@ -235,25 +268,22 @@ AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vect
       const bool single = !here.number.empty() && (here.number.back() == 'f' || here.number.back() == 'F');
       std::vector<std::string> numbers;
       for (size_t s = 0; s < cut.size(); ++s) numbers.push_back(cut[s][p].number);
-      const auto read = read_all(numbers);
-      if (!read) {
-        fail(is_float ? "is not a whole number, nor one over one, at every size" : "is not an integer");
+      const auto reads = read_all(numbers);
+      if (reads.empty()) {
+        fail(is_float ? "is not a whole number, nor one over one, nor one over a power of 2 times one, at every size"
+                      : "is not an integer");
         return {{}, r.why};
       }
-      const bool reciprocal = read->first == Reading::Reciprocal;
-      const std::vector<int64_t>& values = read->second;
-      std::vector<Rational> fit_values;
-      for (size_t s = 0; s < grid; ++s) fit_values.push_back(Rational(values[s]));
-      const Polynomial poly = fit_on_grid(vars, m, kAnyDegree, fit_values, kAnyFirst);
-      for (size_t s = 0; s < cut.size(); ++s) {
-        const Rational v = poly.at(at[s].sizes);
-        if (!(v == Rational(values[s]))) {
-          fail(fmt::format("is no polynomial of degree {} or less in each size (checked at {})", kAnyDegree,
-                           sizes_text(vars, at[s].sizes))
-                   .c_str());
-          return {{}, r.why};
-        }
+      size_t misfit = 0;  // the first point where the first reading's polynomial is not
+      const auto fitted = fit_numbers(vars, m, reads, &misfit);
+      if (!fitted) {
+        fail(fmt::format("is no polynomial of degree {} or less in each size (checked at {})", kAnyDegree,
+                         sizes_text(vars, at[misfit].sizes))
+                 .c_str());
+        return {{}, r.why};
       }
+      const Reading how = fitted->first;
+      const Polynomial& poly = fitted->second;
       if (here.context == Context::Comment) {
         text += poly.str();
         continue;
@@ -281,10 +311,13 @@ AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vect
       if (!plain && !alone && !is_float) e = "(" + e + ")";
       if (!is_float)
         text += e;
-      else if (!reciprocal)
-        text += fmt::format("{}({})", single ? "float" : "double", e);
-      else
+      else if (how.kind == Reading::Reciprocal)
         text += single ? fmt::format("float(1.0 / double({}))", e) : fmt::format("(1.0 / double({}))", e);
+      else if (how.kind == Reading::Scaled)  // exact: a whole number over a power of 2
+        text += single ? fmt::format("float(double({}) / {}.0)", e, int64_t(1) << how.shift)
+                       : fmt::format("(double({}) / {}.0)", e, int64_t(1) << how.shift);
+      else
+        text += fmt::format("{}({})", single ? "float" : "double", e);
     }
     r.files.push_back({first.name, fill(text, multiples)});
   }
@@ -304,8 +337,6 @@ struct TextModel {
 
 std::optional<TextModel> model_of(const std::vector<std::string>& vars, const std::vector<int64_t>& m,
                                   const std::vector<std::string>& texts) {
-  const std::vector<std::vector<int64_t>> points = any_size_points(m);
-  const size_t grid = points.size() - 2;
   std::vector<std::vector<Piece>> cut;
   for (const std::string& t : texts) cut.push_back(pieces(t, "", FileKind::Cpp));
   TextModel model{cut[0], {}, {}};
@@ -319,17 +350,8 @@ std::optional<TextModel> model_of(const std::vector<std::string>& vars, const st
     model.poly.emplace_back();
     model.checked.push_back(true);
     if (std::all_of(numbers.begin(), numbers.end(), [&](const std::string& n) { return n == numbers[0]; })) continue;
-    const auto read = read_all(numbers);
-    std::optional<Polynomial> poly;
-    if (read) {
-      std::vector<Rational> fit_values;
-      for (size_t s = 0; s < grid; ++s) fit_values.push_back(Rational(read->second[s]));
-      poly = fit_on_grid(vars, m, kAnyDegree, fit_values, kAnyFirst);
-      for (size_t s = 0; s < cut.size() && poly; ++s)
-        if (!(poly->at(points[s]) == Rational(read->second[s]))) poly.reset();
-    }
-    if (poly)
-      model.poly.back() = std::pair{read->first, std::move(*poly)};
+    if (auto fitted = fit_numbers(vars, m, read_all(numbers)))
+      model.poly.back() = std::move(*fitted);
     else
       model.checked.back() = false;
   }
