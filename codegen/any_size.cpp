@@ -173,10 +173,9 @@ std::vector<std::pair<Reading, std::vector<int64_t>>> read_all(const std::vector
 // integers are one polynomial of degree kAnyDegree or less in the sizes: fitted on the
 // grid's points, checked at the rest. Where none is, `misfit` (if given) is the first
 // point where the first reading's polynomial is not.
-std::optional<std::pair<Reading, Polynomial>> fit_numbers(const std::vector<std::string>& vars,
-                                                          const std::vector<int64_t>& m,
-                                                          const std::vector<std::pair<Reading, std::vector<int64_t>>>& reads,
-                                                          size_t* misfit = nullptr) {
+std::optional<std::pair<Reading, Polynomial>> fit_numbers(
+    const std::vector<std::string>& vars, const std::vector<int64_t>& m,
+    const std::vector<std::pair<Reading, std::vector<int64_t>>>& reads, size_t* misfit = nullptr) {
   const std::vector<std::vector<int64_t>> points = any_size_points(m);
   const size_t grid = points.size() - 2;
   for (size_t k = 0; k < reads.size(); ++k) {
@@ -204,7 +203,8 @@ std::string sizes_text(const std::vector<std::string>& vars, const std::vector<i
 AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vector<int64_t>& m,
                            const std::vector<SizedFiles>& at, const std::string& class_name) {
   AnySizeResult r;
-  if (at.size() != any_size_points(m).size()) throw std::invalid_argument("fit_any_size: not the points of any_size_points");
+  if (at.size() != any_size_points(m).size())
+    throw std::invalid_argument("fit_any_size: not the points of any_size_points");
   std::map<std::string, std::string> multiples;
   for (size_t i = 0; i < vars.size(); ++i) multiples["M_" + vars[i]] = std::to_string(m[i]);
   for (size_t f = 0; f < at[0].files.size(); ++f) {
