@@ -358,6 +358,29 @@ TEST_CASE("a class for any size: the numbers that differ become formulas, where 
         "than its numbers");
 }
 
+TEST_CASE("a class for any size: a float that is a whole number over a power of 2 is one, exactly") {
+  // B / 4 (a sum over B as a mean over 4 ranks) and 3B / 8 in f32, as the emitter prints
+  // them; B / 10 is no such number, and says so
+  auto files_at = [](int64_t b, double tenth) {
+    const std::string text =
+        fmt::format("void c::run() {{\n  double q = {};\n  float e = {}f;\n  double t = {};\n}}\n", double(b) * 0.25,
+                    float(3 * b) / 8.0f, tenth == 1.0 ? fmt::format("{}.0", b) : fmt::format("{}", double(b) * tenth));
+    return std::vector<GeneratedFile>{{"c.cpp", text}};
+  };
+  std::vector<SizedFiles> at, tenth;
+  for (const std::vector<int64_t>& x : any_size_points({1})) {
+    at.push_back({x, files_at(x[0], 1.0)});
+    tenth.push_back({x, files_at(x[0], 0.1)});
+  }
+  const AnySizeResult r = fit_any_size({"B"}, {1}, at, "c");
+  REQUIRE(r.why.empty());
+  CHECK(r.files[0].text ==
+        "void c::run() {\n  double q = (double(sz_.B) / 4.0);\n  float e = float(double(3*sz_.B) / 8.0);\n"
+        "  double t = double(sz_.B);\n}\n");
+  CHECK(fit_any_size({"B"}, {1}, tenth, "c").why.find("nor one over a power of 2 times one, at every size") !=
+        std::string::npos);
+}
+
 TEST_CASE("least_sizes: the least size at which the program's numbers are the formulas'") {
   // a slice x[2:5] of an axis of B (clamped below B = 5), a mean's 1/B, a value id
   auto program = [](int64_t b, int64_t clamp_above) -> std::optional<std::string> {
