@@ -108,6 +108,33 @@ void fold_casts(Graph& g, Node& n, std::vector<int>& uses) {
   n.attrs.set("shape", Attr::of_ints(n.type->shape));
 }
 
+// Whether v is a 1 at every element: a splat constant of 1, through the reshapes,
+// broadcasts and casts that keep it one (1 is exact in every type).
+static bool is_one(const Graph& g, ValueId v) {
+  while (g[v].op == Op::Reshape || g[v].op == Op::BroadcastTo || g[v].op == Op::Cast) v = g[v].args[0];
+  if (g[v].op != Op::Const) return false;
+  const Attr* a = g[v].attrs.find("value");
+  return a && ((a->kind == Attr::Float && a->f == 1.0) || (a->kind == Attr::Int && a->i == 1));
+}
+
+// 1 * x and x * 1 are x, as a reshape to its own shape, where x has the product's type
+// (x * 1 is exact in IEEE arithmetic, and in bf16 and f16 a rounding of x is x): the
+// seed of a sum's gradient is a broadcast 1, and each such product was a kernel, in
+// bf16 with a rounding more.
+void fold_mul_one(Graph& g, Node& n, std::vector<int>& uses) {
+  if (n.op != Op::Mul) return;
+  for (int side = 0; side < 2; ++side) {
+    const ValueId one = n.args[size_t(side)], x = n.args[size_t(1 - side)];
+    if (!is_one(g, one) || !(g[x].type == n.type)) continue;
+    --uses[size_t(one)];
+    n.op = Op::Reshape;
+    n.args = {x};
+    n.attrs = Attrs{};
+    n.attrs.set("shape", Attr::of_ints(n.type->shape));
+    return;
+  }
+}
+
 Graph fold(Graph g, int64_t max_folded) {
   Graph& out = g;
   std::vector<int> uses(out.nodes.size(), 0);
@@ -117,6 +144,7 @@ Graph fold(Graph g, int64_t max_folded) {
   for (Node& n : out.nodes) {
     fold_transposes(out, n, uses);
     sink_transpose(out, n, uses);
+    fold_mul_one(out, n, uses);
     fold_casts(out, n, uses);
     if (!foldable(out, n, max_folded)) continue;
     std::vector<Tensor> vals;
