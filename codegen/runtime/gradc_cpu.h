@@ -546,6 +546,28 @@ inline void cumsum(Stream, int64_t outer, int64_t n, int64_t inner, int64_t reve
 // straight into `out`, each row's lines are read before they are written, and the
 // loads wait on memory between rows.
 inline constexpr int64_t kScatterRowBytes = 8192;
+// The adds of elements j0 .. j1 - 1 of a row whose indices are in range, in order, two
+// at a time: one 64-bit load takes two indices (and in f32 two values), where a load
+// each made four memory operations an element, more than the three a cycle the core
+// issues (in L1: 0.33 against 0.45 ns an element, Zen 4).
+template <class T>
+inline void scatter_add_in_order(T* row, const int32_t* k, const T* from, int64_t j0, int64_t j1) {
+  int64_t j = j0;
+  for (; j + 2 <= j1; j += 2) {
+    uint64_t two;
+    memcpy(&two, k + j, 8);
+    const int32_t k0 = int32_t(uint32_t(two)), k1 = int32_t(two >> 32);
+    if constexpr (std::is_same_v<T, float>) {
+      const __m128 v = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(from + j)));
+      row[k0] = op::add(row[k0], _mm_cvtss_f32(v));
+      row[k1] = op::add(row[k1], _mm_cvtss_f32(_mm_movehdup_ps(v)));
+    } else {
+      row[k0] = op::add(row[k0], from[j]);
+      row[k1] = op::add(row[k1], from[j + 1]);
+    }
+  }
+  if (j < j1) row[k[j]] = op::add(row[k[j]], from[j]);
+}
 template <class T, class Check>
 inline void scatter_add_rows(int64_t outer, int64_t n, int64_t m, const T* x, const int32_t* idx, const T* src, T* out,
                              const Check& bad) {
@@ -575,7 +597,7 @@ inline void scatter_add_rows(int64_t outer, int64_t n, int64_t m, const T* x, co
       }
       const int64_t j1 = m - j0 < 16 ? m : j0 + 16;
       if (!out_of_range) {
-        for (int64_t j = j0; j < j1; ++j) row[k[j]] = op::add(row[k[j]], from[j]);
+        scatter_add_in_order(row, k, from, j0, j1);
         continue;
       }
       for (int64_t j = j0; j < j1; ++j)
