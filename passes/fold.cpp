@@ -120,9 +120,11 @@ static bool is_one(const Graph& g, ValueId v) {
 // 1 * x and x * 1 are x, as a reshape to its own shape, where x has the product's type
 // (x * 1 is exact in IEEE arithmetic, and in bf16 and f16 a rounding of x is x): the
 // seed of a sum's gradient is a broadcast 1, and each such product was a kernel, in
-// bf16 with a rounding more.
-void fold_mul_one(Graph& g, Node& n, std::vector<int>& uses) {
-  if (n.op != Op::Mul) return;
+// bf16 with a rounding more. A product that is an output (through casts and reshapes)
+// stays: as a kernel it joins its neighbours' pass over memory, where an output that
+// is an input's buffer is copied in a pass of its own.
+void fold_mul_one(Graph& g, Node& n, std::vector<int>& uses, bool output) {
+  if (n.op != Op::Mul || output) return;
   for (int side = 0; side < 2; ++side) {
     const ValueId one = n.args[size_t(side)], x = n.args[size_t(1 - side)];
     if (!is_one(g, one) || !(g[x].type == n.type)) continue;
@@ -141,10 +143,16 @@ Graph fold(Graph g, int64_t max_folded) {
   for (const Node& n : out.nodes)
     for (ValueId a : n.args) ++uses[size_t(a)];
   for (const auto& o : out.outputs) ++uses[size_t(o.second)];
+  std::vector<char> output(out.nodes.size(), 0);  // an output, or a cast or reshape of one
+  for (const auto& o : out.outputs)
+    for (ValueId v = o.second;; v = out[v].args[0]) {
+      output[size_t(v)] = 1;
+      if (out[v].op != Op::Cast && out[v].op != Op::Reshape) break;
+    }
   for (Node& n : out.nodes) {
     fold_transposes(out, n, uses);
     sink_transpose(out, n, uses);
-    fold_mul_one(out, n, uses);
+    fold_mul_one(out, n, uses, output[size_t(&n - out.nodes.data())]);
     fold_casts(out, n, uses);
     if (!foldable(out, n, max_folded)) continue;
     std::vector<Tensor> vals;
