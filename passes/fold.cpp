@@ -17,6 +17,14 @@ bool foldable(const Graph& g, const Node& n, int64_t max_folded) {
 }
 }  // namespace
 
+// n becomes x itself, as a reshape to its own shape (which costs nothing).
+static void become(Node& n, ValueId x) {
+  n.op = Op::Reshape;
+  n.args = {x};
+  n.attrs = Attrs{};
+  n.attrs.set("shape", Attr::of_ints(n.type->shape));
+}
+
 // transpose(transpose(x)) is one transpose of x, or x itself (as a reshape to its
 // own shape, which costs nothing): the backward of a matmul with a transposed
 // operand makes these, and a transpose left standing is a copy before a BLAS call.
@@ -102,10 +110,7 @@ void fold_casts(Graph& g, Node& n, std::vector<int>& uses) {
   }
   --uses[size_t(n.args[0])];
   ++uses[size_t(x)];
-  n.op = Op::Reshape;
-  n.args = {x};
-  n.attrs = Attrs{};
-  n.attrs.set("shape", Attr::of_ints(n.type->shape));
+  become(n, x);
 }
 
 // Whether v is a 1 at every element: a splat constant of 1, through the reshapes,
@@ -129,10 +134,7 @@ void fold_mul_one(Graph& g, Node& n, std::vector<int>& uses, bool output) {
     const ValueId one = n.args[size_t(side)], x = n.args[size_t(1 - side)];
     if (!is_one(g, one) || !(g[x].type == n.type)) continue;
     --uses[size_t(one)];
-    n.op = Op::Reshape;
-    n.args = {x};
-    n.attrs = Attrs{};
-    n.attrs.set("shape", Attr::of_ints(n.type->shape));
+    become(n, x);
     return;
   }
 }
