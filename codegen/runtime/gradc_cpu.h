@@ -740,6 +740,43 @@ inline void typed(DType t, F&& f) {
     f(int32_t());
 }
 
+// y[i] = from(0)[i] op from(1)[i] op ... op from(n - 1)[i] for i < count, in rank order
+// (combine's; an avg then divides by n), where from(k) is rank k's operand and y may be
+// one of them: a communicator's reduction of what it has received. The op is chosen
+// once, not per element, and each rank's operand is a vectorised pass over a tile
+// that stays in L1; the passes before the last combine into a buffer of their own, so
+// that y is written only after every operand's tile is read.
+template <class T, class From>
+void combine_ranks(ROp op, T* y, int n, int64_t count, From&& from) {
+  constexpr int64_t kTile = 2048;
+  T acc[kTile];
+  auto passes = [&](auto f) {
+    for (int64_t t0 = 0; t0 < count; t0 += kTile) {
+      const int64_t m = std::min(kTile, count - t0);
+      T* yt = y + t0;
+      if (n == 1 && yt != from(0) + t0) memmove(yt, from(0) + t0, size_t(m) * sizeof(T));
+      for (int k = 1; k < n; ++k) {
+        const T* a = k == 1 ? from(0) + t0 : acc;  // the ranks before k, combined
+        const T* b = from(k) + t0;
+        T* to = k == n - 1 ? yt : acc;
+        GRADC_VECTORIZE
+        for (int64_t i = 0; i < m; ++i) to[i] = f(a[i], b[i]);
+      }
+      if (op == ROp::Avg) {
+        GRADC_VECTORIZE
+        for (int64_t i = 0; i < m; ++i) yt[i] = T(yt[i] / T(n));
+      }
+    }
+  };
+  auto with = [&](auto o) { passes([](T a, T b) { return combine<T>(decltype(o)::value, a, b); }); };
+  switch (op) {
+    case ROp::Prod: return with(std::integral_constant<ROp, ROp::Prod>{});
+    case ROp::Max: return with(std::integral_constant<ROp, ROp::Max>{});
+    case ROp::Min: return with(std::integral_constant<ROp, ROp::Min>{});
+    default: return with(std::integral_constant<ROp, ROp::Sum>{});
+  }
+}
+
 // An avg over n ranks where the backend has only the sum: the sum, divided (floats only).
 inline void divide_by_ranks(void* p, int64_t count, DType t, int n) {
   if (t == DType::F32)

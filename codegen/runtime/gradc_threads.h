@@ -124,12 +124,7 @@ class ThreadComm : public Comm {
     typed(t, [&](auto z) {
       using T = decltype(z);
       T* y = static_cast<T*>(out);
-      for (int64_t e = lo; e < hi; ++e) {
-        T acc = src<T>(0)[e];
-        for (int k = 1; k < N; ++k) acc = combine<T>(op, acc, src<T>(k)[e]);
-        if (op == ROp::Avg) acc = T(acc / T(N));
-        y[e] = acc;
-      }
+      combine_ranks(op, y + lo, N, hi - lo, [&](int k) { return src<T>(k) + lo; });
       g_.barrier();
       for (int k = 0; k < N; ++k) {
         if (k == rank_) continue;
@@ -151,15 +146,9 @@ class ThreadComm : public Comm {
     typed(t, [&](auto z) {
       using T = decltype(z);
       T* y = static_cast<T*>(out);
+      const int64_t run = b.dim * b.inner;  // this rank's block of each outer index
       for (int64_t o = 0; o < b.outer; ++o)
-        for (int64_t d = 0; d < b.dim; ++d)
-          for (int64_t i = 0; i < b.inner; ++i) {
-            const int64_t e = (o * b.dim * N + rank_ * b.dim + d) * b.inner + i;
-            T acc = src<T>(0)[e];
-            for (int k = 1; k < N; ++k) acc = combine<T>(op, acc, src<T>(k)[e]);
-            if (op == ROp::Avg) acc = T(acc / T(N));
-            y[(o * b.dim + d) * b.inner + i] = acc;
-          }
+        combine_ranks(op, y + o * run, N, run, [&](int k) { return src<T>(k) + (o * N + rank_) * run; });
     });
     g_.barrier();
   }
@@ -173,13 +162,7 @@ class ThreadComm : public Comm {
     if (rank_ == root) {
       typed(t, [&](auto z) {
         using T = decltype(z);
-        T* y = static_cast<T*>(out);
-        for (int64_t e = 0; e < count; ++e) {
-          T acc = src<T>(0)[e];
-          for (int k = 1; k < size(); ++k) acc = combine<T>(op, acc, src<T>(k)[e]);
-          if (op == ROp::Avg) acc = T(acc / T(size()));
-          y[e] = acc;
-        }
+        combine_ranks(op, static_cast<T*>(out), size(), count, [&](int k) { return src<T>(k); });
       });
     }
     g_.barrier();

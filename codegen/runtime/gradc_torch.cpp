@@ -82,13 +82,8 @@ class TorchComm : public Comm {
     const int64_t count = b.outer * b.dim * b.inner;
     typed(t, [&](auto z) {
       using T = decltype(z);
-      T* y = static_cast<T*>(out);
       const T* from = static_cast<const T*>(recv.data_ptr());
-      memcpy(y, from + order_[0] * count, size_t(count) * sizeof(T));
-      for (int k = 1; k < n; ++k)
-        for (int64_t i = 0; i < count; ++i) y[i] = combine<T>(op, y[i], from[order_[size_t(k)] * count + i]);
-      if (op == ROp::Avg)
-        for (int64_t i = 0; i < count; ++i) y[i] = T(y[i] / T(n));
+      combine_ranks(op, static_cast<T*>(out), n, count, [&](int k) { return from + order_[size_t(k)] * count; });
     });
   }
   void broadcast(const void* in, void* out, int64_t count, DType t, int root) override {
