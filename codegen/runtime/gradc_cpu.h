@@ -5,6 +5,7 @@
 #pragma once
 #include <cblas.h>
 
+#include <algorithm>
 #include <memory>
 #include <thread>
 #include <type_traits>
