@@ -1115,14 +1115,15 @@ int cmd_build(const Options& o, SourceFile& src) {
   if (!tc.found)
     throw UserError({},
                     fmt::format("gradc build --target={}: {}", target == Target::Cuda ? "cuda" : "cpu", tc.missing));
-  const std::vector<GeneratedFile> files = class_sources(o, src, target, name, true);
+  std::vector<GeneratedFile> files = class_sources(o, src, target, name, true);
+  const std::string ext = target == Target::Cuda ? ".cu" : ".cpp";
+  files.push_back(one_unit(name + "_unit" + ext, {name + ext, name + "_main" + ext}));
   std::string tmpl = (fs::temp_directory_path() / "gradc-build-XXXXXX").string();
   if (!mkdtemp(tmpl.data()))
     throw UserError({}, fmt::format("cannot create a folder for the sources: {}", std::strerror(errno)));
   const std::string dir = tmpl;
   write_sources(dir, files);
-  const std::string ext = target == Target::Cuda ? ".cu" : ".cpp";
-  std::string err = compile(target == Target::Cuda, dir, {name + ext, name + "_main" + ext}, exe + ".gradc-tmp");
+  std::string err = compile(target == Target::Cuda, dir, files.back().name, exe + ".gradc-tmp");
   if (!err.empty())
     throw InternalError(
         fmt::format("internal error: the generated code did not compile; it is kept in {}\n{}", dir, err));

@@ -44,12 +44,11 @@ std::string hash(const std::string& s) {
   return fmt::format("{:016x}{:016x}", a, b);
 }
 
-// The compiled library for these sources: from the cache, else compiled into it
-// (in a folder of its own, then renamed into place: concurrent runs of gradc
-// compiling the same program do not collide).
-std::string library(const std::vector<GeneratedFile>& files, const std::string& name) {
-  const std::vector<std::string> sources = {name + ".cpp", name + "_native.cpp"};
-  std::string key_text = native_command("DIR", sources, "OUT") + "\n" + native_fingerprint() + "\n";
+// The compiled library for these sources, of which `unit` is the one compiled: from
+// the cache, else compiled into it (in a folder of its own, then renamed into place:
+// concurrent runs of gradc compiling the same program do not collide).
+std::string library(const std::vector<GeneratedFile>& files, const std::string& unit) {
+  std::string key_text = native_command("DIR", unit, "OUT") + "\n" + native_fingerprint() + "\n";
   for (const GeneratedFile& f : files) key_text += f.name + "\n" + f.text;
   const fs::path dir = cache_dir();
   const std::string key = hash(key_text);
@@ -65,7 +64,7 @@ std::string library(const std::vector<GeneratedFile>& files, const std::string& 
     if (!out) throw UserError({}, fmt::format("cannot write '{}'", (src / f.name).string()));
   }
   const std::string tmp = so.string() + fmt::format(".{}.tmp", getpid());
-  std::string err = run_compile(native_command(src.string(), sources, tmp));
+  std::string err = run_compile(native_command(src.string(), unit, tmp));
   if (!err.empty())
     throw InternalError(
         fmt::format("internal error: the generated code did not compile; it is kept in {}\n{}", src.string(), err));
@@ -100,7 +99,8 @@ NativeRun run_native(const Lowered& l, const std::string& source_path, const Ran
   const std::string name = "program";
   std::vector<GeneratedFile> files = generate(l, Target::Cpu, name, source_path);
   files.push_back(generate_native_entry(l, name));
-  const std::string so = library(files, name);
+  files.push_back(one_unit(name + "_unit.cpp", {name + ".cpp", name + "_native.cpp"}));
+  const std::string so = library(files, files.back().name);
   void* lib = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) throw InternalError(fmt::format("internal error: cannot load the compiled program {}: {}", so, dlerror()));
   auto entry = reinterpret_cast<Entry>(dlsym(lib, "gradc_native_run"));

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "codegen/cpp.h"
+
 namespace gradc {
 
 struct Toolchain {
@@ -15,16 +17,22 @@ struct Toolchain {
 Toolchain cpu_toolchain();
 Toolchain cuda_toolchain();
 
-// Compiles `sources` (in `dir`) into the executable `exe`; returns the compiler's
+// The generated sources as one translation unit: a file `name` that includes each
+// of them, which is what gradc compiles. The runtime's headers are then parsed, and
+// their inline code compiled, once rather than once per source: a small program
+// compiles in about 60% of the time.
+GeneratedFile one_unit(const std::string& name, const std::vector<std::string>& sources);
+
+// Compiles `source` (in `dir`) into the executable `exe`; returns the compiler's
 // output on failure, empty on success.
-std::string compile(bool cuda, const std::string& dir, const std::vector<std::string>& sources, const std::string& exe);
+std::string compile(bool cuda, const std::string& dir, const std::string& source, const std::string& exe);
 
 // The native backend's compiler: clang++-19 where found (GRADC_NATIVE_CXX
 // overrides), else this build's C++ compiler; found or not, and what it is.
 Toolchain native_toolchain();
-// The command compiling `sources` in `dir` into the shared library `so` at -O3 for
+// The command compiling `source` in `dir` into the shared library `so` at -O3 for
 // this machine, and a fingerprint of the compiler binary (for the cache key).
-std::string native_command(const std::string& dir, const std::vector<std::string>& sources, const std::string& so);
+std::string native_command(const std::string& dir, const std::string& source, const std::string& so);
 std::string native_fingerprint();
 // Runs a compile command: empty on success, else the command and the compiler's output.
 std::string run_compile(const std::string& cmd);
