@@ -20,6 +20,8 @@ heavy='codegen|examples\.test|difftest|mutations|embed|long_chains|torch|edges|a
 filter=(--filter-out "$heavy")
 [ "${1:-}" = --all ] && filter=()
 echo "sanitize: lit${filter:+ (all but: $heavy)}"
+# the programs scripts/test.sh's run compiled for the native backend are not compiled again
+export GRADC_TEST_CACHE=$PWD/build/tests/cache
 python3 "$(command -v lit || echo /usr/lib/llvm-19/build/utils/lit/lit.py)" -sv --time-tests "${filter[@]}" build-san/tests
 echo "sanitize: the fuzz targets on their seed corpora"
 work=build-san/corpora

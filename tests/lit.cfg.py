@@ -27,8 +27,11 @@ import subprocess
 if "cuda: yes" in subprocess.run([config.gradc, "--version"], capture_output=True, text=True).stdout:
     config.available_features.add("nvcc")
 # The native backend's cache of compiled programs: one for the whole suite, in the
-# build tree (a program compiled by one test is loaded by the next).
-config.environment["XDG_CACHE_HOME"] = os.path.join(os.path.dirname(config.gradc), "tests", "cache")
+# build tree (a program compiled by one test is loaded by the next). GRADC_TEST_CACHE
+# names another: scripts/sanitize.sh's run uses the main build's, whose gradc generates
+# the same code (a program it generates differently is compiled under its own key).
+config.environment["XDG_CACHE_HOME"] = os.environ.get("GRADC_TEST_CACHE") or os.path.join(
+    os.path.dirname(config.gradc), "tests", "cache")
 for var in ("HOME", "GRADC_NATIVE_CXX"):
     if var in os.environ:
         config.environment[var] = os.environ[var]
