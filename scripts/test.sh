@@ -12,6 +12,8 @@ scripts/build.sh
 scripts/format.sh --check
 scripts/torch_venv.sh
 ctest --test-dir build --output-on-failure
-# lit's slowest tests, for the log (ctest shows a passing test's output only on failure)
+# lit's slowest tests, for the log (ctest shows a passing test's output only on failure).
+# lit starts the longest tests first, by the times of the last run in this build tree, or
+# in a fresh one by tests/.lit_test_times.txt (refresh it by copying the build tree's).
 echo "lit: the slowest tests, in seconds"
 sort -g -r build/tests/lit-out/.lit_test_times.txt | awk 'NR <= 12 {printf "  %7.1f  %s\n", $1, $2}'
