@@ -92,20 +92,20 @@ GeneratedFile one_unit(const std::string& name, const std::vector<std::string>& 
 }
 
 std::string compile(bool cuda, const std::string& dir, const std::string& source, const std::string& exe) {
-  const std::string files = fmt::format(" '{}/{}'", dir, source);
+  const std::string file = fmt::format("'{}/{}'", dir, source);
   std::string cmd;
   if (cuda) {
     const std::string home = cuda_home();
     cmd = fmt::format(
         "{} -O2 -std=c++17 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 "
-        "-I{}{} -o {} -L{}/lib64 -lcublas -lnccl{}",
-        quote(home + "/bin/nvcc"), quote(dir), files, quote(exe), quote(home), mpi_flags(true));
+        "-I{} {} -o {} -L{}/lib64 -lcublas -lnccl{}",
+        quote(home + "/bin/nvcc"), quote(dir), file, quote(exe), quote(home), mpi_flags(true));
   } else {
     // As the native backend compiles (its compiler, where found, and its flags), so that
     // an executable runs at gradc run's speed; with MPI it also runs under mpirun.
     const std::string compiler = native_toolchain().found ? native_cxx() : cxx();
-    cmd = fmt::format("{} {} -std=c++17 -I{} -I{}{} -o {} {} -lpthread{}{}", quote(compiler), speed_flags(compiler),
-                      quote(dir), quote(GRADC_CBLAS_INCLUDE), files, quote(exe), quote(GRADC_OPENBLAS),
+    cmd = fmt::format("{} {} -std=c++17 -I{} -I{} {} -o {} {} -lpthread{}{}", quote(compiler), speed_flags(compiler),
+                      quote(dir), quote(GRADC_CBLAS_INCLUDE), file, quote(exe), quote(GRADC_OPENBLAS),
                       vector_math(compiler), mpi_flags(false));
   }
   return run_compile(cmd);
@@ -129,9 +129,8 @@ Toolchain native_toolchain() {
 }
 
 std::string native_command(const std::string& dir, const std::string& source, const std::string& so) {
-  const std::string files = fmt::format(" '{}/{}'", dir, source);
-  return fmt::format("{} {} -std=c++17 -fPIC -shared -I{} -I{}{} -o {} {} -lpthread{}", quote(native_cxx()),
-                     speed_flags(native_cxx()), quote(dir), quote(GRADC_CBLAS_INCLUDE), files, quote(so),
+  return fmt::format("{} {} -std=c++17 -fPIC -shared -I{} -I{} '{}/{}' -o {} {} -lpthread{}", quote(native_cxx()),
+                     speed_flags(native_cxx()), quote(dir), quote(GRADC_CBLAS_INCLUDE), dir, source, quote(so),
                      quote(GRADC_OPENBLAS), vector_math(native_cxx()));
 }
 
