@@ -898,7 +898,7 @@ class Emitter {
       while (split < out.shape.size() && rows_size < k.rows) rows_size *= out.shape[split++];
       const Shape rows(out.shape.begin(), out.shape.begin() + long(split)),
           row(out.shape.begin() + long(split), out.shape.end());
-      if (rows_size == k.rows) {
+      if (rows_size == k.rows && k.rows * k.row_len == out.size()) {
         idx = body.unflatten("r", rows, "a");
         for (const std::string& x : body.unflatten("j", row, "b")) idx.push_back(x);
       } else {  // the rows do not end at an axis
@@ -1296,21 +1296,28 @@ class Emitter {
       bool read_later = false;
       for (size_t m = j + 1; m < l_.kernels.size() && l_.kernels[m].group == first; ++m)
         for (int b : reads(m)) read_later |= base_buffer(l_, b) == base_buffer(l_, k.out);
+      // a tile's members are given the elements in all (the last tile may be short)
+      const std::string end = k.tiles ? fmt::format(", {}", l_.buffers[size_t(k.out)].type->size()) : "";
       if (flat_tile(k))
-        steps += fmt::format(",\n              gradc::tile_row({}, {}, {})", k.row_len, f, ptr(k.out, false));
+        steps += fmt::format(",\n              gradc::tile_row({}, {}, {}{})", k.row_len, f, ptr(k.out, false), end);
       else if (k.kind == LKernel::Reduce)
         steps += fmt::format(",\n              gradc::reduce_row({}, {}, {}, {})", reduce_op(g_[k.root].op), k.row_len,
                              f, ptr(k.out, false));
       else if (!local && !read_later && k.row_len > 1)
-        steps +=
-            fmt::format(",\n              gradc::stream_row({}, {}, {}, {})", k.rows, k.row_len, f, ptr(k.out, false));
+        steps += fmt::format(",\n              gradc::stream_row({}, {}, {}, {}{})", row_count(k), k.row_len, f,
+                             ptr(k.out, false), end);
       else
-        steps += fmt::format(",\n              gradc::{}({}, {}, {})", local ? "local_row" : "map_row", k.row_len, f,
-                             ptr(k.out, false));
+        steps += fmt::format(",\n              gradc::{}({}, {}, {}{})", local ? "local_row" : "map_row", k.row_len, f,
+                             ptr(k.out, false), end);
       names += (names.empty() ? "" : ", ") + out_name(k);
     }
     return fmt::format("  // {} ({}): one kernel per row\n{}  gradc::rows({}, {}{});\n", names, where, waits, stream,
-                       l_.kernels[size_t(first)].rows, steps);
+                       row_count(l_.kernels[size_t(first)]), steps);
+  }
+  // A row group's rows: of tiles, from the size (a formula in a class for any size).
+  std::string row_count(const LKernel& k) const {
+    return k.tiles ? fmt::format("gradc::tiles({}, {})", l_.buffers[size_t(k.out)].type->size(), k.row_len)
+                   : std::to_string(k.rows);
   }
   static std::string indent(const std::string& s) {
     std::string out;

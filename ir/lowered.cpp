@@ -154,6 +154,11 @@ int base_buffer(const Lowered& l, int b) {
   return b;
 }
 
+int64_t last_row_len(const Lowered& l, const LKernel& k) {
+  const int64_t n = l.buffers[size_t(k.out)].type->size();
+  return k.tiles && k.rows * k.row_len != n ? n - (k.rows - 1) * k.row_len : 0;
+}
+
 int64_t plan_bytes(const Lowered& l) {
   int64_t total = l.workspace_bytes;
   for (const LBuffer& b : l.buffers)
@@ -200,6 +205,7 @@ void print_lowered(const Lowered& l, std::FILE* to) {
     put(s, ": ");
     write_body(s, l, k);
     if (k.group >= 0) fmt::format_to(it, "; row group {}: {} rows x {}", k.group, k.rows, k.row_len);
+    if (const int64_t last = last_row_len(l, k); last > 0) fmt::format_to(it, ", the last {}", last);
     if (!k.waits.empty()) {
       put(s, "; waits for kernel ");
       put_list(s, k.waits, ", ");
@@ -254,6 +260,7 @@ std::string print_lowered_json(const Lowered& l) {
         i ? "," : "", kind_name(k), k.stream == LKernel::Compute ? "compute" : "comm", k.out, fmt::join(k.reads, ", "),
         fmt::join(k.waits, ", "), fmt::join(k.lines, ", "), body(l, k));
     if (k.group >= 0) s += fmt::format(", \"group\": {}, \"rows\": {}, \"row_len\": {}", k.group, k.rows, k.row_len);
+    if (const int64_t last = last_row_len(l, k); last > 0) s += fmt::format(", \"last_row_len\": {}", last);
     s += "}";
   }
   return s + "]}\n";

@@ -92,6 +92,8 @@ struct Lowered {
 
 // The buffer whose memory buffer b is: b itself, or the end of its aliases' chain.
 int base_buffer(const Lowered& l, int b);
+// A member of a group of tiles whose last tile is short: that tile's length; else 0.
+int64_t last_row_len(const Lowered& l, const LKernel& k);
 
 // Bytes a rank holds for the program: the workspace, the inputs (and where their
 // defaults are computed) and the constants. `gradc cost` reports it.

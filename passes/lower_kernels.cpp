@@ -448,6 +448,9 @@ class Lowerer {
   struct Layout {
     int64_t rows = 0, len = 0;
     std::set<int> written;  // the buffers the group's members write
+    int64_t end = 0;        // a group of tiles: its size, where the last row is short (else rows * len)
+    int64_t size() const { return end > 0 ? end : rows * len; }
+    bool whole() const { return size() == rows * len; }
   };
 
   // A reduction over trailing axes reads its operand in whole rows: that layout.
@@ -470,7 +473,7 @@ class Lowerer {
   // Form f of a value of shape `from` read at the elements of shape `to` (NumPy broadcasting).
   static Row widen(Row f, const Shape& from, const Shape& to, const Layout& lay) {
     if (f == Row::Outside || f == Row::Bad || from == to) return f;
-    if (f == Row::Full || from.size() != to.size() || num_elements(to) != lay.rows * lay.len) return Row::Bad;
+    if (f == Row::Full || from.size() != to.size() || num_elements(to) != lay.size() || !lay.whole()) return Row::Bad;
     // A per-row value [a.., 1, 1] broadcast along the row: [a.., b, c] with a.. the rows.
     for (size_t k = 0; k <= to.size(); ++k) {
       if (k > 0 && from[k - 1] != to[k - 1]) return Row::Bad;
@@ -484,7 +487,7 @@ class Lowerer {
   Row buffer_form(ValueId v, const Layout& lay) const {
     if (!lay.written.count(base(l_.buffer_of[size_t(v)]))) return Row::Outside;
     const int64_t n = l_.graph.type(v).size();
-    return n == lay.rows ? Row::PerRow : n == lay.rows * lay.len ? Row::Full : Row::Bad;
+    return n == lay.rows ? Row::PerRow : n == lay.size() ? Row::Full : Row::Bad;
   }
 
   // The form of `v` in kernel k: its fused values in graph order, each from its operands.
@@ -524,7 +527,7 @@ class Lowerer {
     }
     if (k.kind != LKernel::Map) return false;
     const int64_t n = l_.buffers[size_t(k.out)].type->size();
-    if (n != lay.rows * lay.len && n != lay.rows) return false;
+    if (n != lay.size() && n != lay.rows) return false;
     k.row_len = n == lay.rows ? 1 : lay.len;
     const Row f = form_in(k, k.root, lay);
     outside = f == Row::Outside;
@@ -591,19 +594,24 @@ class Lowerer {
   // exp(-x * x), each read by the backward too, then the forward's y from the three):
   // a row group whose rows are tiles of kTileMin to kTileMax elements, so that a tile
   // the first members write is still in cache when the later ones read it, and x is
-  // read from memory once, not once a kernel. Not for a size that no tile length
-  // divides, nor for a class for any size (its sizes are not known here).
+  // read from memory once, not once a kernel. The tiles' length is the largest that
+  // divides the size, else kTileMax with a shorter last tile. A class for any size
+  // does not know its sizes here (the fit's sizes are small): its tiles are kTileMax
+  // long, the last one short, at every size of two elements or more.
   void group_tiles() {
-    if (any_size_ || l_.check_finite) return;
+    if (l_.check_finite) return;
     std::vector<LKernel>& ks = l_.kernels;
     auto size = [&](const LKernel& k) { return l_.buffers[size_t(k.out)].type->size(); };
     for (size_t s = 0; s < ks.size();) {
       Layout lay;
       const int64_t n = size(ks[s]);
-      lay.len = n >= kTiledMin ? tile_len(n) : 0;  // the loop below checks the first kernel's kind too
+      lay.len = any_size_        ? (n >= 2 ? kTileMax : 0)
+                : n >= kTiledMin ? tile_len(n)
+                                 : 0;  // the loop below checks the kind
       size_t useful = s + 1;
       if (lay.len > 0) {
-        lay.rows = n / lay.len;
+        lay.rows = tiles(n, lay.len);
+        lay.end = n;
         for (size_t e = s; e < ks.size(); ++e) {
           bool outside = false;
           if (ks[e].kind != LKernel::Map || ks[e].group >= 0 || size(ks[e]) != n || !joins(ks[e], lay, outside)) break;
@@ -623,12 +631,13 @@ class Lowerer {
       s = useful;
     }
   }
-  // The largest tile length from kTileMin to kTileMax that divides n, or 0.
+  // The largest tile length from kTileMin to kTileMax that divides n, else kTileMax.
   static int64_t tile_len(int64_t n) {
     for (int64_t len = kTileMax; len >= kTileMin; --len)
       if (n % len == 0) return len;
-    return 0;
+    return kTileMax;
   }
+  static int64_t tiles(int64_t n, int64_t len) { return (n + len - 1) / len; }
   static constexpr int64_t kTileMin = 256, kTileMax = 2048, kTiledMin = int64_t(1) << 19;
 
   // Within each row group: a map member's full-size result that only later members
@@ -662,7 +671,7 @@ class Lowerer {
             const LBuffer& place = l_.buffers[size_t(xb)];
             if (taken[size_t(xb)] || place.kind != LBuffer::Work || place.row_local || out_view[size_t(xb)] ||
                 place.type->dtype != out.type->dtype || place.type->size() != out.type->size() ||
-                !read_only_in(xb, s, m) || !read_in_rows(xb, Layout{ks[s].rows, k.row_len, {xb}}))
+                !read_only_in(xb, s, m) || !read_in_rows(xb, Layout{ks[s].rows, k.row_len, {xb}, out.type->size()}))
               continue;
             out.kind = LBuffer::Alias;
             out.alias_of = xb;

@@ -181,22 +181,29 @@ GRADC_HD inline A reduce_step(ROp op, A acc, A x) {
 
 // A map kernel's functor gives the value of element i, f(i) (in a row group, of
 // element j of row r, f(r, j)); a reduction's, the element r of output o, f(o, r).
-// The runtime stores the results.
+// The runtime stores the results. A group of tiles (tiles(n, len) rows of len elements
+// of a map's n) may end in a shorter row: its members are given `end`, the n elements
+// they write in all, where the rows of other groups are whole.
+inline constexpr int64_t kWholeRows = INT64_MAX;
+constexpr int64_t tiles(int64_t n, int64_t len) { return (n + len - 1) / len; }
+GRADC_HD inline int64_t row_count(int64_t r, int64_t len, int64_t end) {
+  return end - r * len < len ? end - r * len : len;
+}
 template <class T, class F>
 struct MapRow;
 template <class T, class F>
 struct ReduceRow;
 template <class T, class F>
-MapRow<T, F> map_row(int64_t len, const F& f, T* out) {
-  return MapRow<T, F>{len, f, out};
+MapRow<T, F> map_row(int64_t len, const F& f, T* out, int64_t end = kWholeRows) {
+  return MapRow<T, F>{len, f, out, len, end};
 }
 // A map member whose result no later member of its group reads, `rows` rows of it in
 // all: the CPU streams a large one out, as it does a map kernel's.
 template <class T, class F>
 struct StreamRow;
 template <class T, class F>
-StreamRow<T, F> stream_row(int64_t rows, int64_t len, const F& f, T* out) {
-  return StreamRow<T, F>{rows, len, f, out};
+StreamRow<T, F> stream_row(int64_t rows, int64_t len, const F& f, T* out, int64_t end = kWholeRows) {
+  return StreamRow<T, F>{rows, len, f, out, end};
 }
 template <class T, class F>
 ReduceRow<T, F> reduce_row(ROp op, int64_t len, const F& f, T* out) {

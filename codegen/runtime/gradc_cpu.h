@@ -146,14 +146,15 @@ struct MapRow {
   int64_t len;
   F f;
   T* out;
-  int64_t stride = len;  // where row r is written: at out + r * stride (a row-local buffer's: 0)
-  void row(int64_t r) const { fill(out + r * stride, r); }
+  int64_t stride = len;      // where row r is written: at out + r * stride (a row-local buffer's: 0)
+  int64_t end = kWholeRows;  // a group of tiles: the elements in all (the last row may be short)
+  void row(int64_t r) const { fill(out + r * stride, r, row_count(r, len, end)); }
   // The row's elements are written through a pointer nothing else reads: what
   // depends on the row alone (a row's sum, and what is computed from it) is
   // computed once per row, outside the loop.
-  void fill(T* __restrict o, int64_t r) const {
+  void fill(T* __restrict o, int64_t r, int64_t n) const {
     GRADC_VECTORIZE
-    for (int64_t j = 0; j < len; ++j) o[j] = f(r, j);
+    for (int64_t j = 0; j < n; ++j) o[j] = f(r, j);
   }
 };
 template <class T, class F>
@@ -170,18 +171,19 @@ struct StreamRow {
   int64_t rows, len;
   F f;
   T* out;
+  int64_t end = kWholeRows;
   void row(int64_t r) const {
 #if defined(__AVX__)
     if (rows * len * int64_t(sizeof(T)) >= kStreamBytes)
-      return stream(len, [&](int64_t j) { return f(r, j); }, out + r * len);
+      return stream(row_count(r, len, end), [&](int64_t j) { return f(r, j); }, out + r * len);
 #endif
-    MapRow<T, F>{len, f, out}.row(r);
+    MapRow<T, F>{len, f, out, len, end}.row(r);
   }
 };
 // A row-local buffer (LBuffer::row_local): each row written where the last was.
 template <class T, class F>
-MapRow<T, F> local_row(int64_t len, const F& f, T* out) {
-  return MapRow<T, F>{len, f, out, 0};
+MapRow<T, F> local_row(int64_t len, const F& f, T* out, int64_t end = kWholeRows) {
+  return MapRow<T, F>{len, f, out, 0, end};
 }
 template <class... S>
 inline void rows(Stream, int64_t n_rows, const S&... steps) {

@@ -290,8 +290,11 @@ struct MapRow {
   int64_t len;
   F f;
   T* out;
+  int64_t stride = len;
+  int64_t end = kWholeRows;
   __device__ void row(int64_t r) const {
-    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) out[r * len + j] = f(r, j);
+    const int64_t n = row_count(r, len, end);
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) out[r * len + j] = f(r, j);
     __syncthreads();
   }
 };
@@ -300,36 +303,39 @@ struct StreamRow {  // the GPU writes it as any other member's
   int64_t rows, len;
   F f;
   T* out;
-  __device__ void row(int64_t r) const { MapRow<T, F>{len, f, out}.row(r); }
+  int64_t end = kWholeRows;
+  __device__ void row(int64_t r) const { MapRow<T, F>{len, f, out, len, end}.row(r); }
 };
 // A tile group's member (every member elementwise): row r is the map's elements r * len
-// to r * len + len - 1, two at a time where the functor has a pair form and every
-// pointer and the tiles' starts are aligned to two elements.
+// to r * len + len - 1 (the last row, to end - 1), two at a time where the functor has a
+// pair form and every pointer and the tiles' starts are aligned to two elements.
 template <class T, class F>
 struct TileRow {
   int64_t len;
   F f;
   T* out;
   bool two;
+  int64_t end;
   __device__ void row(int64_t r) const {
-    const int64_t first = r * len;
+    const int64_t first = r * len, n = row_count(r, len, end);
     if constexpr (HasPair<F>::value) {
       if (two) {
         Pair<T>* out2 = reinterpret_cast<Pair<T>*>(out + first);
-        for (int64_t j = threadIdx.x; j < len / 2; j += blockDim.x) out2[j] = f.pair(first + 2 * j);
+        for (int64_t j = threadIdx.x; j < n / 2; j += blockDim.x) out2[j] = f.pair(first + 2 * j);
+        if (n % 2 != 0 && threadIdx.x == 0) out[first + n - 1] = f(first + n - 1);
         __syncthreads();
         return;
       }
     }
-    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) out[first + j] = f(first + j);
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) out[first + j] = f(first + j);
     __syncthreads();
   }
 };
 template <class T, class F>
-TileRow<T, F> tile_row(int64_t len, const F& f, T* out) {
+TileRow<T, F> tile_row(int64_t len, const F& f, T* out, int64_t end = kWholeRows) {
   bool two = false;
   if constexpr (HasPair<F>::value) two = len % 2 == 0 && pair_aligned(out) && f.pairs_aligned();
-  return {len, f, out, two};
+  return {len, f, out, two, end};
 }
 template <class T, class F>
 struct ReduceRow {
