@@ -1536,8 +1536,12 @@ V Lowerer::einsum_builtin(const Expr& e) {
     user_error(e.loc, "einsum: the first argument is the equation, a string such as \"bqd,bkd->bqk\"");
   if (!e.kwargs.empty()) user_error(e.kwargs[0].loc, "einsum: takes no named arguments");
   if (e.args.size() < 2) user_error(e.loc, "einsum: needs an operand after the equation");
+  std::vector<V> vs;  // the operands meet in their promoted dtype, as matmul's
+  for (size_t i = 1; i < e.args.size(); ++i) vs.push_back(expr(*e.args[i]));
+  DType dt = dtype(vs[0]);
+  for (const V& v : vs) dt = promote(dt, dtype(v));
   std::vector<ValueId> xs;
-  for (size_t i = 1; i < e.args.size(); ++i) xs.push_back(tensor(expr(*e.args[i]), e.args[i]->loc));
+  for (size_t i = 0; i < vs.size(); ++i) xs.push_back(tensor(vs[i], dt, e.args[i + 1]->loc));
   return V{einsum(e.args[0]->text, xs, e.args[0]->loc)};
 }
 

@@ -1025,9 +1025,11 @@ class Gen:
         n = dict(self.p.mesh)[A]
         dt = self.env[x].dtype
         k = self.rng.random()
-        if k < 0.4:
+        if k < 0.4:  # rank(A) + 1.0 is an f32 value, which widens a bf16 or f16 x (docs/language.md)
+            wide = promote(dt, "f32")
             return self.add(f"{x} * (rank({A}) + 1.0)", [x], lambda env, w: Val(
-                [env[x].ranks[r] * (coord(r, A) + 1) for r in range(w)], dt, env[x].vary | {A}))
+                [env[x].ranks[r].to(FLOAT_TORCH[wide]) * (coord(r, A) + 1) for r in range(w)], wide,
+                env[x].vary | {A}))
         if k < 0.7:
             return self.add(f"{x} * size({A}) - rank({A})", [x], lambda env, w: Val(
                 [env[x].ranks[r] * n - coord(r, A) for r in range(w)], dt, env[x].vary | {A}))
