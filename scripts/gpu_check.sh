@@ -46,7 +46,7 @@ EXES=(
   "mixed_precision|examples/mixed_precision.dg|--mesh=dp=2,tp=2|4"     # bf16 all_to_all + f32 sums on NCCL
   "every_op_bf16|gpu_check/lp/every_bf16/p.dg|--ranks=1|1|gpu_check/lp/every_bf16/in"  # every op and its gradient in bf16,
   "every_op_f16|gpu_check/lp/every_f16/p.dg|--ranks=1|1|gpu_check/lp/every_f16/in"     # in f16 (tests/torch/low_precision.py)
-  "tile_groups_1|tests/lit/tile_groups.dg|--ranks=1|1"     # map kernels as row groups of tiles, stream_row
+  "tile_groups_1|tests/lit/tile_groups.dg|--ranks=1|1"     # map kernels as row groups of tiles (short last ones too)
   "exp_accuracy_1|tests/lit/exp_accuracy.dg|--ranks=1|1"   # gradc's own f32 exp, subnormal results included
 )
 # One executable for any batch size (gradc build --size B=any), run at each of the sizes:
@@ -54,6 +54,7 @@ EXES=(
 ANY_EXES=(
   "any_size_1|tests/codegen/any_size.dg|--ranks=1|1|B=1,5,13"
   "any_size|tests/codegen/any_size.dg|--ranks=2|2|B=1,5,13"
+  "any_size_tiles_1|tests/codegen/any_size_tiles.dg|--ranks=1|1|B=1,683,2049"   # tiles, the last one short
 )
 # name | check_ops.py's program and flags | GPUs it needs
 OPS=(
