@@ -1132,15 +1132,6 @@ class Emitter {
     }
     return entries;
   }
-  // The shared inputs `entries` checked at once, in one gradc::check_shared (when this
-  // run checks): a default's, where it is computed.
-  static std::string shared_check(const std::vector<std::string>& entries) {
-    if (entries.empty()) return "";
-    return fmt::format(
-        "  if (check_shared) {{  // one all_reduce of the inputs' hashes\n{}"
-        "    gradc::check_shared(comm_, stream_, shared, {}, rank_);\n  }}\n",
-        shared_array(entries, "    "), entries.size());
-  }
   // The array of the shared inputs `entries`, as the checks take them.
   static std::string shared_array(const std::vector<std::string>& entries, const char* indent) {
     return fmt::format("{}const gradc::SharedInput<gradc::Comm> shared[] = {{\n      {}}};\n", indent,
@@ -1192,11 +1183,15 @@ class Emitter {
       if (g_[l_.buffers[size_t(b)].value].args.empty())
         s += fmt::format("  if (!in_{}_) gradc::missing_input(\"{}\", \"{}\");\n", n, name_, api(n));
     s += disjoint_check();
-    std::vector<int> given;  // a default is checked where it is computed
-    for (const auto& [n, b] : l_.inputs)
-      if (g_[l_.buffers[size_t(b)].value].args.empty()) given.push_back(b);
-    const std::vector<std::string> given_shared = shared_entries(given);
-    s += shared_check_start(given_shared);
+    // Every shared input in one check, started once the defaults among them are computed
+    // (their kernels come first): before the kernels, or after the last such default.
+    std::vector<int> inputs;
+    for (const auto& [n, b] : l_.inputs) inputs.push_back(b);
+    const std::vector<std::string> shared = shared_entries(inputs);
+    std::optional<size_t> last_default;
+    for (size_t i = 0; i < l_.kernels.size(); ++i)
+      if (l_.kernels[i].guard >= 0 && !shared_entries({l_.kernels[i].guard}).empty()) last_default = i;
+    if (!last_default) s += shared_check_start(shared);
     s += step_begin();
     for (size_t i = 0; i < l_.kernels.size(); ++i) {
       const LKernel& k = l_.kernels[i];
@@ -1253,11 +1248,11 @@ class Emitter {
         call = fmt::format("  if (!in_{}_) {{  // the default of {}\n{}  }}\n", n, n, indent(call));
       }
       s += fmt::format("  // {} ({})\n", out.name, where) + call + finite_check(k.out, stream);
-      if (k.guard >= 0) s += shared_check(shared_entries({k.guard}));
       s += record(i, stream, where);
+      if (last_default == i) s += shared_check_start(shared);
     }
     s += step_end();
-    s += shared_check_end(given_shared);
+    s += shared_check_end(shared);
     // Outputs no kernel writes in place (an input, a constant, a view, a second name
     // for one value) are copied where the caller asked for them.
     std::set<int> first;
