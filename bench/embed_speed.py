@@ -2,9 +2,9 @@
 (threads, and under mpirun) and as the class gradc emit writes, embedded in an application
 built with CMake's defaults (bench/embed_harness), side by side: medians of each's own
 median step over ROUNDS rounds, the five run in turns within a round, each round starting
-one further on. The fifth is the
-embedded class with its shared-input check turned off (the class checks every step; the
-executables and gradc run check their first): the check's cost.
+one further on. The fifth is the embedded class with its shared-input check turned off
+(the class checks every step; the executables and gradc run check their first): the
+check's cost.
 
 usage: embed_speed.py GRADC [ITERS] [ROUNDS]
 Targets: the executable and the embedded class within 10% of gradc run; the class's

@@ -898,7 +898,7 @@ class Emitter {
       while (split < out.shape.size() && rows_size < k.rows) rows_size *= out.shape[split++];
       const Shape rows(out.shape.begin(), out.shape.begin() + long(split)),
           row(out.shape.begin() + long(split), out.shape.end());
-      if (rows_size == k.rows && k.rows * k.row_len == out.size()) {
+      if (rows_size == k.rows && last_row_len(l_, k) == 0) {
         idx = body.unflatten("r", rows, "a");
         for (const std::string& x : body.unflatten("j", row, "b")) idx.push_back(x);
       } else {  // the rows do not end at an axis
@@ -1183,14 +1183,15 @@ class Emitter {
       if (g_[l_.buffers[size_t(b)].value].args.empty())
         s += fmt::format("  if (!in_{}_) gradc::missing_input(\"{}\", \"{}\");\n", n, name_, api(n));
     s += disjoint_check();
-    // Every shared input in one check, started once the defaults among them are computed
-    // (their kernels come first): before the kernels, or after the last such default.
+    // Every shared input in one check, started once the defaults among them are computed:
+    // before the kernels, or after the last kernel of a shared input's default.
     std::vector<int> inputs;
     for (const auto& [n, b] : l_.inputs) inputs.push_back(b);
     const std::vector<std::string> shared = shared_entries(inputs);
     std::optional<size_t> last_default;
     for (size_t i = 0; i < l_.kernels.size(); ++i)
-      if (l_.kernels[i].guard >= 0 && !shared_entries({l_.kernels[i].guard}).empty()) last_default = i;
+      if (const int b = l_.kernels[i].guard; b >= 0 && g_[l_.buffers[size_t(b)].value].attrs.has("shared"))
+        last_default = i;
     if (!last_default) s += shared_check_start(shared);
     s += step_begin();
     for (size_t i = 0; i < l_.kernels.size(); ++i) {
@@ -1299,7 +1300,7 @@ class Emitter {
         steps += fmt::format(",\n              gradc::reduce_row({}, {}, {}, {})", reduce_op(g_[k.root].op), k.row_len,
                              f, ptr(k.out, false));
       else if (!local && !read_later && k.row_len > 1)
-        steps += fmt::format(",\n              gradc::stream_row({}, {}, {}, {}{})", row_count(k), k.row_len, f,
+        steps += fmt::format(",\n              gradc::stream_row({}, {}, {}, {}{})", rows_arg(k), k.row_len, f,
                              ptr(k.out, false), end);
       else
         steps += fmt::format(",\n              gradc::{}({}, {}, {}{})", local ? "local_row" : "map_row", k.row_len, f,
@@ -1307,10 +1308,10 @@ class Emitter {
       names += (names.empty() ? "" : ", ") + out_name(k);
     }
     return fmt::format("  // {} ({}): one kernel per row\n{}  gradc::rows({}, {}{});\n", names, where, waits, stream,
-                       row_count(l_.kernels[size_t(first)]), steps);
+                       rows_arg(l_.kernels[size_t(first)]), steps);
   }
   // A row group's rows: of tiles, from the size (a formula in a class for any size).
-  std::string row_count(const LKernel& k) const {
+  std::string rows_arg(const LKernel& k) const {
     return k.tiles ? fmt::format("gradc::tiles({}, {})", l_.buffers[size_t(k.out)].type->size(), k.row_len)
                    : std::to_string(k.rows);
   }

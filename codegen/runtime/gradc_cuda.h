@@ -290,8 +290,8 @@ struct MapRow {
   int64_t len;
   F f;
   T* out;
-  int64_t stride = len;
-  int64_t end = kWholeRows;
+  int64_t stride = len;      // the CPU's (a row-local buffer's 0); a GPU keeps every row
+  int64_t end = kWholeRows;  // a group of tiles: the elements in all (the last row may be short)
   __device__ void row(int64_t r) const {
     const int64_t n = row_count(r, len, end);
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) out[r * len + j] = f(r, j);
