@@ -1434,8 +1434,9 @@ class CpuEmitter final : public Emitter {
  private:
   const char* extension() const override { return ".cpp"; }
   std::vector<const char*> runtime_files() const override {
-    return {"gradc_runtime.h", "gradc_common.h", "gradc_dtype.h", "gradc_scalar.h", "gradc_plan.h",       "gradc_cpu.h",
-            "gradc_threads.h", "gradc_mpi.h",    "gradc_main.h",  "gradc_npy.h",    "gradc_kernels.cmake"};
+    return {"gradc_runtime.h", "gradc_common.h", "gradc_dtype.h", "gradc_scalar.h",
+            "gradc_plan.h",    "gradc_blas.h",   "gradc_cpu.h",   "gradc_threads.h",
+            "gradc_mpi.h",     "gradc_main.h",   "gradc_npy.h",   "gradc_kernels.cmake"};
   }
   const char* cmake_template() const override { return "CMakeLists.cpu.txt"; }
   const char* main_template() const override { return "main.cpu.cpp.in"; }

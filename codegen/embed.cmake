@@ -19,6 +19,7 @@ set(files
     "gradc_scalar.h=ir/scalar.h"
     "gradc_npy.h=runtime/npy_format.h"
     "gradc_plan.h=runtime/plan.h"
+    "gradc_blas.h=runtime/blas_kernels.h"
     "gradc_kernels.cmake=cmake/gradc_kernels.cmake"
     "CMakeLists.cpu.txt=codegen/templates/CMakeLists.cpu.txt"
     "CMakeLists.cuda.txt=codegen/templates/CMakeLists.cuda.txt"

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "ops/ops.h"
+#include "runtime/blas_kernels.h"
 
 namespace gradc {
 namespace {
@@ -132,6 +133,7 @@ Type infer_matmul(const Graph& g, const Node& n) {
 
 template <class T>
 void gemm(int64_t m, int64_t n, int64_t k, const T* a, const T* b, T* c) {
+  choose_blas_kernels();  // done at gradc's start (tools/gradc.cpp); a no-op here
   if constexpr (std::is_same_v<T, float>) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0f, a, int(k), b, int(n), 0.0f, c,
                 int(n));

@@ -31,6 +31,7 @@
 #include "passes/cost.h"
 #include "passes/lower_kernels.h"
 #include "passes/pass.h"
+#include "runtime/blas_kernels.h"
 #include "runtime/interp.h"
 #include "runtime/npy.h"
 #include "runtime/npy_format.h"
@@ -1423,6 +1424,9 @@ int main(int argc, char** argv) {
   mi_option_set(mi_option_decommit_delay, 1000 * 1000);  // ms
 #endif
   register_all();
+  // OpenBLAS's kernels, chosen again where they are older than this CPU: before any
+  // matmul, and before the interpreter's ranks start their threads
+  const BlasKernels& blas = choose_blas_kernels();
   std::vector<std::string> missing = missing_rules();
   if (!missing.empty()) {
     for (const auto& m : missing) std::cerr << "gradc: internal error: " << m << "\n";
@@ -1431,6 +1435,13 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "--version") {
     std::cout << fmt::format("gradc 0.2\ntargets this build can compile:\n  {}\n  {}\n  {}\n", cpu_toolchain().describe,
                              cuda_toolchain().describe, native_toolchain().describe);
+    std::cout << fmt::format("OpenBLAS's kernels here: {}\n",
+                             !blas.asked.empty()
+                                 ? fmt::format("{} (OpenBLAS chose {}, narrower than this CPU's vectors)",
+                                               openblas_get_corename(), blas.openblas)
+                             : getenv("OPENBLAS_CORETYPE")
+                                 ? fmt::format("{} (OPENBLAS_CORETYPE={})", blas.openblas, getenv("OPENBLAS_CORETYPE"))
+                                 : fmt::format("{} (OpenBLAS's choice)", blas.openblas));
     return 0;
   }
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {

@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "gradc_blas.h"
 #include "gradc_common.h"
 #if defined(__AVX__)
 #include <immintrin.h>
@@ -192,8 +193,11 @@ inline void rows(Stream, int64_t n_rows, const S&... steps) {
 
 // C[b] = alpha op(A[b]) op(B[b]), row-major, for b < batch.
 // The BLAS calls' state, one per program (per rank): the f32 copies that a call of
-// bf16 or f16 operands widens them into, grown to the largest call.
+// bf16 or f16 operands widens them into, grown to the largest call. Made with the
+// program's class, before its first matmul: OpenBLAS's kernels are chosen then
+// (gradc_blas.h), once a process.
 struct Blas {
+  Blas() { choose_blas_kernels(); }
   std::vector<float> a, b;
   std::vector<uint32_t> pa, pb;  // gemm_bf16's packed operands
 };
@@ -702,6 +706,7 @@ inline void fill_zero(Stream, void* p, int64_t bytes) { memset(p, 0, size_t(byte
 // (threads of this process, or processes on this node) each calling a BLAS that starts
 // a thread per core would oversubscribe them. OPENBLAS_NUM_THREADS, when set, wins.
 inline void share_blas_threads(int ranks_here) {
+  choose_blas_kernels();  // here too: before the ranks' threads start (it sets an environment variable)
   if (getenv("OPENBLAS_NUM_THREADS")) return;
   const unsigned cores = std::thread::hardware_concurrency();
   openblas_set_num_threads(int(cores > unsigned(ranks_here) ? cores / unsigned(ranks_here) : 1));

@@ -12,6 +12,7 @@
 #include "ops/register.h"
 #include "passes/lower_kernels.h"
 #include "passes/pass.h"
+#include "runtime/blas_kernels.h"
 #include "runtime/npy.h"
 #include "runtime/plan.h"
 #include "support/file.h"
@@ -160,6 +161,32 @@ uint16_t nearest_bf16(float f) {
   const uint16_t down = uint16_t(lo >> 16), up = uint16_t(down + 1);
   if (a - below != above - a) return a - below < above - a ? down : up;
   return down & 1 ? up : down;
+}
+
+TEST_CASE("OpenBLAS's kernels are chosen again only where they are narrower than the CPU's vectors") {
+  // (OpenBLAS's choice, AVX-512, AVX2 and FMA): the kernels gradc asks for, or none
+  CHECK(std::string(wider_blas_kernels("Prescott", true, true)) == "SkylakeX");  // a Xeon OpenBLAS 0.3.21 does not know
+  CHECK(std::string(wider_blas_kernels("Haswell", true, true)) == "SkylakeX");
+  CHECK(std::string(wider_blas_kernels("Zen", true, true)) == "SkylakeX");
+  CHECK(wider_blas_kernels("SkylakeX", true, true) == nullptr);
+  CHECK(wider_blas_kernels("Cooperlake", true, true) == nullptr);  // OpenBLAS's choice on a Zen 5
+  CHECK(wider_blas_kernels("SapphireRapids", true, true) == nullptr);
+  CHECK(std::string(wider_blas_kernels("Prescott", false, true)) == "Haswell");
+  CHECK(std::string(wider_blas_kernels("Sandybridge", false, true)) == "Haswell");
+  CHECK(wider_blas_kernels("Zen", false, true) == nullptr);
+  CHECK(wider_blas_kernels("Excavator", false, true) == nullptr);
+  CHECK(wider_blas_kernels("SkylakeX", false, true) == nullptr);  // OPENBLAS_CORETYPE's, on a smaller CPU: left
+  CHECK(wider_blas_kernels("Prescott", false, false) == nullptr);
+  // and in this process: OpenBLAS now runs kernels at least as wide as the CPU's vectors
+  const BlasKernels& k = choose_blas_kernels();
+  CHECK(!k.openblas.empty());
+  if (!getenv("OPENBLAS_CORETYPE")) {
+    const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+    CHECK(wider_blas_kernels(openblas_get_corename(), avx512,
+                             __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) == nullptr);
+    CHECK(getenv("OPENBLAS_CORETYPE") == nullptr);  // set for OpenBLAS to read, then unset
+  }
 }
 
 TEST_CASE("bf16 and f16 rounding: round-to-nearest-even on every exponent, NaNs kept NaN") {
