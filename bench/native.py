@@ -69,8 +69,23 @@ def gradc_step(prog, backend):
     return float(out.split("median step: ")[1].split(" ms")[0])
 
 
+def gradc_kernels():
+    """gradc's line on the OpenBLAS kernels its matmuls run on here (`gradc --version`:
+    OpenBLAS's choice, OPENBLAS_CORETYPE's, or the wider ones gradc chose where
+    OpenBLAS's are older than the CPU), and their name."""
+    out = subprocess.run([GRADC, "--version"], capture_output=True, text=True).stdout
+    line = next(l for l in out.splitlines() if l.startswith("OpenBLAS's kernels here: "))
+    return line.split(": ", 1)[1], line.split(": ", 1)[1].split(" ")[0]
+
+
+def peer_env(**threads):
+    """The environment of a peer's process (NumPy, Debian's PyTorch): the system's OpenBLAS
+    on the kernels gradc's matmuls run on, so that both sides multiply alike."""
+    return dict(os.environ, OPENBLAS_CORETYPE=gradc_kernels()[1], **threads)
+
+
 def torch_step(name, port):
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    env = peer_env(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     procs = [subprocess.Popen([TORCH_PYTHON, TORCH, str(r), name, str(STEPS), str(port)], env=env,
                               stdout=subprocess.PIPE, text=True) for r in range(2)]
     outs = [p.communicate()[0] for p in procs]
@@ -80,7 +95,7 @@ def torch_step(name, port):
 
 
 def python_figure(code, *args, ranks=1):
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    env = peer_env(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     procs = [subprocess.Popen([TORCH_PYTHON, "-c", code, *args], env=env, stdout=subprocess.PIPE, text=True)
              for _ in range(ranks)]
     return max(float(p.communicate()[0].strip()) for p in procs)
@@ -104,13 +119,9 @@ def in_venv_one_thread(script):
 
 
 def blas_kernels():
-    """The kernels the system's OpenBLAS (gradc's matmuls, Debian's PyTorch's) picks in this
-    environment, and OPENBLAS_CORETYPE, which overrides its own choice for the CPU."""
-    import ctypes
-    lib = ctypes.CDLL("libopenblas.so.0")
-    lib.openblas_get_corename.restype = ctypes.c_char_p
-    return f"OpenBLAS {lib.openblas_get_corename().decode()} kernels " \
-           f"(OPENBLAS_CORETYPE {os.environ.get('OPENBLAS_CORETYPE', 'unset')})"
+    """The OpenBLAS kernels gradc's matmuls run on (and NumPy's and Debian's PyTorch's here,
+    peer_env), as `gradc --version` says."""
+    return f"OpenBLAS {gradc_kernels()[0]} kernels"
 
 
 def machine():
