@@ -428,21 +428,6 @@ struct Sums8 {
   void set(const double* a) { lo = _mm256_loadu_pd(a), hi = _mm256_loadu_pd(a + 4); }
 #endif
 };
-// Elements s0 .. s0+7 of the 8 rows (from s0+7 down with Reverse); with Stream, stored
-// by streaming stores (`out`'s rows 32-byte aligned), as map's large results are.
-template <bool Reverse, bool Stream>
-inline void cumsum_8x8(int64_t s0, int64_t stride, const float* in, float* out, Sums8& sums) {
-  __m256 r[8];
-  for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(in + k * stride + s0);
-  transpose8x8(r);
-  for (int k = 0; k < 8; ++k) r[Reverse ? 7 - k : k] = sums.add(r[Reverse ? 7 - k : k]);
-  transpose8x8(r);
-  for (int k = 0; k < 8; ++k)
-    if constexpr (Stream)
-      _mm256_stream_ps(out + k * stride + s0, r[k]);
-    else
-      _mm256_storeu_ps(out + k * stride + s0, r[k]);
-}
 // Element s of the 8 rows (the ends that are not a whole 8x8 block).
 inline void cumsum_8x1(int64_t s, int64_t stride, const float* in, float* out, Sums8& sums) {
   double acc[8];
@@ -453,17 +438,44 @@ inline void cumsum_8x1(int64_t s, int64_t stride, const float* in, float* out, S
   }
   sums.set(acc);
 }
-template <bool Stream>
-inline void cumsum_rows8(int64_t n, bool reverse, const float* in, float* out) {
+// 8 rows of `n` summed along the rows (from their ends with Reverse), 8 elements of each
+// at a time. With Stream (`out`'s rows 32-byte aligned), a row's two halves of a 64-byte
+// line are written by two streaming stores one after the other, the half that comes
+// first held until the other comes (in registers: held in memory, through a helper's
+// pointer, the forward sums took 40 times as long on an Intel Xeon), so that every line
+// is streamed whole; a half line at a row's ends, which the next or the previous row
+// shares, is a plain store. Streamed as each half line came, 8 rows' lines open at once
+// (likely more than the write-combining buffers hold), that Xeon took 2 to 7 times as
+// long as with plain stores (docs/codegen.md, `loop`).
+template <bool Reverse, bool Stream>
+inline void cumsum_rows8(int64_t n, const float* in, float* out) {
   Sums8 sums;
+  __m256 held[8];
   const int64_t whole = n / 8 * 8;
-  if (!reverse) {
-    for (int64_t s = 0; s < whole; s += 8) cumsum_8x8<false, Stream>(s, n, in, out, sums);
-    for (int64_t s = whole; s < n; ++s) cumsum_8x1(s, n, in, out, sums);
-  } else {
+  if (Reverse)
     for (int64_t s = n - 1; s >= whole; --s) cumsum_8x1(s, n, in, out, sums);
-    for (int64_t s = whole - 8; s >= 0; s -= 8) cumsum_8x8<true, Stream>(s, n, in, out, sums);
+  for (int64_t i = 0; i < whole; i += 8) {
+    const int64_t s0 = Reverse ? whole - 8 - i : i;
+    __m256 r[8];
+    for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(in + k * n + s0);
+    transpose8x8(r);
+    for (int k = 0; k < 8; ++k) r[Reverse ? 7 - k : k] = sums.add(r[Reverse ? 7 - k : k]);
+    transpose8x8(r);
+    for (int k = 0; k < 8; ++k) {
+      float* p = out + k * n + s0;
+      const bool upper = reinterpret_cast<uintptr_t>(p) % 64 != 0;  // the line's second half
+      if (!Stream || (upper ? s0 < 8 : s0 + 16 > n)) {              // the other half is another row's
+        _mm256_storeu_ps(p, r[k]);
+      } else if (upper == Reverse) {  // the other half comes next
+        held[k] = r[k];
+      } else {
+        _mm256_stream_ps(upper ? p - 8 : p, upper ? held[k] : r[k]);
+        _mm256_stream_ps(upper ? p : p + 8, upper ? r[k] : held[k]);
+      }
+    }
   }
+  if (!Reverse)
+    for (int64_t s = whole; s < n; ++s) cumsum_8x1(s, n, in, out, sums);
 }
 #endif
 
@@ -521,10 +533,14 @@ inline void cumsum(Stream, int64_t outer, int64_t n, int64_t inner, int64_t reve
     if (inner == 1) {  // rows: 8 at a time, as vectors; a large result streamed where rows are aligned
       if (out != in && outer * n * int64_t(sizeof(T)) >= kStreamBytes && n % 8 == 0 &&
           reinterpret_cast<uintptr_t>(out) % 32 == 0) {
-        for (; c0 + W <= columns; c0 += W) cumsum_rows8<true>(n, reverse, in + c0 * n, out + c0 * n);
+        for (; c0 + W <= columns; c0 += W)
+          reverse ? cumsum_rows8<true, true>(n, in + c0 * n, out + c0 * n)
+                  : cumsum_rows8<false, true>(n, in + c0 * n, out + c0 * n);
         _mm_sfence();
       }
-      for (; c0 + W <= columns; c0 += W) cumsum_rows8<false>(n, reverse, in + c0 * n, out + c0 * n);
+      for (; c0 + W <= columns; c0 += W)
+        reverse ? cumsum_rows8<true, false>(n, in + c0 * n, out + c0 * n)
+                : cumsum_rows8<false, false>(n, in + c0 * n, out + c0 * n);
     }
 #endif
   for (; c0 < columns; c0 += W) {
