@@ -15,6 +15,7 @@
 #include "ir/mesh.h"
 #include "ir/print.h"
 #include "ir/view.h"
+#include "passes/lower_kernels.h"
 #include "support/stack.h"
 
 namespace gradc {
@@ -95,6 +96,8 @@ class Body {
  public:
   Body(const Lowered& l, const LKernel& k, const std::string& source)
       : l_(l), g_(l.graph), source_(source), fused_(k.fused.begin(), k.fused.end()) {}
+  Body(const Lowered& l, const std::set<ValueId>& fused, const std::string& source)
+      : l_(l), g_(l.graph), source_(source), fused_(fused) {}
 
   // Splits flat index `flat` of `shape` into one variable per axis.
   std::vector<std::string> unflatten(const std::string& flat, const Shape& shape, const std::string& prefix) {
@@ -117,11 +120,11 @@ class Body {
   // The value v at multi-index idx (one expression per axis of v's shape): the
   // name of a variable holding it.
   std::string value(ValueId v, const std::vector<std::string>& idx) {
-    const std::string key = fmt::format("{}@{}", v, fmt::join(idx, ","));
+    const std::string k = key(v, idx);
     for (auto s = memo_.rbegin(); s != memo_.rend(); ++s)
-      if (auto it = s->find(key); it != s->end()) return it->second;
+      if (auto it = s->find(k); it != s->end()) return it->second;
     std::string r = deep([&] { return compute(v, idx); });  // a fused chain recurses as deep as it is long
-    memo_.back()[key] = r;
+    memo_.back()[k] = r;
     return r;
   }
 
@@ -163,6 +166,13 @@ class Body {
     elem_flat_ = flat;
   }
   void set_prefetch(bool on) { prefetch_ = on; }  // the CPU's (prefetch_ahead)
+  // The CPU's tables: a value that is a function of one 16-bit value alone is looked up
+  // in a table of its value at each of that value's 65536 bit patterns (table_leaf),
+  // which `tables` receives as a definition, named `prefix`_tableN.
+  void set_tables(const std::string& prefix, std::vector<std::string>* tables) {
+    table_prefix_ = prefix;
+    tables_ = tables;
+  }
   // A map's buffers read at its own element become the body's parameters e_NAME (in
   // `params`, first read first), which its caller loads: two elements at a time on the GPU.
   void set_element_params(bool on) { element_params_ = on; }
@@ -322,6 +332,112 @@ class Body {
     return name;
   }
 
+  // What a table needs (table_leaf): through x's operands, the nearest 16-bit values
+  // (one at most, `leaf`), and whether a costly op is on the way.
+  struct Cone {
+    bool ok = false;
+    ValueId leaf = -1;
+    bool costly = false;
+  };
+  // A splat constant, or a broadcast, reshape or cast of one: the same value at every element.
+  bool splat(ValueId x) const {
+    const Node& n = g_[x];
+    if (n.op == Op::Const) return n.attrs.find("value")->kind != Attr::List;
+    return (n.op == Op::BroadcastTo || n.op == Op::Reshape || n.op == Op::Cast) && splat(n.args[0]);
+  }
+  // x (fused) walked through: elementwise ops of x's shape (and reshapes to the same
+  // shape) on its operands, which are splat constants, 16-bit values (the leaf, one value)
+  // or values walked through in turn; an op that depends on where the element is (rank,
+  // iota, rand, take, an index check) or may stop the program (// and % of integers) is
+  // not walked through.
+  Cone cone(ValueId x) {
+    if (auto it = cones_.find(x); it != cones_.end()) return it->second;
+    Cone c;
+    const Node& n = g_[x];
+    const bool same_shape_view = n.op == Op::Reshape && g_.type(n.args[0]).shape == n.type->shape;
+    c.ok = fused_.count(x) && (same_shape_view || (is_elementwise(n.op) && n.op != Op::CheckLabels &&
+                                                   n.op != Op::FloorDiv && n.op != Op::Mod && !view_maps()[n.op]));
+    c.costly = float_only(n.op) && !cheap_scalars()[n.op];  // exp, tanh, division ...: not a vector instruction or two
+    for (size_t i = 0; c.ok && i < n.args.size(); ++i) {
+      const ValueId a = n.args[i];
+      const Node& an = g_[a];
+      if (splat(a)) continue;  // no element's own
+      if (an.type->shape != n.type->shape) {
+        c.ok = false;
+      } else if (is_low_precision(an.type->dtype)) {
+        c.ok = c.leaf < 0 || c.leaf == a;
+        c.leaf = a;
+      } else {
+        const Cone ac = deep([&] { return cone(a); });  // as deep as a fused chain is long
+        c.ok = ac.ok && (ac.leaf < 0 || c.leaf < 0 || ac.leaf == c.leaf);
+        if (ac.leaf >= 0) c.leaf = ac.leaf;
+        c.costly |= ac.costly;
+      }
+    }
+    return cones_[x] = c;
+  }
+  // The 16-bit value v is a function of alone, reaching down through 16-bit values that
+  // are themselves functions of one (tanh(x * 1.5 + 0.5) in bf16, each op rounded, is a
+  // function of x), where the ops on the way hold a costly one: else -1. f32 and 16-bit
+  // results only, so that an entry is 32 bits.
+  ValueId table_leaf(ValueId v) {
+    const DType t = g_.type(v).dtype;
+    if (t != DType::F32 && !is_low_precision(t)) return -1;
+    Cone c = cone(v);
+    if (!c.ok || c.leaf < 0) return -1;
+    for (Cone below; fused_.count(c.leaf) && (below = cone(c.leaf)).ok && below.leaf >= 0;)
+      c.leaf = below.leaf, c.costly |= below.costly;
+    return c.costly ? c.leaf : -1;
+  }
+  // v from the table of its values at each of the 65536 values of `leaf` (table_leaf),
+  // which is defined (once for v) by the same code as v's, on the leaf's value `e`.
+  std::string table_lookup(ValueId v, ValueId leaf, const std::vector<std::string>& idx) {
+    const std::string at = value(leaf, idx);
+    auto [it, made] = table_of_.try_emplace(v);
+    if (made) {
+      it->second = fmt::format("{}_table{}", table_prefix_, tables_->size());
+      Body f(l_, fused_, source_);
+      f.memo_.back()[key(leaf, idx)] = "e";
+      const std::string r = f.value(v, idx);
+      f.line(fmt::format("return {};", r));
+      const char* lt = cpp_type(g_.type(leaf).dtype);
+      tables_->push_back(
+          fmt::format("// {}: {}'s value at each of the 65536 values of {} ({}), computed once\n"
+                      "const gradc::Table16<{}, {}> {}([]({} e) {{\n{}}});\n\n",
+                      it->second, what(v), what(leaf), fused_ops_of(v, leaf), lt, cpp_type(g_.type(v).dtype),
+                      it->second, lt, f.text()));
+    }
+    return def(v, fmt::format("{}.at({})", it->second, at));
+  }
+  // A value in a comment: its buffer's name, else its own, else its number.
+  std::string what(ValueId x) const {
+    if (const int b = l_.buffer_of[size_t(x)]; b >= 0) return l_.buffers[size_t(b)].name;
+    return g_[x].name.empty() ? fmt::format("value {}", x) : g_[x].name.str();
+  }
+  // The ops from leaf to v, in order (a table's comment).
+  std::string fused_ops_of(ValueId v, ValueId leaf) const {
+    std::vector<ValueId> order;
+    std::set<ValueId> seen{leaf};
+    std::vector<std::pair<ValueId, bool>> todo{{v, false}};
+    while (!todo.empty()) {
+      auto [x, done] = todo.back();
+      todo.pop_back();
+      if (done) {
+        order.push_back(x);
+        continue;
+      }
+      if (!seen.insert(x).second || g_[x].op == Op::Const) continue;
+      todo.push_back({x, true});
+      for (ValueId a : g_[x].args) todo.push_back({a, false});
+    }
+    std::vector<std::string> ops;
+    for (ValueId x : order) ops.emplace_back(op_name(g_[x].op));
+    return fmt::format("{}", fmt::join(ops, " "));
+  }
+  static std::string key(ValueId v, const std::vector<std::string>& idx) {
+    return fmt::format("{}@{}", v, fmt::join(idx, ","));
+  }
+
   std::string compute(ValueId v, const std::vector<std::string>& idx) {
     const Node& n = g_[v];
     const int b = l_.buffer_of[size_t(v)];
@@ -329,6 +445,8 @@ class Body {
       GRADC_ASSERT(b >= 0, "value %{} is neither fused nor in a buffer", v);
       return load(b, idx);
     }
+    if (tables_)
+      if (const ValueId leaf = table_leaf(v); leaf >= 0) return table_lookup(v, leaf, idx);
     const Type& t = n.type;
     if (const ViewFn f = view_maps()[n.op]) {
       std::vector<Shape> in;
@@ -422,6 +540,10 @@ class Body {
   std::set<ValueId> fused_;
   std::vector<std::map<std::string, std::string>> memo_{1};
   bool prefetch_ = false;
+  std::string table_prefix_;
+  std::vector<std::string>* tables_ = nullptr;
+  std::map<ValueId, Cone> cones_;
+  std::map<ValueId, std::string> table_of_;
   bool element_params_ = false;
   // The index variables and shape at which a value is the map's own flat element
   // (elem_flat_): the output's, and a reshaped operand's at the same element.
@@ -741,6 +863,7 @@ class Emitter {
   virtual bool row_local_buffers() const { return false; }
   virtual bool prefetches() const { return false; }  // Body's prefetch_ahead
   virtual bool pairs() const { return false; }       // pair_functor
+  virtual bool tables16() const { return false; }    // Body's table_lookup
   // A tile group's member where row-local buffers are not kept a row at a time (the GPU):
   // its functor is a map's, of the flat element (gradc::tile_row), in pairs where it can.
   bool flat_tile(const LKernel& k) const { return k.tiles && !row_local_buffers(); }
@@ -886,6 +1009,8 @@ class Emitter {
     }
     Body body(l_, k, source_);
     body.set_prefetch(prefetches());
+    std::vector<std::string> tables;  // the functor's tables' definitions, before it
+    if (tables16()) body.set_tables(kernel_name(i), &tables);
     std::string result;
     std::string signature;
     if (k.kind == LKernel::Map && k.group >= 0 && !flat_tile(k)) {
@@ -930,7 +1055,7 @@ class Emitter {
       body.line(fmt::format("return {};", result));
       signature = fmt::format("GRADC_FUNCTOR {} operator()(int64_t o, int64_t r) const", cpp_type(out.dtype));
     }
-    std::string s = comment(k);
+    std::string s = fmt::format("{}", fmt::join(tables, "")) + comment(k);
     s += fmt::format("struct {} {{\n", kernel_name(i));
     for (int b : body.reads)
       s += fmt::format("  const {}* b_{};\n", cpp_type(l_.buffers[size_t(b)].type->dtype), l_.buffers[size_t(b)].name);
@@ -1502,6 +1627,7 @@ class CpuEmitter final : public Emitter {
   }
   bool row_local_buffers() const override { return true; }
   bool prefetches() const override { return true; }
+  bool tables16() const override { return true; }
   std::string bind_input(size_t i, const std::string& api, const char* t) override {  // host vectors, by pointer
     return fmt::format(
         "    if (!d.inputs[{0}].empty()) step.set_{1}(reinterpret_cast<const {2}*>(d.inputs[{0}].data()));\n", i, api,

@@ -31,6 +31,12 @@ bool splat_const(const Node& n) { return n.op == Op::Const && n.attrs.find("valu
 // A constant with one element, or a splat: what a BLAS call's alpha can be.
 bool scalar_const(const Node& n) { return splat_const(n) && n.type->size() >= 1; }
 bool is_cheap(const Node& n) { return n.op == Op::Rank || n.op == Op::Iota || splat_const(n); }
+// A splat constant, or a broadcast, reshape or cast of one: the same value at every element.
+bool splat(const Graph& g, ValueId x) {
+  const Node& n = g[x];
+  return splat_const(n) ||
+         ((n.op == Op::BroadcastTo || n.op == Op::Reshape || n.op == Op::Cast) && splat(g, n.args[0]));
+}
 
 // matmul's operand as BLAS sees it: a buffer value, transposed or not (a
 // transpose of the last two axes only is folded into the call's flag).
@@ -223,7 +229,7 @@ class Lowerer {
       if (folded_mm_[i] >= 0 || n.op == Op::Input || (n.op == Op::Const && !splat_const(n)) ||
           f == KernelForm::Reduce || f == KernelForm::Gemm || f == KernelForm::Comm || f == KernelForm::Loop ||
           (l_.check_finite && !is_cheap(n) && !view && n.op != Op::Const) ||
-          (uses[i] > 1 && !leaf_ops[i] && !view && !recomputed(ValueId(i), leaf_ops)))
+          (uses[i] > 1 && !leaf_ops[i] && !view && !recomputed(ValueId(i), leaf_ops) && !of_one_16bit(ValueId(i))))
         buffered_[i] = true;
       // The folded matmul is read by this op alone: it is no buffer (and no kernel).
       if (folded_mm_[i] >= 0) buffered_[size_t(folded_mm_[i])] = false;
@@ -241,7 +247,8 @@ class Lowerer {
 
   // Whether a value that several kernels read is computed again in each instead of
   // being written out: it is a few cheap ops (cheap_scalars) on at most two buffers of
-  // its size, and its readers then read fewer of those arrays than writing it out and
+  // its size (a 16-bit one's widened value counting as the buffer), and its readers then
+  // read fewer of those arrays than writing it out and
   // reading it back would move: r buffers read by each of u readers against r read, 1
   // written and u read (r = 1, or r = 2 with two readers: y = x * a + w, read by a loss
   // and a gradient). Values it reads that are not buffers are part of it; leaves and
@@ -265,13 +272,63 @@ class Lowerer {
         ok = ++r <= 2;
         continue;
       }
-      if (!cheap_scalars()[g[x].op] || ++ops > kMaxRecomputedOps) ok = false;
+      const Node& n = g[x];  // a 16-bit buffer's f32 value (a shift or two: the widening casts) is that buffer, read
+      if (n.op == Op::Cast && is_low_precision(g.type(n.args[0]).dtype) && buffered_[size_t(n.args[0])]) {
+        stack.push_back(n.args[0]);
+        continue;
+      }
+      if (!cheap_scalars()[n.op] || ++ops > kMaxRecomputedOps) ok = false;
       for (ValueId a : g[x].args) stack.push_back(a);
     }
     stack.clear();
     return ok && r >= 1 && (r == 1 || uses_[size_t(v)] == 2);
   }
   static constexpr int kMaxRecomputedOps = 8;
+
+  // Whether an f32 value that several kernels read is computed again in each because it
+  // is a function of one bf16 or f16 buffer of its size alone, with a costly op on the way
+  // (up to kMaxLeafOps elementwise ops of its size, on that buffer and splat constants:
+  // each of gelu's parts): each reader then reads the 16-bit buffer, 2 bytes an element,
+  // where the value's would take 4 and a pass to write. On the CPU it is one table lookup,
+  // whatever the ops (codegen's Table16); a GPU computes it again, on a value it reads
+  // anyway. A 16-bit value stays a buffer: its readers would read as many bytes, and a
+  // lookup (a gather) costs more than a load of a buffer in cache (the bf16 elementwise
+  // chain's tanh, sigmoid and exp, each read again by the backward: 8% slower
+  // recomputed, 10^6 values a rank).
+  bool of_one_16bit(ValueId v) {
+    const Graph& g = l_.graph;
+    const Type& t = g.type(v);
+    if (buffered_[size_t(v)] || t.size() <= 1 || t.dtype != DType::F32) return false;
+    ValueId leaf = -1;
+    int ops = 0;
+    bool costly = false, ok = true;
+    std::vector<ValueId>& stack = stack_;  // empty between walks
+    ++epoch_;
+    stack.push_back(v);
+    while (ok && !stack.empty()) {
+      const ValueId x = stack.back();
+      stack.pop_back();
+      if (seen_[size_t(x)] == epoch_) continue;
+      seen_[size_t(x)] = epoch_;
+      const Node& n = g[x];
+      if (x != v && splat(g, x)) continue;
+      if (n.type->shape != t.shape) {
+        ok = false;
+      } else if (x != v && buffered_[size_t(x)]) {  // the one buffer it reads
+        ok = is_low_precision(n.type->dtype) && (leaf < 0 || leaf == x);
+        leaf = x;
+      } else {
+        const bool same_shape_view = n.op == Op::Reshape && g.type(n.args[0]).shape == n.type->shape;
+        ok = (same_shape_view ||
+              (is_elementwise(n.op) && n.op != Op::CheckLabels && n.op != Op::FloorDiv && n.op != Op::Mod)) &&
+             ++ops <= kMaxLeafOps;
+        costly |= float_only(n.op) && !cheap_scalars()[n.op];
+        for (ValueId a : n.args) stack.push_back(a);
+      }
+    }
+    stack.clear();
+    return ok && costly && leaf >= 0;
+  }
 
   int add_buffer(ValueId v, LBuffer::Kind kind) {
     LBuffer b;

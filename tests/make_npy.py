@@ -6,7 +6,9 @@ usage: make_npy.py OUT DESCR SHAPE VALUES [--fortran] [--version=V]
           ml_dtypes.bfloat16 saves), each value rounded to nearest even
   SHAPE   comma-separated dimensions, e.g. 2,3 (empty for a scalar)
   VALUES  comma-separated values in C (row-major) order; with --fortran they are
-          stored column-major, as NumPy stores a Fortran-order array
+          stored column-major, as NumPy stores a Fortran-order array; for a 2-byte
+          descr (<V2, <f2), `bits` stands for every one of the 65536 bit patterns, in
+          order (SHAPE 65536)
 """
 import struct
 import sys
@@ -22,7 +24,8 @@ def main():
         if f.startswith("--version="):
             version = int(f.split("=")[1])
     shape = [int(d) for d in shape_s.split(",") if d]
-    values = [float(v) if descr[1] in "fV" else int(v) for v in values_s.split(",") if v]
+    bits = values_s == "bits"
+    values = [] if bits else [float(v) if descr[1] in "fV" else int(v) for v in values_s.split(",") if v]
     if fortran and len(shape) > 1:  # C-order values -> column-major memory order
         strides = [1] * len(shape)
         for d in range(len(shape) - 2, -1, -1):
@@ -39,7 +42,9 @@ def main():
     codes = {"f2": "e", "f4": "f", "f8": "d", "i1": "b", "i2": "h", "i4": "i", "i8": "q",
              "u1": "B", "u2": "H", "u4": "I", "u8": "Q", "b1": "?", "V4": "f"}
     endian = ">" if descr[0] == ">" else "<"
-    if descr[1:] == "V2":  # bfloat16: the top half of the f32, rounded to nearest even
+    if bits:
+        data = b"".join(struct.pack(endian + "H", u) for u in range(65536))
+    elif descr[1:] == "V2":  # bfloat16: the top half of the f32, rounded to nearest even
         def bf16(v):
             u = struct.unpack("<I", struct.pack("<f", v))[0]
             return (u + 0x7FFF + ((u >> 16) & 1)) >> 16

@@ -145,6 +145,36 @@ inline void reduce_leading(Stream, Partials, ROp op, int64_t n_out, int64_t n_re
   }
 }
 
+// A function of one 16-bit value (bf16 or f16) that costs more than a load: its value at
+// each of the 65536 values, computed once, when the program is loaded, by the same code
+// as a kernel's (one value at a time, with the interpreter's own scalar functions), and
+// looked up with one 32-bit load an element (a vector gather) where the kernel reads it
+// (codegen's table_lookup). The entries are the values' bits, so every value, NaNs and
+// subnormals included, is the one the code gives.
+template <class L, class V>
+struct Table16 {
+  static_assert(sizeof(V) <= 4, "an entry is 32 bits");
+  uint32_t entries[65536];
+  template <class F>
+  explicit Table16(const F& f) {
+#if defined(__clang__)
+#pragma clang loop vectorize(disable)
+#endif
+    for (uint32_t u = 0; u < 65536; ++u) {
+      const V y = f(L{uint16_t(u)});
+      uint32_t e = 0;
+      memcpy(&e, &y, sizeof(V));
+      entries[u] = e;
+    }
+  }
+  GRADC_FUNCTOR V at(L x) const {
+    const uint32_t e = entries[x.bits];
+    V y;
+    memcpy(&y, &e, sizeof(V));
+    return y;
+  }
+};
+
 // A row group: per row, every member on that row in turn (the row stays in cache).
 template <class T, class F>
 struct MapRow {
@@ -510,13 +540,18 @@ inline void block(const uint16_t* a, const uint32_t* b, int64_t kcp, float* c, i
   float* const at = whole ? c : part;
   const int64_t ld = whole ? ldc : 32;
   if (first) {
-    _tile_zero(4), _tile_zero(5), _tile_zero(6), _tile_zero(7);
+    _tile_zero(4);  // (GCC's tile intrinsics are statements: no comma between them)
+    _tile_zero(5);
+    _tile_zero(6);
+    _tile_zero(7);
   } else {
     if (!whole)
       for (int64_t r = 0; r < 32; ++r)
         for (int64_t q = 0; q < 32; ++q) part[r * 32 + q] = r < rows && q < cols ? c[r * ldc + q] : 0.0f;
-    _tile_loadd(4, at, ld * 4), _tile_loadd(5, at + 16, ld * 4);
-    _tile_loadd(6, at + 16 * ld, ld * 4), _tile_loadd(7, at + 16 * ld + 16, ld * 4);
+    _tile_loadd(4, at, ld * 4);
+    _tile_loadd(5, at + 16, ld * 4);
+    _tile_loadd(6, at + 16 * ld, ld * 4);
+    _tile_loadd(7, at + 16 * ld + 16, ld * 4);
   }
   const int64_t np = kcp / 2;
   for (int64_t q = 0; q < kcp; q += 32) {
@@ -533,8 +568,10 @@ inline void block(const uint16_t* a, const uint32_t* b, int64_t kcp, float* c, i
       if (cols > 16) _tile_dpbf16ps(7, 1, 3);
     }
   }
-  _tile_stored(4, at, ld * 4), _tile_stored(5, at + 16, ld * 4);
-  _tile_stored(6, at + 16 * ld, ld * 4), _tile_stored(7, at + 16 * ld + 16, ld * 4);
+  _tile_stored(4, at, ld * 4);
+  _tile_stored(5, at + 16, ld * 4);
+  _tile_stored(6, at + 16 * ld, ld * 4);
+  _tile_stored(7, at + 16 * ld + 16, ld * 4);
   if (!whole)
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t q = 0; q < cols; ++q) c[r * ldc + q] = part[r * 32 + q];
