@@ -120,6 +120,7 @@ class Body {
   // The value v at multi-index idx (one expression per axis of v's shape): the
   // name of a variable holding it.
   std::string value(ValueId v, const std::vector<std::string>& idx) {
+    if (auto it = bound_.find(v); it != bound_.end()) return it->second;  // a table's value, at any index
     const std::string k = key(v, idx);
     for (auto s = memo_.rbegin(); s != memo_.rend(); ++s)
       if (auto it = s->find(k); it != s->end()) return it->second;
@@ -397,7 +398,7 @@ class Body {
     if (made) {
       it->second = fmt::format("{}_table{}", table_prefix_, tables_->size());
       Body f(l_, fused_, source_);
-      f.memo_.back()[key(leaf, idx)] = "e";
+      f.bound_[leaf] = "e";  // at whatever index the walk reaches it: all of the cone's values have v's shape
       const std::string r = f.value(v, idx);
       f.line(fmt::format("return {};", r));
       const char* lt = cpp_type(g_.type(leaf).dtype);
@@ -544,6 +545,7 @@ class Body {
   std::vector<std::string>* tables_ = nullptr;
   std::map<ValueId, Cone> cones_;
   std::map<ValueId, std::string> table_of_;
+  std::map<ValueId, std::string> bound_;  // a table's function: its 16-bit value, the parameter e
   bool element_params_ = false;
   // The index variables and shape at which a value is the map's own flat element
   // (elem_flat_): the output's, and a reshaped operand's at the same element.
