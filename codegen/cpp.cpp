@@ -340,9 +340,11 @@ class Body {
     ValueId leaf = -1;
     bool costly = false;
   };
-  // A splat constant, or a broadcast, reshape or cast of one: the same value at every element.
+  // A splat constant, or a broadcast, reshape or cast of one, that the kernel computes
+  // (one in a buffer, an output's, is read): the same value at every element.
   bool splat(ValueId x) const {
     const Node& n = g_[x];
+    if (!fused_.count(x)) return false;
     if (n.op == Op::Const) return n.attrs.find("value")->kind != Attr::List;
     return (n.op == Op::BroadcastTo || n.op == Op::Reshape || n.op == Op::Cast) && splat(n.args[0]);
   }

@@ -31,12 +31,6 @@ bool splat_const(const Node& n) { return n.op == Op::Const && n.attrs.find("valu
 // A constant with one element, or a splat: what a BLAS call's alpha can be.
 bool scalar_const(const Node& n) { return splat_const(n) && n.type->size() >= 1; }
 bool is_cheap(const Node& n) { return n.op == Op::Rank || n.op == Op::Iota || splat_const(n); }
-// A splat constant, or a broadcast, reshape or cast of one: the same value at every element.
-bool splat(const Graph& g, ValueId x) {
-  const Node& n = g[x];
-  return splat_const(n) ||
-         ((n.op == Op::BroadcastTo || n.op == Op::Reshape || n.op == Op::Cast) && splat(g, n.args[0]));
-}
 
 // matmul's operand as BLAS sees it: a buffer value, transposed or not (a
 // transpose of the last two axes only is folded into the call's flag).
@@ -285,6 +279,13 @@ class Lowerer {
   }
   static constexpr int kMaxRecomputedOps = 8;
 
+  // A splat constant, or a broadcast, reshape or cast of one, that is no buffer (an
+  // output's is read): the same value at every element, computed where it is read.
+  bool splat(ValueId x) const {
+    const Node& n = l_.graph[x];
+    if (buffered_[size_t(x)]) return false;
+    return splat_const(n) || ((n.op == Op::BroadcastTo || n.op == Op::Reshape || n.op == Op::Cast) && splat(n.args[0]));
+  }
   // Whether an f32 value that several kernels read is computed again in each because it
   // is a function of one bf16 or f16 buffer of its size alone, with a costly op on the way
   // (up to kMaxLeafOps elementwise ops of its size, on that buffer and splat constants:
@@ -311,7 +312,7 @@ class Lowerer {
       if (seen_[size_t(x)] == epoch_) continue;
       seen_[size_t(x)] = epoch_;
       const Node& n = g[x];
-      if (x != v && splat(g, x)) continue;
+      if (x != v && splat(x)) continue;
       if (n.type->shape != t.shape) {
         ok = false;
       } else if (x != v && buffered_[size_t(x)]) {  // the one buffer it reads
