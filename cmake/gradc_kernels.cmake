@@ -4,7 +4,7 @@
 #
 # The kernels are compiled as gradc run's native backend compiles them, whatever the
 # application's build type and compiler (as add_halide_library builds its pipelines with
-# its own tools): -O3 for this machine, no floating-point contraction (each op rounds as
+# its own tools): -O3 for this machine and its widest vectors, no floating-point contraction (each op rounds as
 # gradc's interpreter does), and with clang exp, log, sin and cos vectorised through
 # glibc's libmvec. GCC reaches libmvec only with -ffast-math, which would change the
 # values, so where the application's compiler is not clang the kernels are compiled by
@@ -27,7 +27,7 @@ function(gradc_cpu_library target source)
   find_path(GRADC_CBLAS_INCLUDE cblas.h PATH_SUFFIXES openblas REQUIRED)
   find_library(GRADC_OPENBLAS openblas REQUIRED)
   find_program(GRADC_KERNEL_CXX NAMES clang++-19 clang++)
-  set(flags -O3 -march=native -ffp-contract=off -fno-math-errno)
+  set(flags -O3 -march=native -mprefer-vector-width=512 -ffp-contract=off -fno-math-errno)
   set(clang_flags -fveclib=libmvec -Wno-invalid-feature-combination)
   get_filename_component(dir "${source}" DIRECTORY)
   if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang" OR NOT GRADC_KERNEL_CXX)
