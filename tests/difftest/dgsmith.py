@@ -566,6 +566,19 @@ class Gen:
         dt = v.dtype
         return self.add(f"{name}({inner}{extra})", [x], lambda env, w: local(lambda t: fn(pre(t)), dt, env[x]))
 
+    def no_near_tie(self, a, b, bsim, dt):
+        """A comparison of two values (cmp, where's condition): not where an element pair ties
+        to within rounding, unless both are exactly 0. Which side of the tie each backend
+        lands on depends on how it rounds: `x @ transpose(w)` and `einsum("ij,kj->ik", x, w)`
+        are one value in gradc and differ by an ulp in PyTorch's float64, so `(e <= v) * e`
+        was 0 there and e here."""
+        tol = {"f64": 1e-12, "f32": 1e-5}.get(dt, 3e-2)
+        for r in range(len(self.env[a].ranks)):
+            x, y = torch.broadcast_tensors(self.env[a].ranks[r].detach().double(), bsim(self.env, r).detach().double())
+            scale = 1 + torch.maximum(x.abs(), y.abs())
+            if bool((((x - y).abs() <= tol * scale) & ((x != 0) | (y != 0))).any()):
+                raise Skip("a near tie in a comparison")
+
     def binary(self):
         a = self.pick()
         sa = self.env[a].shape
@@ -597,6 +610,8 @@ class Gen:
             return self.add(f"{op}({a}, {bexpr})", args, run(lambda x, y: f(x, y.broadcast_to(torch.broadcast_shapes(x.shape, y.shape)) if y.dim() == 0 else y)))
         if op == "pow":
             return self.add(f"pow(abs({a}) + 0.5, {bexpr})", args, run(lambda x, y: torch.pow(x.abs() + 0.5, y)))
+        if op in ("where", "cmp") and b and b != a:
+            self.no_near_tie(a, b, bsim, dt)
         if op == "where":
             if not b:
                 raise Skip("where needs two values")
