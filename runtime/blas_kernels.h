@@ -61,6 +61,12 @@ inline const BlasKernels& choose_blas_kernels() {
     const bool avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     const char* wider = wider_blas_kernels(k.openblas.c_str(), avx512, avx2_fma);
     if (!wider) return;
+    // OpenBLAS's first buffer allocation chooses its kernels again where none are chosen,
+    // and its own threads, started at load, make it when they start: one that fell
+    // between quit and init below would choose with OPENBLAS_CORETYPE unset (seen: 1
+    // process in 14 kept Prescott). A small product here makes that allocation first.
+    float a[16] = {}, c[16];
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 4, 4, 4, 1.f, a, 4, a, 4, 0.f, c, 4);
     gotoblas_dynamic_quit();
     setenv("OPENBLAS_CORETYPE", wider, 1);
     gotoblas_dynamic_init();
