@@ -21,6 +21,19 @@
 #include <unistd.h>
 #endif
 
+// Two warnings that are the compilers' and not this code's, off in this header only
+// (popped at its end): clang's at each loop it leaves scalar that GRADC_VECTORIZE asks it
+// to vectorise (a loop that calls a function; any loop at -O0), and GCC 12's inside its
+// own AVX-512 intrinsics, which pass an undefined vector as the masked-off source.
+#if defined(__clang__)
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wpass-failed"
+#elif defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 namespace gradc {
 
 struct Stream {};    // the CPU runs a rank's kernels in order on its thread
@@ -111,15 +124,15 @@ inline void reduce_one(ROp op, int64_t n_red, const F& f, int64_t o, T* out) {
   const T init = T(reduce_init<A>(op));
   T lane[L];
   for (int64_t j = 0; j < L; ++j) lane[j] = init;
-  int64_t r = 0;
-  for (; r + L <= n_red; r += L)
+  const int64_t whole = n_red - n_red % L;  // (not r + L <= n_red: GCC then warns of overflow)
+  for (int64_t r = 0; r < whole; r += L)
     for (int64_t j = 0; j < L; ++j) {
       const T x = T(f(o, r + j));
       lane[j] = op == ROp::Max ? max_step(lane[j], x) : min_step(lane[j], x);
     }
   T acc = init;
   for (int64_t j = 0; j < L; ++j) acc = reduce_step<T>(op, acc, lane[j]);
-  for (; r < n_red; ++r) acc = reduce_step<T>(op, acc, T(f(o, r)));
+  for (int64_t r = whole; r < n_red; ++r) acc = reduce_step<T>(op, acc, T(f(o, r)));
   out[o] = acc;
 }
 template <class T, class F>
@@ -1163,3 +1176,7 @@ void check_finite(Stream stream, const T* data, int64_t n, int rank, const char*
 }
 
 }  // namespace gradc
+
+#if defined(__clang__) || defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
