@@ -998,6 +998,7 @@ class Emitter {
   struct Functor {
     std::string text;
     std::vector<int> reads;
+    int64_t row = 0;  // a map's: the rows it is run in (map_rows), where it reads along them
   };
   const std::map<int, Functor>& functors() {
     if (!functors_) {
@@ -1032,6 +1033,7 @@ class Emitter {
     if (tables16()) body.set_tables(kernel_name(i), &tables);
     std::string result;
     std::string signature;
+    int64_t rows_of = 0;  // Functor::row
     if (k.kind == LKernel::Map && k.group >= 0 && !flat_tile(k)) {
       // Element j of row r: the row's axes from r, the others from j, so what
       // depends on the row alone is seen to (and computed once a row).
@@ -1058,6 +1060,12 @@ class Emitter {
       body.map_element(k.root, out.shape);
       signature =
           fmt::format("GRADC_FUNCTOR {} operator()({}) const", cpp_type(out.dtype), index_param(body.text(), "i"));
+      // Run in rows where it reads at the element's place in its row or at its row
+      // (i % len, i / ...), the rows long enough to fill vectors (the runtime's map_rows).
+      const std::string text = body.text();
+      if (out.shape.size() >= 2 && out.shape.back() >= 16 &&
+          (text.find("= i % ") != std::string::npos || text.find("(i / ") != std::string::npos))
+        rows_of = out.shape.back();
     } else {
       const Node& r = g_[k.root];
       const Shape& in = g_.type(r.args[0]).shape;
@@ -1083,7 +1091,7 @@ class Emitter {
       s += fmt::format("  const {}* b_{};\n", cpp_type(l_.buffers[size_t(b)].type->dtype), l_.buffers[size_t(b)].name);
     s += functor_fields();
     s += fmt::format("  {} {{\n{}  }}\n}};\n\n", signature, body.text());
-    return {s, std::vector<int>(body.reads.begin(), body.reads.end())};
+    return {s, std::vector<int>(body.reads.begin(), body.reads.end()), rows_of};
   }
   // A map kernel that reads or writes 16-bit elements, on the GPU: its body `at` takes the
   // buffers read at its own element as parameters, and `pair` computes elements i and
@@ -1362,10 +1370,16 @@ class Emitter {
           std::vector<std::string> fields;
           for (int b : reads(i)) fields.push_back(ptr(b, true));
           fields.push_back(rank_fields());
-          const std::string n_arg = n_out == 1 ? "" : fmt::format("{}, ", n_out);
+          const int64_t row = functors().at(int(i)).row;
+          const std::string n_arg = n_out == 1 ? ""
+                                    : row      ? fmt::format("{}, {}, ", n_out, row)
+                                               : fmt::format("{}, ", n_out);
           call += fmt::format(
-              "  gradc::map{}({}, {}{}{{{}}}, {});\n", n_out == 1 ? "_one" : "", stream, n_arg, kernel_name(int(i)),
-              fmt::join(fields, ", "),
+              "  gradc::map{}({}, {}{}{{{}}}, {});\n",
+              n_out == 1 ? "_one"
+              : row      ? "_rows"
+                         : "",
+              stream, n_arg, kernel_name(int(i)), fmt::join(fields, ", "),
               k.guard >= 0 ? fmt::format("default_{}_", g_[out.value].attr_sym("name")) : ptr(k.out, false));
           break;
         }

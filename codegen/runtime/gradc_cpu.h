@@ -101,6 +101,22 @@ inline void map(Stream, int64_t n, const F& f, T* out) {
   GRADC_VECTORIZE
   for (int64_t i = 0; i < n; ++i) out[i] = f(i);
 }
+// The same, for a functor that reads at the element's place in its row of `len` (i %
+// len: a bias added along rows) or at its row (i / len), n a multiple of len: a loop
+// over each row, so that the place in the row is the inner loop's own index. Over the
+// flat index, clang 19 leaves such a loop scalar (it vectorises it only for a count of
+// at most len), without a word: gelu(x @ w + b)'s erf took 7.5 ns an element, against
+// 1.2 in rows (16 lanes; 131072 elements, rows of 512).
+template <class T, class F>
+inline void map_rows(Stream, int64_t n, int64_t len, const F& f, T* out) {
+#if defined(__AVX__)
+  if (n * int64_t(sizeof(T)) >= kStreamBytes) return stream(n, f, out);
+#endif
+  for (int64_t b = 0; b < n; b += len) {
+    GRADC_VECTORIZE
+    for (int64_t j = 0; j < len; ++j) out[b + j] = f(b + j);
+  }
+}
 
 // out[o] = op over r of f(o, r). A sum accumulates in Acc (f64; i64 for i32) and is
 // vectorised: the compiler splits it into L lanes (L = vector width x interleave, at

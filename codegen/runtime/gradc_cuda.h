@@ -110,6 +110,12 @@ inline void map(cudaStream_t s, int64_t n, const F& f, T* out) {
   map_kernel<<<grid((n + 3) / 4), 256, 0, s>>>(n, f, out);
   GRADC_CUDA(cudaGetLastError(), "a kernel launch");
 }
+// A map whose functor reads along rows of len (the CPU's loop over rows): one thread an
+// element, as any map.
+template <class T, class F>
+inline void map_rows(cudaStream_t s, int64_t n, int64_t, const F& f, T* out) {
+  map(s, n, f, out);
+}
 // A map of one element (a scalar).
 template <class T, class F>
 inline void map_one(cudaStream_t s, const F& f, T* out) {
