@@ -92,6 +92,44 @@ inline void stream(int64_t n, const F& f, T* out) {
   }
   _mm_sfence();
 }
+// nb elements of a block to `to`: streamed where both are 32-byte aligned, else stored.
+template <class T>
+inline void put_block(T* to, const T* block, int64_t nb) {
+  if (int64_t(sizeof(T)) * nb % 32 == 0 && reinterpret_cast<uintptr_t>(to) % 32 == 0)
+    for (int64_t j = 0; j < nb; j += 32 / int64_t(sizeof(T)))
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(to + j),
+                          _mm256_load_si256(reinterpret_cast<const __m256i*>(block + j)));
+  else
+    memcpy(to, block, size_t(nb) * sizeof(T));
+}
+// stream() for map_rows: each block a part of one row, or whole rows where they are
+// shorter than a block, so that the place in the row is the inner loop's own index.
+template <class T, class F>
+inline void stream_rows(int64_t n, int64_t len, const F& f, T* out) {
+  constexpr int64_t B = 1024 / int64_t(sizeof(T));
+  alignas(32) T block[B];
+  if (len >= B) {
+    for (int64_t r = 0; r < n; r += len)
+      for (int64_t c = 0; c < len; c += B) {
+        const int64_t nb = len - c < B ? len - c : B;
+        GRADC_VECTORIZE
+        for (int64_t j = 0; j < nb; ++j) block[j] = f(r + c + j);
+        put_block(out + r + c, block, nb);
+      }
+  } else {
+    const int64_t per = B / len;  // rows to a block
+    for (int64_t r = 0; r < n; r += per * len) {
+      const int64_t rows = (n - r) / len < per ? (n - r) / len : per;
+      for (int64_t k = 0; k < rows; ++k) {
+        T* row = block + k * len;
+        GRADC_VECTORIZE
+        for (int64_t j = 0; j < len; ++j) row[j] = f(r + k * len + j);
+      }
+      put_block(out + r, block, rows * len);
+    }
+  }
+  _mm_sfence();
+}
 #endif
 template <class T, class F>
 inline void map(Stream, int64_t n, const F& f, T* out) {
@@ -110,7 +148,7 @@ inline void map(Stream, int64_t n, const F& f, T* out) {
 template <class T, class F>
 inline void map_rows(Stream, int64_t n, int64_t len, const F& f, T* out) {
 #if defined(__AVX__)
-  if (n * int64_t(sizeof(T)) >= kStreamBytes) return stream(n, f, out);
+  if (n * int64_t(sizeof(T)) >= kStreamBytes) return stream_rows(n, len, f, out);
 #endif
   for (int64_t b = 0; b < n; b += len) {
     GRADC_VECTORIZE
