@@ -1621,8 +1621,9 @@ class CpuEmitter final : public Emitter {
     std::string s = fmt::format(
         "  {}(std::unique_ptr<gradc::Comm> owned, gradc::Comm* comm{});\n"
         "  std::unique_ptr<gradc::Comm> owned_;  // the communicator made for this object, if any\n"
-        "  gradc::Comm& comm_;\n  gradc::Stream stream_;  // the kernels run in order on the calling thread\n  "
-        "gradc::Blas blas_;\n",
+        "  gradc::Comm& comm_;\n"
+        "  // the kernels' and the collectives' (--check-finite's): all run in order on this thread\n"
+        "  gradc::Stream stream_;\n  [[maybe_unused]] gradc::Stream comm_stream_;\n  gradc::Blas blas_;\n",
         name_, groups_.empty() ? "" : ", bool split = true");
     for (const auto& axes : groups_)
       s += fmt::format("  std::unique_ptr<gradc::Comm> comm_{}_;  // this rank's group over=[{}]\n", group_name(axes),
