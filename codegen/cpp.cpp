@@ -1370,16 +1370,18 @@ class Emitter {
           std::vector<std::string> fields;
           for (int b : reads(i)) fields.push_back(ptr(b, true));
           fields.push_back(rank_fields());
+          // map_one(s, f, out), map(s, n, f, out) or map_rows(s, n, row, f, out)
           const int64_t row = functors().at(int(i)).row;
-          const std::string n_arg = n_out == 1 ? ""
-                                    : row      ? fmt::format("{}, {}, ", n_out, row)
-                                               : fmt::format("{}, ", n_out);
+          std::string fn = "map", counts;
+          if (n_out == 1)
+            fn = "map_one";
+          else if (row) {
+            fn = "map_rows";
+            counts = fmt::format("{}, {}, ", n_out, row);
+          } else
+            counts = fmt::format("{}, ", n_out);
           call += fmt::format(
-              "  gradc::map{}({}, {}{}{{{}}}, {});\n",
-              n_out == 1 ? "_one"
-              : row      ? "_rows"
-                         : "",
-              stream, n_arg, kernel_name(int(i)), fmt::join(fields, ", "),
+              "  gradc::{}({}, {}{}{{{}}}, {});\n", fn, stream, counts, kernel_name(int(i)), fmt::join(fields, ", "),
               k.guard >= 0 ? fmt::format("default_{}_", g_[out.value].attr_sym("name")) : ptr(k.out, false));
           break;
         }

@@ -74,24 +74,6 @@ inline void map_one(Stream, const F& f, T* out) {
   out[0] = f(0);
 }
 #if defined(__AVX__)
-template <class T, class F>
-inline void stream(int64_t n, const F& f, T* out) {
-  constexpr int64_t B = 1024 / int64_t(sizeof(T));
-  alignas(32) T block[B];
-  const int64_t head = int64_t((32 - reinterpret_cast<uintptr_t>(out) % 32) % 32) / int64_t(sizeof(T));
-  for (int64_t i = 0, nb = 0; i < n; i += nb) {
-    nb = i == 0 && head > 0 ? head : n - i < B ? n - i : B;
-    GRADC_VECTORIZE
-    for (int64_t j = 0; j < nb; ++j) block[j] = f(i + j);
-    if (nb == B)
-      for (int64_t j = 0; j < B; j += 32 / int64_t(sizeof(T)))
-        _mm256_stream_si256(reinterpret_cast<__m256i*>(out + i + j),
-                            _mm256_load_si256(reinterpret_cast<const __m256i*>(block + j)));
-    else
-      memcpy(out + i, block, size_t(nb) * sizeof(T));
-  }
-  _mm_sfence();
-}
 // nb elements of a block to `to`: streamed where both are 32-byte aligned, else stored.
 template <class T>
 inline void put_block(T* to, const T* block, int64_t nb) {
@@ -101,6 +83,19 @@ inline void put_block(T* to, const T* block, int64_t nb) {
                           _mm256_load_si256(reinterpret_cast<const __m256i*>(block + j)));
   else
     memcpy(to, block, size_t(nb) * sizeof(T));
+}
+template <class T, class F>
+inline void stream(int64_t n, const F& f, T* out) {
+  constexpr int64_t B = 1024 / int64_t(sizeof(T));
+  alignas(32) T block[B];
+  const int64_t head = int64_t((32 - reinterpret_cast<uintptr_t>(out) % 32) % 32) / int64_t(sizeof(T));
+  for (int64_t i = 0, nb = 0; i < n; i += nb) {
+    nb = i == 0 && head > 0 ? head : n - i < B ? n - i : B;
+    GRADC_VECTORIZE
+    for (int64_t j = 0; j < nb; ++j) block[j] = f(i + j);
+    put_block(out + i, block, nb);
+  }
+  _mm_sfence();
 }
 // stream() for map_rows: each block a part of one row, or whole rows where they are
 // shorter than a block, so that the place in the row is the inner loop's own index.
