@@ -123,6 +123,7 @@ class Body {
       }
       std::string var = fmt::format("{}{}", prefix, d);
       line(fmt::format("const int64_t {} = {};", var, e));
+      if (flat == "i" && e != flat && e != "0") divides_i_.insert(var);
       idx.push_back(var);
     }
     return idx;
@@ -143,6 +144,21 @@ class Body {
   void line(const std::string& s) { lines_ += std::string(size_t(indent_), ' ') + s + "\n"; }
   // The statements, without index variables nothing reads.
   std::string text() const {
+    std::string out;
+    for (const std::string& l : kept_lines()) out += l + "\n";
+    return out;
+  }
+  // Whether the statements read an axis of flat element i (i / stride or i % size: its
+  // row, or its place in the row), not i alone: a map that is run in rows (map_rows).
+  bool reads_axes_of_i() const {
+    for (const std::string& l : kept_lines()) {
+      const size_t p = l.find("const int64_t ");
+      if (p != std::string::npos && divides_i_.count(l.substr(p + 14, l.find(' ', p + 14) - p - 14))) return true;
+    }
+    return false;
+  }
+  // The statements, a string each, less the index variables nothing reads.
+  std::vector<std::string> kept_lines() const {
     std::vector<std::string> lines;
     for (size_t a = 0, b; a < lines_.size(); a = b + 1)
       lines.push_back(lines_.substr(a, (b = lines_.find('\n', a)) - a));
@@ -162,9 +178,7 @@ class Body {
         }
       }
     }
-    std::string out;
-    for (const std::string& l : lines) out += l + "\n";
-    return out;
+    return lines;
   }
   // A plain map's body: `root` at flat element i of the output, of `shape`.
   void map_element(ValueId root, const Shape& shape) {
@@ -568,6 +582,7 @@ class Body {
            std::find(elements_.begin(), elements_.end(), std::pair(idx, shape)) != elements_.end();
   }
   std::string elem_flat_;
+  std::set<std::string> divides_i_;  // index variables that are an axis of flat element i (unflatten)
   std::string row_var_, in_row_;
   int64_t row_len_ = 0;
   std::string lines_;
@@ -1062,10 +1077,7 @@ class Emitter {
           fmt::format("GRADC_FUNCTOR {} operator()({}) const", cpp_type(out.dtype), index_param(body.text(), "i"));
       // Run in rows where it reads at the element's place in its row or at its row
       // (i % len, i / ...), the rows long enough to fill vectors (the runtime's map_rows).
-      const std::string text = body.text();
-      if (out.shape.size() >= 2 && out.shape.back() >= 16 &&
-          (text.find("= i % ") != std::string::npos || text.find("(i / ") != std::string::npos))
-        rows_of = out.shape.back();
+      if (out.shape.size() >= 2 && out.shape.back() >= 16 && body.reads_axes_of_i()) rows_of = out.shape.back();
     } else {
       const Node& r = g_[k.root];
       const Shape& in = g_.type(r.args[0]).shape;
