@@ -151,11 +151,14 @@ class Body {
   // Whether the statements read an axis of flat element i (i / stride or i % size: its
   // row, or its place in the row), not i alone: a map that is run in rows (map_rows).
   bool reads_axes_of_i() const {
-    for (const std::string& l : kept_lines()) {
-      const size_t p = l.find("const int64_t ");
-      if (p != std::string::npos && divides_i_.count(l.substr(p + 14, l.find(' ', p + 14) - p - 14))) return true;
-    }
+    for (const std::string& l : kept_lines())
+      if (divides_i_.count(index_var(l))) return true;
     return false;
+  }
+  // The index variable a statement defines ("const int64_t NAME = ..."), or "".
+  static std::string index_var(const std::string& line) {
+    const size_t p = line.find("const int64_t ");
+    return p == std::string::npos ? "" : line.substr(p + 14, line.find(' ', p + 14) - p - 14);
   }
   // The statements, a string each, less the index variables nothing reads.
   std::vector<std::string> kept_lines() const {
@@ -165,9 +168,8 @@ class Body {
     for (bool changed = true; changed;) {
       changed = false;
       for (size_t i = 0; i < lines.size(); ++i) {
-        size_t p = lines[i].find("const int64_t ");
-        if (p == std::string::npos) continue;
-        std::string var = lines[i].substr(p + 14, lines[i].find(' ', p + 14) - p - 14);
+        const std::string var = index_var(lines[i]);
+        if (var.empty()) continue;
         bool used = false;
         for (size_t j = 0; j < lines.size() && !used; ++j)
           if (j != i) used = mentions(lines[j], var);
