@@ -9,6 +9,8 @@ usage: python3 bench/torch_op.py [GRADC] [--steps=K] [--only=PROGRAM]   (default
 - block: bench/programs/block_op.dg (a Megatron MLP block with a layer norm, TP x DP on a
   2 x 2 DeviceMesh, --data-parallel=dp) on 4 gloo processes, against the same block with
   Megatron's reduce-from-tensor-parallel function (all_reduce forward, identity backward);
+  and the same block on a 1 x 2 mesh (`gradc emit --mesh=dp=1,tp=2`: the same sizes a
+  rank, 2 processes), so that on a 2-core machine each process has a core of its own;
 - moe: bench/programs/moe_op.dg (examples/moe_top2.dg's top-2 MoE layer, 512 tokens of
   256 per rank, 2 experts of 256x512x256 on each of 2 gloo processes, capacity factor 1)
   against the same layer with torch.topk, torch.cumsum, einsum and torch.distributed.nn's
@@ -65,7 +67,7 @@ def block(rank, torch, dist, op, mesh):
     from torch_mesh import ReduceFromTP  # Megatron's reduce from the tensor-parallel region
     from torch_programs import randn
 
-    d, t = rank // 2, rank % 2
+    d, t = rank // 2, rank % 2  # the tp axis has 2 ranks on either mesh
     tp = mesh.get_group("tp")
     x, target = randn([256, 512], 7 + d, "cpu"), randn([256, 512], 8 + d, "cpu")
     w1 = (randn([512, 512], 11 + t, "cpu") / 16).requires_grad_()
@@ -136,7 +138,7 @@ def rank_main(rank, world, program, pkg, steps, out):
     if program == "block_op":
         from torch.distributed.device_mesh import init_device_mesh
 
-        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+        mesh = init_device_mesh("cpu", (world // 2, 2), mesh_dim_names=("dp", "tp"))
         call, torch_loss, params = block(rank, torch, dist, op, mesh)
     elif program == "moe_op":
         call, torch_loss, params = moe(rank, torch, dist, op)
@@ -187,6 +189,7 @@ def main():
     # --grad: the inputs whose gradients the step uses, as PyTorch's requires_grad says
     for program, world, flags in (("contrastive_op", 2, []),
                                   ("block_op", 4, ["--data-parallel=dp", "--grad=w1,b1,w2,g"]),
+                                  ("block_op", 2, ["--data-parallel=dp", "--grad=w1,b1,w2,g", "--mesh=dp=1,tp=2"]),
                                   ("moe_op", 2, ["--grad=x,wg,w1,w2"])):
         if only and program != only:
             continue
