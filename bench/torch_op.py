@@ -187,12 +187,16 @@ def main():
     print("|---|---|---|---|---|---|---|")
     only = next((a.split("=")[1] for a in sys.argv[1:] if a.startswith("--only=")), None)
     # --grad: the inputs whose gradients the step uses, as PyTorch's requires_grad says
+    block = ["--data-parallel=dp", "--grad=w1,b1,w2,g"]
     for program, world, flags in (("contrastive_op", 2, []),
-                                  ("block_op", 4, ["--data-parallel=dp", "--grad=w1,b1,w2,g"]),
-                                  ("block_op", 2, ["--data-parallel=dp", "--grad=w1,b1,w2,g", "--mesh=dp=1,tp=2"]),
+                                  ("block_op", 4, block),
+                                  ("block_op", 2, block + ["--mesh=dp=1,tp=2"]),
                                   ("moe_op", 2, ["--grad=x,wg,w1,w2"])):
         if only and program != only:
             continue
+        mesh = next((f.split("=", 1)[1] for f in flags if f.startswith("--mesh=")), None)
+        label = f"{program}, " + (" x ".join(a.split("=")[1] for a in mesh.split(",")) + " mesh" if mesh
+                                  else f"{world} ranks")
         work = tempfile.mkdtemp(prefix="gradc-bench-")
         subprocess.run([GRADC, "emit", os.path.join(HERE, "programs", program + ".dg"), "--target=torch", "-o", work]
                        + flags, check=True)
@@ -206,7 +210,7 @@ def main():
         # the middle half of the ratios
         ratios = sorted(a / b - 1 for a, b in zip(times["gradc op"], times["gradc op, no shared-input check"]))
         q1, q3 = ratios[len(ratios) // 4], ratios[(3 * len(ratios)) // 4]
-        print(f"| {program}, {world} ranks | {op:.1f} | {bare:.1f} | {ms['PyTorch eager']:.1f} | "
+        print(f"| {label} | {op:.1f} | {bare:.1f} | {ms['PyTorch eager']:.1f} | "
               f"{ms['PyTorch torch.compile']:.1f} | {100 * statistics.median(ratios):+.1f}% "
               f"({100 * q1:+.0f}% to {100 * q3:+.0f}%) | {ms['PyTorch torch.compile'] / op:.2f}x |", flush=True)
 
