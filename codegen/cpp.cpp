@@ -1454,24 +1454,43 @@ class Emitter {
     return int64_t(axes.size()) < rank;
   }
   // Members i.. of a row group, per row each in turn: gradc::rows(stream, rows, steps...).
+  // A group of tiles' reduction to one element is a member on the CPU (tile_reduce); a GPU,
+  // whose blocks take the tiles at once, runs it as a reduction kernel of its own between
+  // the members before it and those after (its operands' places are whole there).
   std::string row_group(int first, const std::string& stream, const std::string& where) {
-    std::string waits, steps, names;
+    std::string waits, steps, names, s;
+    auto launch = [&] {
+      if (!steps.empty())
+        s += fmt::format("  // {} ({}): one kernel per row\n{}  gradc::rows({}, {}{});\n", names, where, waits, stream,
+                         rows_arg(l_.kernels[size_t(first)]), steps);
+      waits = steps = names = "";
+    };
     size_t j = size_t(first);
     for (; j < l_.kernels.size() && l_.kernels[j].group == first; ++j) {
       const LKernel& k = l_.kernels[j];
-      waits += this->waits(k, stream);
       std::vector<std::string> fields;
       for (int b : reads(j)) fields.push_back(ptr(b, true));
       fields.push_back(rank_fields());
       std::string f = fmt::format("{}{{{}}}", kernel_name(int(j)), fmt::join(fields, ", "));
+      if (k.kind == LKernel::Reduce && k.tiles && !row_local_buffers()) {
+        launch();
+        s += fmt::format("  // {} ({})\n{}  gradc::reduce({}, partials_, {}, 1, {}, {}, {});\n", out_name(k), where,
+                         this->waits(k, stream), stream, reduce_op(g_[k.root].op), tile_size(l_, k), f,
+                         ptr(k.out, false));
+        continue;
+      }
+      waits += this->waits(k, stream);
       const bool local = row_local_buffers() && l_.buffers[size_t(k.out)].row_local;  // written at row 0
       // Read by no later member: stream_row (streamed out where large).
       bool read_later = false;
       for (size_t m = j + 1; m < l_.kernels.size() && l_.kernels[m].group == first; ++m)
         for (int b : reads(m)) read_later |= base_buffer(l_, b) == base_buffer(l_, k.out);
       // a tile's members are given the elements in all (the last tile may be short)
-      const std::string end = k.tiles ? fmt::format(", {}", l_.buffers[size_t(k.out)].type->size()) : "";
-      if (flat_tile(k))
+      const std::string end = k.tiles ? fmt::format(", {}", tile_size(l_, k)) : "";
+      if (k.kind == LKernel::Reduce && k.tiles)
+        steps += fmt::format(",\n              gradc::tile_reduce({}, {}, {}, {}{})", reduce_op(g_[k.root].op),
+                             k.row_len, f, ptr(k.out, false), end);
+      else if (flat_tile(k))
         steps += fmt::format(",\n              gradc::tile_row({}, {}, {}{})", k.row_len, f, ptr(k.out, false), end);
       else if (k.kind == LKernel::Reduce)
         steps += fmt::format(",\n              gradc::reduce_row({}, {}, {}, {})", reduce_op(g_[k.root].op), k.row_len,
@@ -1484,12 +1503,12 @@ class Emitter {
                              ptr(k.out, false), end);
       names += (names.empty() ? "" : ", ") + out_name(k);
     }
-    return fmt::format("  // {} ({}): one kernel per row\n{}  gradc::rows({}, {}{});\n", names, where, waits, stream,
-                       rows_arg(l_.kernels[size_t(first)]), steps);
+    launch();
+    return s;
   }
   // A row group's rows: of tiles, from the size (a formula in a class for any size).
   std::string rows_arg(const LKernel& k) const {
-    return k.tiles ? fmt::format("gradc::tiles({}, {})", l_.buffers[size_t(k.out)].type->size(), k.row_len)
+    return k.tiles ? fmt::format("gradc::tiles({}, {})", tile_size(l_, k), k.row_len)
                    : std::to_string(k.rows);
   }
   static std::string indent(const std::string& s) {

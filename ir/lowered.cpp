@@ -154,8 +154,15 @@ int base_buffer(const Lowered& l, int b) {
   return b;
 }
 
+int64_t tile_size(const Lowered& l, const LKernel& k) {
+  if (k.kind == LKernel::Map) return l.buffers[size_t(k.out)].type->size();
+  if (k.kind == LKernel::Reduce && l.buffers[size_t(k.out)].type->size() == 1)
+    return l.graph.type(l.graph[k.root].args[0]).size();
+  return 0;
+}
+
 int64_t last_row_len(const Lowered& l, const LKernel& k) {
-  const int64_t n = l.buffers[size_t(k.out)].type->size();
+  const int64_t n = tile_size(l, k);
   return k.tiles && k.rows * k.row_len != n ? n - (k.rows - 1) * k.row_len : 0;
 }
 

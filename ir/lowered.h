@@ -61,7 +61,7 @@ struct LGemm {
 struct LKernel {
   enum Kind : uint8_t { Map, Reduce, Gemm, Comm, Loop } kind = Map;
   enum Stream : uint8_t { Compute, Communication } stream = Compute;
-  bool tiles = false;  // a member of a group of tiles (group_tiles): every member elementwise
+  bool tiles = false;  // a member of a group of tiles (group_tiles): elementwise, or a reduction to one element
   int out = -1;        // the buffer it writes (the kernel is named by it)
   ValueId root = -1;   // the value it computes (the reduce, matmul, collective or loop node for those)
   int guard = -1;      // an input buffer: the kernel computes its default, only when it is not given
@@ -92,6 +92,9 @@ struct Lowered {
 
 // The buffer whose memory buffer b is: b itself, or the end of its aliases' chain.
 int base_buffer(const Lowered& l, int b);
+// The elements a member of a group of tiles works on: a map's result's, or the operand's of
+// a reduction to one element; 0 for any other kernel.
+int64_t tile_size(const Lowered& l, const LKernel& k);
 // A member of a group of tiles whose last tile is short: that tile's length; else 0.
 int64_t last_row_len(const Lowered& l, const LKernel& k);
 

@@ -507,6 +507,7 @@ class Lowerer {
     int64_t rows = 0, len = 0;
     std::set<int> written;  // the buffers the group's members write
     int64_t end = 0;        // a group of tiles: its size, where the last row is short (else rows * len)
+    std::set<int> totals;   // a group of tiles: its reductions' results, whole after the last tile
     int64_t size() const { return end > 0 ? end : rows * len; }
     bool whole() const { return size() == rows * len; }
   };
@@ -543,6 +544,7 @@ class Lowerer {
   }
 
   Row buffer_form(ValueId v, const Layout& lay) const {
+    if (lay.totals.count(base(l_.buffer_of[size_t(v)]))) return Row::Bad;  // complete after the last tile only
     if (!lay.written.count(base(l_.buffer_of[size_t(v)]))) return Row::Outside;
     const int64_t n = l_.graph.type(v).size();
     return n == lay.rows ? Row::PerRow : n == lay.size() ? Row::Full : Row::Bad;
@@ -577,6 +579,12 @@ class Lowerer {
   bool joins(LKernel& k, const Layout& lay, bool& outside) const {
     outside = false;
     if (k.stream != LKernel::Compute || k.guard >= 0) return false;
+    if (k.kind == LKernel::Reduce && lay.end > 0) {  // a group of tiles: a reduction to one element
+      k.row_len = lay.len;
+      const Row f = form_in(k, l_.graph[k.root].args[0], lay);
+      outside = f == Row::Outside;
+      return l_.buffers[size_t(k.out)].type->size() == 1 && (f == Row::Full || f == Row::Outside);
+    }
     if (k.kind == LKernel::Reduce) {
       int64_t rows = 0, len = 0;
       if (!reduce_layout(l_.graph, k, rows, len) || rows != lay.rows || len != lay.len) return false;
@@ -655,38 +663,57 @@ class Lowerer {
   // read from memory once, not once a kernel. The tiles' length is the largest that
   // divides the size, else kTileMax with a shorter last tile. A class for any size
   // does not know its sizes here (the fit's sizes are small): its tiles are kTileMax
-  // long, the last one short, at every size of two elements or more.
+  // long, the last one short, at every size of two elements or more. A reduction of
+  // a value of that size to one element (a loss's sum) joins too, each tile's part
+  // added to the total as the tile is computed: what only it and the group read is
+  // never written out. Its total is not a member's to read; as in group_rows, up to
+  // kMaxPassed compute kernels (the loss's cast, a map of another size) are passed
+  // over and run after the group, and no collective is.
   void group_tiles() {
     if (l_.check_finite) return;
     std::vector<LKernel>& ks = l_.kernels;
-    auto size = [&](const LKernel& k) { return l_.buffers[size_t(k.out)].type->size(); };
     for (size_t s = 0; s < ks.size();) {
       Layout lay;
-      const int64_t n = size(ks[s]);
-      lay.len = any_size_        ? (n >= 2 ? kTileMax : 0)
-                : n >= kTiledMin ? tile_len(n)
-                                 : 0;  // the loop below checks the kind
-      size_t useful = s + 1;
+      const int64_t n = ks[s].group < 0 && ks[s].kind == LKernel::Map ? tile_size(l_, ks[s]) : 0;
+      lay.len = n < 2 ? 0 : any_size_ ? kTileMax : n >= kTiledMin ? tile_len(n) : 0;
+      std::vector<size_t> members, passed;  // members[0, useful) end with one reading the group
+      std::set<int> passed_out;
+      size_t useful = 1;
       if (lay.len > 0) {
         lay.rows = tiles(n, lay.len);
         lay.end = n;
         for (size_t e = s; e < ks.size(); ++e) {
-          bool outside = false;
-          if (ks[e].kind != LKernel::Map || ks[e].group >= 0 || size(ks[e]) != n || !joins(ks[e], lay, outside)) break;
-          lay.written.insert(base(ks[e].out));
-          if (!outside) useful = e + 1;
+          bool reads_passed = false, outside = false;
+          for (int r : ks[e].reads) reads_passed |= passed_out.count(base(r)) > 0;
+          if (!reads_passed && ks[e].group < 0 && tile_size(l_, ks[e]) == n && joins(ks[e], lay, outside)) {
+            members.push_back(e);
+            (ks[e].kind == LKernel::Reduce ? lay.totals : lay.written).insert(base(ks[e].out));
+            if (!outside) useful = members.size();
+          } else if (ks[e].stream == LKernel::Compute && ks[e].guard < 0 && ks[e].group < 0 &&
+                     passed.size() < kMaxPassed) {
+            passed.push_back(e);
+            passed_out.insert(base(ks[e].out));
+          } else {
+            break;
+          }
         }
       }
-      if (useful - s < 2) {
+      members.resize(std::min(useful, members.size()));
+      if (members.size() < 2) {
         ++s;
         continue;
       }
-      for (size_t i = s; i < useful; ++i) {
-        ks[i].group = int(s);
-        ks[i].rows = lay.rows;
-        ks[i].tiles = true;
+      std::vector<LKernel> order;  // the members first, then the kernels passed over before the last member
+      for (size_t m : members) order.push_back(std::move(ks[m]));
+      for (size_t p : passed)
+        if (p < members.back()) order.push_back(std::move(ks[p]));
+      for (size_t i = 0; i < order.size(); ++i) {
+        ks[s + i] = std::move(order[i]);
+        ks[s + i].group = i < members.size() ? int(s) : -1;
+        ks[s + i].rows = i < members.size() ? lay.rows : 0;
+        ks[s + i].tiles = i < members.size();
       }
-      s = useful;
+      s += members.size();
     }
   }
   // The largest tile length from kTileMin to kTileMax that divides n, else kTileMax.
@@ -729,7 +756,7 @@ class Lowerer {
             const LBuffer& place = l_.buffers[size_t(xb)];
             if (taken[size_t(xb)] || place.kind != LBuffer::Work || place.row_local || out_view[size_t(xb)] ||
                 place.type->dtype != out.type->dtype || place.type->size() != out.type->size() ||
-                !read_only_in(xb, s, m) || !read_in_rows(xb, Layout{ks[s].rows, k.row_len, {xb}, out.type->size()}))
+                !read_only_in(xb, s, m) || !read_in_rows(xb, Layout{ks[s].rows, k.row_len, {xb}, out.type->size(), {}}))
               continue;
             out.kind = LBuffer::Alias;
             out.alias_of = xb;

@@ -164,15 +164,15 @@ inline void map_rows(Stream, int64_t n, int64_t len, const F& f, T* out) {
 // exact in any order (max_step, min_step): 16 vector lanes in T, each taking every
 // 16th element, then the lanes in order; only which NaN or which zero is the result
 // can differ from one pass in order.
+// f(o, first + r) for r < n_red reduced, in the accumulator's type.
 template <class T, class F>
-inline void reduce_one(ROp op, int64_t n_red, const F& f, int64_t o, T* out) {
+inline typename Acc<T>::type reduce_part(ROp op, int64_t n_red, const F& f, int64_t o, int64_t first) {
   using A = typename Acc<T>::type;
   if (op == ROp::Sum) {
     A acc = 0;
     GRADC_VECTORIZE_SUM
-    for (int64_t r = 0; r < n_red; ++r) acc += A(f(o, r));
-    out[o] = T(acc);
-    return;
+    for (int64_t r = 0; r < n_red; ++r) acc += A(f(o, first + r));
+    return acc;
   }
   constexpr int64_t L = 16;
   const T init = T(reduce_init<A>(op));
@@ -181,13 +181,17 @@ inline void reduce_one(ROp op, int64_t n_red, const F& f, int64_t o, T* out) {
   const int64_t whole = n_red - n_red % L;  // (not r + L <= n_red: GCC then warns of overflow)
   for (int64_t r = 0; r < whole; r += L)
     for (int64_t j = 0; j < L; ++j) {
-      const T x = T(f(o, r + j));
+      const T x = T(f(o, first + r + j));
       lane[j] = op == ROp::Max ? max_step(lane[j], x) : min_step(lane[j], x);
     }
   T acc = init;
   for (int64_t j = 0; j < L; ++j) acc = reduce_step<T>(op, acc, lane[j]);
-  for (int64_t r = whole; r < n_red; ++r) acc = reduce_step<T>(op, acc, T(f(o, r)));
-  out[o] = acc;
+  for (int64_t r = whole; r < n_red; ++r) acc = reduce_step<T>(op, acc, T(f(o, first + r)));
+  return A(acc);
+}
+template <class T, class F>
+inline void reduce_one(ROp op, int64_t n_red, const F& f, int64_t o, T* out) {
+  out[o] = T(reduce_part<T>(op, n_red, f, o, 0));
 }
 template <class T, class F>
 inline void reduce(Stream, Partials, ROp op, int64_t n_out, int64_t n_red, const F& f, T* out) {
@@ -267,6 +271,30 @@ struct ReduceRow {
   T* out;
   void row(int64_t r) const { reduce_one(op, len, f, r, out); }
 };
+// A group of tiles' reduction to one element (a loss's sum): each tile reduced as
+// reduce_one reduces a row (its functor takes the tile and the flat element), its part
+// added to the total in tile order, the total written at the last tile. A sum of n
+// elements in tiles of len so stays within (len / L + log2 L + 1 + n / len) u sum |x_r|
+// (reduce_one's bound, u the accumulator's unit roundoff).
+template <class T, class F>
+struct TileReduce {
+  using A = typename Acc<T>::type;
+  ROp op;
+  int64_t len;
+  F f;
+  T* out;
+  int64_t end;
+  mutable A total = A(0);
+  void row(int64_t r) const {
+    const A part = reduce_part<T>(op, row_count(r, len, end), f, r, r * len);
+    total = r == 0 ? part : reduce_step<A>(op, total, part);
+    if ((r + 1) * len >= end) *out = T(total);
+  }
+};
+template <class T, class F>
+TileReduce<T, F> tile_reduce(ROp op, int64_t len, const F& f, T* out, int64_t end) {
+  return {op, len, f, out, end};
+}
 // A result of kStreamBytes or more that no later member reads: each row streamed out.
 template <class T, class F>
 struct StreamRow {
