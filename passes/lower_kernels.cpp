@@ -639,17 +639,25 @@ class Lowerer {
         ++s;
         continue;
       }
-      // The members first, then the kernels passed over before the last member.
-      std::vector<LKernel> order;
-      for (size_t m : members) order.push_back(std::move(ks[m]));
-      for (size_t p : passed)
-        if (p < members.back()) order.push_back(std::move(ks[p]));
-      for (size_t i = 0; i < order.size(); ++i) {
-        ks[s + i] = std::move(order[i]);
-        ks[s + i].group = i < members.size() ? int(s) : -1;
-        ks[s + i].rows = i < members.size() ? lay.rows : 0;
-      }
+      regroup(s, members, passed, lay.rows, false);
       s += members.size();
+    }
+  }
+  // A group from kernel s on: its members first, then the kernels passed over before
+  // the last member, in their order.
+  void regroup(size_t s, const std::vector<size_t>& members, const std::vector<size_t>& passed, int64_t rows,
+               bool tiles) {
+    std::vector<LKernel>& ks = l_.kernels;
+    std::vector<LKernel> order;
+    for (size_t m : members) order.push_back(std::move(ks[m]));
+    for (size_t p : passed)
+      if (p < members.back()) order.push_back(std::move(ks[p]));
+    for (size_t i = 0; i < order.size(); ++i) {
+      const bool member = i < members.size();
+      ks[s + i] = std::move(order[i]);
+      ks[s + i].group = member ? int(s) : -1;
+      ks[s + i].rows = member ? rows : 0;
+      ks[s + i].tiles = member && tiles;
     }
   }
   static constexpr size_t kMaxPassed = 4;
@@ -703,16 +711,7 @@ class Lowerer {
         ++s;
         continue;
       }
-      std::vector<LKernel> order;  // the members first, then the kernels passed over before the last member
-      for (size_t m : members) order.push_back(std::move(ks[m]));
-      for (size_t p : passed)
-        if (p < members.back()) order.push_back(std::move(ks[p]));
-      for (size_t i = 0; i < order.size(); ++i) {
-        ks[s + i] = std::move(order[i]);
-        ks[s + i].group = i < members.size() ? int(s) : -1;
-        ks[s + i].rows = i < members.size() ? lay.rows : 0;
-        ks[s + i].tiles = i < members.size();
-      }
+      regroup(s, members, passed, lay.rows, true);
       s += members.size();
     }
   }
