@@ -1508,8 +1508,7 @@ class Emitter {
   }
   // A row group's rows: of tiles, from the size (a formula in a class for any size).
   std::string rows_arg(const LKernel& k) const {
-    return k.tiles ? fmt::format("gradc::tiles({}, {})", tile_size(l_, k), k.row_len)
-                   : std::to_string(k.rows);
+    return k.tiles ? fmt::format("gradc::tiles({}, {})", tile_size(l_, k), k.row_len) : std::to_string(k.rows);
   }
   static std::string indent(const std::string& s) {
     std::string out;
