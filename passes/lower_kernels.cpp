@@ -579,11 +579,13 @@ class Lowerer {
   bool joins(LKernel& k, const Layout& lay, bool& outside) const {
     outside = false;
     if (k.stream != LKernel::Compute || k.guard >= 0) return false;
-    if (k.kind == LKernel::Reduce && lay.end > 0) {  // a group of tiles: a reduction to one element
+    // a group of tiles: a map of its size, or a reduction of a value of its size to one element
+    if (lay.end > 0 && (k.group >= 0 || tile_size(l_, k) != lay.end)) return false;
+    if (k.kind == LKernel::Reduce && lay.end > 0) {
       k.row_len = lay.len;
       const Row f = form_in(k, l_.graph[k.root].args[0], lay);
       outside = f == Row::Outside;
-      return l_.buffers[size_t(k.out)].type->size() == 1 && (f == Row::Full || f == Row::Outside);
+      return f == Row::Full || f == Row::Outside;
     }
     if (k.kind == LKernel::Reduce) {
       int64_t rows = 0, len = 0;
@@ -616,38 +618,36 @@ class Lowerer {
         ++s;
         continue;
       }
-      std::vector<size_t> members, passed;  // members[0, useful) end with one reading the group
-      std::set<int> passed_out;
-      size_t useful = 1;
-      for (size_t e = s; e < ks.size(); ++e) {
-        bool reads_passed = false;
-        for (int r : ks[e].reads) reads_passed |= passed_out.count(base(r)) > 0;
-        bool outside = false;
-        if (!reads_passed && joins(ks[e], lay, outside)) {
-          members.push_back(e);
-          lay.written.insert(base(ks[e].out));
-          if (!outside) useful = members.size();
-        } else if (ks[e].stream == LKernel::Compute && ks[e].guard < 0 && passed.size() < kMaxPassed) {
-          passed.push_back(e);
-          passed_out.insert(base(ks[e].out));
-        } else {
-          break;
-        }
-      }
-      members.resize(std::min(useful, members.size()));
-      if (members.size() < 2 || members[0] != s) {
-        ++s;
-        continue;
-      }
-      regroup(s, members, passed, lay.rows, false);
-      s += members.size();
+      const size_t members = gather(s, lay);
+      s += members > 0 ? members : 1;
     }
   }
-  // A group from kernel s on: its members first, then the kernels passed over before
-  // the last member, in their order.
-  void regroup(size_t s, const std::vector<size_t>& members, const std::vector<size_t>& passed, int64_t rows,
-               bool tiles) {
+  // The group from kernel s on, in layout lay: the kernels that join, and up to
+  // kMaxPassed compute kernels that do not, passed over (a later member reads nothing
+  // they write); its members then come first, the kernels passed over before the last
+  // member after them, in their order. The members' count, or 0 where fewer than two
+  // join (the ones at the end that read nothing the group writes are left out).
+  size_t gather(size_t s, Layout& lay) {
     std::vector<LKernel>& ks = l_.kernels;
+    std::vector<size_t> members, passed;  // members[0, useful) end with one reading the group
+    std::set<int> passed_out;
+    size_t useful = 1;
+    for (size_t e = s; e < ks.size(); ++e) {
+      bool reads_passed = false, outside = false;
+      for (int r : ks[e].reads) reads_passed |= passed_out.count(base(r)) > 0;
+      if (!reads_passed && joins(ks[e], lay, outside)) {
+        members.push_back(e);
+        (lay.end > 0 && ks[e].kind == LKernel::Reduce ? lay.totals : lay.written).insert(base(ks[e].out));
+        if (!outside) useful = members.size();
+      } else if (ks[e].stream == LKernel::Compute && ks[e].guard < 0 && ks[e].group < 0 && passed.size() < kMaxPassed) {
+        passed.push_back(e);
+        passed_out.insert(base(ks[e].out));
+      } else {
+        break;
+      }
+    }
+    members.resize(std::min(useful, members.size()));
+    if (members.size() < 2 || members[0] != s) return 0;
     std::vector<LKernel> order;
     for (size_t m : members) order.push_back(std::move(ks[m]));
     for (size_t p : passed)
@@ -656,9 +656,10 @@ class Lowerer {
       const bool member = i < members.size();
       ks[s + i] = std::move(order[i]);
       ks[s + i].group = member ? int(s) : -1;
-      ks[s + i].rows = member ? rows : 0;
-      ks[s + i].tiles = member && tiles;
+      ks[s + i].rows = member ? lay.rows : 0;
+      ks[s + i].tiles = member && lay.end > 0;
     }
+    return members.size();
   }
   static constexpr size_t kMaxPassed = 4;
   static constexpr int64_t kMaxRowLen = 1 << 16;
@@ -684,35 +685,13 @@ class Lowerer {
       Layout lay;
       const int64_t n = ks[s].group < 0 && ks[s].kind == LKernel::Map ? tile_size(l_, ks[s]) : 0;
       lay.len = n < 2 ? 0 : any_size_ ? kTileMax : n >= kTiledMin ? tile_len(n) : 0;
-      std::vector<size_t> members, passed;  // members[0, useful) end with one reading the group
-      std::set<int> passed_out;
-      size_t useful = 1;
+      size_t members = 0;
       if (lay.len > 0) {
         lay.rows = tiles(n, lay.len);
         lay.end = n;
-        for (size_t e = s; e < ks.size(); ++e) {
-          bool reads_passed = false, outside = false;
-          for (int r : ks[e].reads) reads_passed |= passed_out.count(base(r)) > 0;
-          if (!reads_passed && ks[e].group < 0 && tile_size(l_, ks[e]) == n && joins(ks[e], lay, outside)) {
-            members.push_back(e);
-            (ks[e].kind == LKernel::Reduce ? lay.totals : lay.written).insert(base(ks[e].out));
-            if (!outside) useful = members.size();
-          } else if (ks[e].stream == LKernel::Compute && ks[e].guard < 0 && ks[e].group < 0 &&
-                     passed.size() < kMaxPassed) {
-            passed.push_back(e);
-            passed_out.insert(base(ks[e].out));
-          } else {
-            break;
-          }
-        }
+        members = gather(s, lay);
       }
-      members.resize(std::min(useful, members.size()));
-      if (members.size() < 2) {
-        ++s;
-        continue;
-      }
-      regroup(s, members, passed, lay.rows, true);
-      s += members.size();
+      s += members > 0 ? members : 1;
     }
   }
   // The largest tile length from kTileMin to kTileMax that divides n, else kTileMax.
