@@ -1122,12 +1122,15 @@ int cmd_build(const Options& o, SourceFile& src) {
   std::string tmpl = (fs::temp_directory_path() / "gradc-build-XXXXXX").string();
   if (!mkdtemp(tmpl.data()))
     throw UserError({}, fmt::format("cannot create a folder for the sources: {}", std::strerror(errno)));
-  const std::string dir = tmpl;
+  const std::string dir = tmpl, unit = files.back().name;
+  const SharedRuntime runtime = target == Target::Cpu ? shared_runtime(files, true) : SharedRuntime{};
   write_sources(dir, files);
-  std::string err = compile(target == Target::Cuda, dir, files.back().name, exe + ".gradc-tmp");
+  const bool cuda = target == Target::Cuda;
+  std::string err = compile(cuda, dir, unit, exe + ".gradc-tmp", runtime.flags(true));
+  if (!err.empty() && !runtime.pch.empty()) err = compile(cuda, dir, unit, exe + ".gradc-tmp", runtime.flags(false));
   if (!err.empty())
-    throw InternalError(
-        fmt::format("internal error: the generated code did not compile; it is kept in {}\n{}", dir, err));
+    throw InternalError(fmt::format("internal error: the generated code did not compile; it is kept in {}{}\n{}", dir,
+                                    runtime.where(), err));
   if (std::rename((exe + ".gradc-tmp").c_str(), exe.c_str()) != 0)
     throw UserError({}, fmt::format("cannot write '{}': {}", exe, std::strerror(errno)));
   fs::remove_all(dir);

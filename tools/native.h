@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/cpp.h"
 #include "ir/lowered.h"
 #include "runtime/interp.h"
 
@@ -17,6 +18,20 @@ struct NativeRun {
   RankOutputs outputs;
   std::vector<double> step_ms;  // the timed steps (all ranks, defaults evaluated once before)
 };
+
+// The runtime's headers among `files` (gradc_*.h), taken out of them into a folder
+// of the cache that every program compiled with the same flags shares, and with
+// clang precompiled there once (-include-pch): parsing them is about 2 s of each
+// compile, a third of a small program's. Flags of the native backend's compile, or
+// with `exe` of an executable's (gradc build --target=cpu). Where the folder cannot
+// be written, the files stay as they are and the flags are empty.
+struct SharedRuntime {
+  std::string folder;                      // "" where not shared
+  std::string pch;                         // the precompiled header, "" where not precompiled
+  std::string flags(bool with_pch) const;  // what the program's compile adds
+  std::string where() const;               // for a message: where the headers are
+};
+SharedRuntime shared_runtime(std::vector<GeneratedFile>& files, bool exe);
 
 // Whether this machine can compile the native backend's code; why not, if not.
 bool native_available(std::string* why = nullptr);

@@ -24,15 +24,24 @@ Toolchain cuda_toolchain();
 GeneratedFile one_unit(const std::string& name, const std::vector<std::string>& sources);
 
 // Compiles `source` (in `dir`) into the executable `exe`; returns the compiler's
-// output on failure, empty on success.
-std::string compile(bool cuda, const std::string& dir, const std::string& source, const std::string& exe);
+// output on failure, empty on success. `runtime`: flags added (the runtime's
+// folder and its precompiled header: shared_runtime in tools/native.h).
+std::string compile(bool cuda, const std::string& dir, const std::string& source, const std::string& exe,
+                    const std::string& runtime = "");
+// The command precompiling `header` (in `dir`) into `pch` with the flags of an
+// executable's compile (`exe`) or of the native backend's, and whether their
+// compiler is clang, which precompiles (-include-pch); others compile without.
+std::string precompile_command(bool exe, const std::string& dir, const std::string& header, const std::string& pch);
+bool precompiles(bool exe);
 
 // The native backend's compiler: clang++-19 where found (GRADC_NATIVE_CXX
 // overrides), else this build's C++ compiler; found or not, and what it is.
 Toolchain native_toolchain();
 // The command compiling `source` in `dir` into the shared library `so` at -O3 for
-// this machine, and a fingerprint of the compiler binary (for the cache key).
-std::string native_command(const std::string& dir, const std::string& source, const std::string& so);
+// this machine (`runtime` as for compile), and a fingerprint of the compiler binary
+// (for the cache key).
+std::string native_command(const std::string& dir, const std::string& source, const std::string& so,
+                           const std::string& runtime = "");
 std::string native_fingerprint();
 // Runs a compile command: empty on success, else the command and the compiler's output.
 std::string run_compile(const std::string& cmd);
