@@ -1,11 +1,14 @@
 """The torch target's first import: how long `import NAME` takes to compile and load a
-package that `gradc emit --target=torch` wrote, with an empty extension cache each time.
+package that `gradc emit --target=torch` wrote, with an empty extension cache each time,
+and as a later package's (another package imported before it: the runtime library that
+every package of one gradc shares, gradc_torch.cpp's, is in the cache, the package's own
+library is not).
 
     build/torch-venv/bin/python bench/import_time.py [GRADC] [--repeat=N] [PROGRAM.dg[:B=any] ...]
 
 Each run is a fresh Python process: it imports torch (timed on its own), then the
 package (the compile, by torch.utils.cpp_extension, and the load). Prints the median
-of N runs (default 3) of both, per program (default: tests/torch/megatron.dg and
+of N runs (default 3) of each, per program (default: tests/torch/megatron.dg and
 tests/torch/all_reduce_seed.dg). A mesh program is emitted with --data-parallel set to
 its first axis (the convention does not change what is compiled). PROGRAM.dg:B=any
 emits the package for any B (gradc emit --size B=any).
@@ -41,7 +44,8 @@ def main():
             args.remove(a)
     gradc = args.pop(0) if args and not args[0].endswith(".dg") else os.path.join(ROOT, "build", "gradc")
     programs = args or [os.path.join(ROOT, "tests", "torch", p) for p in ("megatron.dg", "all_reduce_seed.dg")]
-    print(f"{'program':<22} {'import torch s':>15} {'compile and load s':>19}  (medians of {repeat})")
+    print(f"{'program':<22} {'import torch s':>15} {'compile and load s':>19} {'a later package s':>18}"
+          f"  (medians of {repeat})")
     for given in programs:
         program, _, size = given.partition(":")
         with tempfile.TemporaryDirectory() as tmp:
@@ -53,17 +57,26 @@ def main():
                 emit.append(f"--data-parallel={mesh.group(1)}")
             subprocess.run(emit, check=True)
             name = next(d for d in os.listdir(pkg) if os.path.isdir(os.path.join(pkg, d)))
-            torch_s, build_s = [], []
-            for _ in range(repeat):
-                cache = os.path.join(tmp, "extensions")
-                shutil.rmtree(cache, ignore_errors=True)
-                env = dict(os.environ, TORCH_EXTENSIONS_DIR=cache)
+            torch_s, build_s, later_s = [], [], []
+            cache = os.path.join(tmp, "extensions")
+            env = dict(os.environ, TORCH_EXTENSIONS_DIR=cache)
+
+            def run():
                 out = subprocess.run([sys.executable, "-c", CHILD, pkg, name], env=env, check=True,
                                      capture_output=True, text=True).stdout.split()
-                torch_s.append(float(out[0]))
-                build_s.append(float(out[1]))
+                return float(out[0]), float(out[1])
+
+            for _ in range(repeat):
+                shutil.rmtree(cache, ignore_errors=True)
+                t, b = run()
+                torch_s.append(t)
+                build_s.append(b)
+                for d in os.listdir(cache):  # all but the runtime library
+                    if not d.startswith("gradc_torch_runtime_"):
+                        shutil.rmtree(os.path.join(cache, d))
+                later_s.append(run()[1])
             print(f"{os.path.basename(program) + (' ' + size if size else ''):<22} {statistics.median(torch_s):>15.1f} "
-                  f"{statistics.median(build_s):>19.1f}")
+                  f"{statistics.median(build_s):>19.1f} {statistics.median(later_s):>18.1f}")
 
 
 if __name__ == "__main__":

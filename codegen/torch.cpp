@@ -183,6 +183,13 @@ std::string ops_source(const Package& p, const std::string& source, Target targe
         "  return gradc::c_call(error, error_size, [&] {{ *comm = gradc::torch_nccl_comm(id, rank, size, device); "
         "}});\n}}\n\n",
         name, "", name.size() + 18);
+  else
+    s += fmt::format(
+        "// The runtime library's functions (gradc_torch.cpp's gradc_torch_runtime), which\n"
+        "// __init__.py hands over once it has loaded both libraries.\n"
+        "void {0}_op_bind(const void* runtime) {{\n"
+        "  gradc::torch_runtime() = *static_cast<const gradc::TorchRuntime*>(runtime);\n}}\n\n",
+        name);
   s += entry(p.fwd, name, name, "forward", target, p.fwd_at, p.any);
   if (grad) s += fmt::format("\n{}", entry(p.pb, name, name + "_pullback", "pullback", target, p.pb_at, p.any));
   return s + "\n}  // extern \"C\"\n";

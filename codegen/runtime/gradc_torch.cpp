@@ -1,7 +1,8 @@
 // gradc's runtime for the torch target: the communicator interface of gradc_cpu.h on a
-// PyTorch process group (gloo for CPU tensors). Compiled by torch.utils.cpp_extension
-// with the rest of the package's sources; the one translation unit of the package that
-// includes PyTorch's headers.
+// PyTorch process group (gloo for CPU tensors). The one source of the package that
+// includes PyTorch's headers, and the same in every package of this gradc: __init__.py
+// compiles it (torch.utils.cpp_extension) into a library of its own, once for them all,
+// beside the package's library, and hands its entry (gradc_torch_runtime) to that one.
 //
 // The one private PyTorch API the package uses is here: c10d::resolve_process_group,
 // which finds a process group by its name (ProcessGroup.group_name in Python), as
@@ -290,8 +291,6 @@ std::map<std::string, TorchGroup> parse_groups(const std::string& spec) {
   return out;
 }
 
-}  // namespace
-
 void match_blas_threads() {
   static const bool fixed = getenv("OPENBLAS_NUM_THREADS") != nullptr;
   static std::atomic<int> set{0};
@@ -306,4 +305,12 @@ std::unique_ptr<Comm> torch_comm(const std::string& spec, const std::vector<std:
   return std::make_unique<TorchComm>(groups.at("world"), split_groups);
 }
 
+}  // namespace
 }  // namespace gradc
+
+// The runtime library's one entry: its functions, which __init__.py hands to each
+// package's library (NAME_op_bind).
+extern "C" const void* gradc_torch_runtime() {
+  static const gradc::TorchRuntime runtime{gradc::torch_comm, gradc::match_blas_threads};
+  return &runtime;
+}

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -13,22 +14,32 @@
 
 namespace gradc {
 
-// gradc's communicator interface on the op's process groups, as the package's
-// __init__.py writes them: "axes=name:r0,r1,...;" for the world ("world") and each set
-// of the mesh's axes ("dp", "dp+tp"); `splits` are the sets the class splits the world
-// into, in its order (gradc_torch.cpp).
-std::unique_ptr<Comm> torch_comm(const std::string& spec, const std::vector<std::string>& splits);
-
-// The op's BLAS calls take as many threads as PyTorch's own ops (torch.set_num_threads;
-// torchrun sets 1 a process), not OpenBLAS's default of one a core in every rank's
-// process; OPENBLAS_NUM_THREADS, where set, wins (gradc_torch.cpp).
-void match_blas_threads();
+// What the ops take from the runtime library (gradc_torch.cpp, compiled once and shared
+// by every package of this gradc: with PyTorch's headers it is the longest compile),
+// which __init__.py loads and hands to the package's library ({NAME}_op_bind):
+// - comm: gradc's communicator interface on the op's process groups, as __init__.py
+//   writes them: "axes=name:r0,r1,...;" for the world ("world") and each set of the
+//   mesh's axes ("dp", "dp+tp"); `splits` are the sets the class splits the world into,
+//   in its order;
+// - match_blas_threads: the op's BLAS calls take as many threads as PyTorch's own ops
+//   (torch.set_num_threads; torchrun sets 1 a process), not OpenBLAS's default of one a
+//   core in every rank's process; OPENBLAS_NUM_THREADS, where set, wins.
+struct TorchRuntime {
+  std::unique_ptr<Comm> (*comm)(const std::string& spec, const std::vector<std::string>& splits) = nullptr;
+  void (*match_blas_threads)() = nullptr;
+};
+inline TorchRuntime& torch_runtime() {
+  static TorchRuntime runtime;
+  return runtime;
+}
 
 // The program's class on the groups of `spec`, made once per spec and kept (its
 // workspace with it).
 template <class Program>
 Program& torch_program(const std::string& spec, const std::vector<std::string>& splits) {
-  match_blas_threads();
+  const TorchRuntime& runtime = torch_runtime();
+  if (!runtime.comm) throw std::runtime_error("gradc: the package's library was not given its runtime library");
+  runtime.match_blas_threads();
   struct Made {
     std::unique_ptr<Comm> comm;
     std::unique_ptr<Program> program;
@@ -38,7 +49,7 @@ Program& torch_program(const std::string& spec, const std::vector<std::string>& 
   std::lock_guard<std::mutex> hold(lock);
   Made& m = made[spec];
   if (!m.program) {
-    m.comm = torch_comm(spec, splits);
+    m.comm = runtime.comm(spec, splits);
     m.program = std::make_unique<Program>(*m.comm);
   }
   return *m.program;
