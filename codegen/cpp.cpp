@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -17,6 +18,8 @@
 #include "ir/print.h"
 #include "ir/view.h"
 #include "passes/lower_kernels.h"
+#include "support/diag.h"
+#include "support/file.h"
 #include "support/stack.h"
 
 namespace gradc {
@@ -701,6 +704,20 @@ std::vector<std::vector<int>> mesh_group_axes(const Lowered& l) {
     if (n.op == Op::Input && shared_in_groups(n)) add(shared_axes(l.graph, n));
   }
   return groups;
+}
+
+void write_sources(const std::string& dir, const std::vector<GeneratedFile>& files) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw UserError({}, fmt::format("cannot create '{}': {}", dir, ec.message()));
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const GeneratedFile& f : files) {
+    out.push_back({dir + "/" + f.name, f.text});
+    std::filesystem::create_directories(std::filesystem::path(out.back().first).parent_path(),
+                                        ec);  // the torch target's NAME/csrc/
+    if (ec) throw UserError({}, fmt::format("cannot create '{}': {}", dir, ec.message()));
+  }
+  write_files_atomic(out);
 }
 
 std::string fill(std::string text, const std::map<std::string, std::string>& values) {

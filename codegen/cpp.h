@@ -72,6 +72,9 @@ struct GeneratedFile {
   std::string name;  // relative to the output folder
   std::string text;
 };
+// Writes `files` into `dir` (created, with their subfolders), all or none
+// (write_files_atomic); a UserError that names what cannot be written.
+void write_sources(const std::string& dir, const std::vector<GeneratedFile>& files);
 
 // The sources of `gradc emit`: NAME.h (the class), NAME.cpp or NAME.cu, the
 // runtime headers and a CMakeLists.txt defining the library NAME.

@@ -896,19 +896,6 @@ std::string program_name(const Options& o) {
 }
 
 // Writes generated files into dir (created if need be), all of them or none.
-void write_sources(const std::string& dir, const std::vector<GeneratedFile>& files) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw UserError({}, fmt::format("cannot create '{}': {}", dir, ec.message()));
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const GeneratedFile& f : files) {
-    out.push_back({dir + "/" + f.name, f.text});
-    fs::create_directories(fs::path(out.back().first).parent_path(), ec);  // the torch target's NAME/csrc/
-    if (ec) throw UserError({}, fmt::format("cannot create '{}': {}", dir, ec.message()));
-  }
-  write_files_atomic(out);
-}
-
 const char* kEmitHelp =
     "usage: gradc emit FILE.dg --target=cuda|cpu|torch -o DIR [--name=NAME] [--main] [--no-grad]\n"
     "                  [--data-parallel=AXES] [--grad=X,...] [--ranks=N | --mesh=A=n,...] [--size=B=n,...]\n"
@@ -1126,8 +1113,8 @@ int cmd_build(const Options& o, SourceFile& src) {
   const SharedRuntime runtime = target == Target::Cpu ? shared_runtime(files, true) : SharedRuntime{};
   write_sources(dir, files);
   const bool cuda = target == Target::Cuda;
-  std::string err = compile(cuda, dir, unit, exe + ".gradc-tmp", runtime.flags(true));
-  if (!err.empty() && !runtime.pch.empty()) err = compile(cuda, dir, unit, exe + ".gradc-tmp", runtime.flags(false));
+  const std::string err =
+      runtime.compile([&](const std::string& flags) { return compile(cuda, dir, unit, exe + ".gradc-tmp", flags); });
   if (!err.empty())
     throw InternalError(fmt::format("internal error: the generated code did not compile; it is kept in {}{}\n{}", dir,
                                     runtime.where(), err));

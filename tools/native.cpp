@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 
 #include "codegen/cpp.h"
 #include "support/diag.h"
@@ -58,17 +57,10 @@ std::string library(std::vector<GeneratedFile> files, const std::string& unit) {
   if (fs::exists(so, ec)) return so.string();
   const SharedRuntime runtime = shared_runtime(files, false);
   const fs::path src = dir / fmt::format("{}-{}", key, getpid());
-  fs::create_directories(src, ec);
-  if (ec) throw UserError({}, fmt::format("cannot create '{}': {}", src.string(), ec.message()));
-  for (const GeneratedFile& f : files) {
-    std::ofstream out(src / f.name, std::ios::binary);
-    out << f.text;
-    if (!out) throw UserError({}, fmt::format("cannot write '{}'", (src / f.name).string()));
-  }
+  write_sources(src.string(), files);
   const std::string tmp = so.string() + fmt::format(".{}.tmp", getpid());
-  std::string err = run_compile(native_command(src.string(), unit, tmp, runtime.flags(true)));
-  if (!err.empty() && !runtime.pch.empty())
-    err = run_compile(native_command(src.string(), unit, tmp, runtime.flags(false)));
+  const std::string err = runtime.compile(
+      [&](const std::string& flags) { return run_compile(native_command(src.string(), unit, tmp, flags)); });
   if (!err.empty())
     throw InternalError(fmt::format("internal error: the generated code did not compile; it is kept in {}{}\n{}",
                                     src.string(), runtime.where(), err));
@@ -96,6 +88,11 @@ UserError run_error(const std::string& error, const std::string& source_path) {
 std::string SharedRuntime::flags(bool with_pch) const {
   if (folder.empty()) return "";
   return fmt::format(" -I'{}'", folder) + (with_pch && !pch.empty() ? fmt::format(" -include-pch '{}'", pch) : "");
+}
+
+std::string SharedRuntime::compile(const std::function<std::string(const std::string& flags)>& compile) const {
+  const std::string err = compile(flags(true));
+  return err.empty() || pch.empty() ? err : compile(flags(false));
 }
 
 std::string SharedRuntime::where() const {
@@ -126,13 +123,11 @@ SharedRuntime shared_runtime(std::vector<GeneratedFile>& files, bool exe) {
   }
   if (!fs::exists(dir / header, ec)) {  // written in a folder of its own, then renamed into place
     const fs::path tmp = dir.string() + fmt::format(".{}.tmp", getpid());
-    fs::create_directories(tmp, ec);
-    for (const GeneratedFile& f : runtime) {
-      std::ofstream out(tmp / f.name, std::ios::binary);
-      out << f.text;
-      if (!out) ec = std::make_error_code(std::errc::io_error);
-    }
-    if (!ec) fs::rename(tmp, dir, ec);  // fails where another gradc renamed the same files first
+    try {
+      write_sources(tmp.string(), runtime);
+      fs::rename(tmp, dir, ec);
+    } catch (const UserError&) {
+    }  // fails where another gradc renamed the same files first
     fs::remove_all(tmp, ec);
     if (!fs::exists(dir / header, ec)) return {};  // the files then stay with the program's
   }

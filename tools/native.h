@@ -5,6 +5,7 @@
 // ranks as threads. Inputs are read and outputs printed by gradc itself, as for
 // the interpreter, so both backends accept and print exactly the same things.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,10 @@ struct SharedRuntime {
   std::string pch;                         // the precompiled header, "" where not precompiled
   std::string flags(bool with_pch) const;  // what the program's compile adds
   std::string where() const;               // for a message: where the headers are
+  // Runs `compile` with the flags it adds (empty on success, else why not), and once
+  // more without the precompiled header where that fails: a header another compiler
+  // wrote, or one left broken, does not stop a compile.
+  std::string compile(const std::function<std::string(const std::string& flags)>& compile) const;
 };
 SharedRuntime shared_runtime(std::vector<GeneratedFile>& files, bool exe);
 
