@@ -12,6 +12,7 @@ set(files
     "gradc_nccl.h=codegen/runtime/gradc_nccl.h"
     "gradc_torch.h=codegen/runtime/gradc_torch.h"
     "gradc_torch.cpp=codegen/runtime/gradc_torch.cpp"
+    "gradc_runtime_object.cpp=codegen/runtime/gradc_runtime_object.cpp"
     "gradc_torch_cuda.h=codegen/runtime/gradc_torch_cuda.h"
     "torch_init.py.in=codegen/templates/torch_init.py.in"
     "gradc_main.h=codegen/runtime/gradc_main.h"

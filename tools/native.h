@@ -21,16 +21,20 @@ struct NativeRun {
 };
 
 // The runtime's headers among `files` (gradc_*.h), taken out of them into a folder
-// of the cache that every program compiled with the same flags shares, and with
-// clang precompiled there once (-include-pch): parsing them is about 2 s of each
-// compile, a third of a small program's. Flags of the native backend's compile, or
-// with `exe` of an executable's (gradc build --target=cpu). Where the folder cannot
-// be written, the files stay as they are and the flags are empty.
+// of the cache that every program compiled with the same flags shares; with clang,
+// precompiled there once (-include-pch: parsing them is about 2 s of each compile,
+// a third of a small program's), and their shared part compiled there once into an
+// object that each program links (gradc_runtime_object.cpp: the communicators'
+// virtual functions and an executable's main, about 2 s more of a small program's). Flags of the native backend's
+// compile, or with `exe` of an executable's (gradc build --target=cpu). Where the folder cannot be written, the files
+// stay as they are and the flags are empty.
 struct SharedRuntime {
-  std::string folder;                      // "" where not shared
-  std::string pch;                         // the precompiled header, "" where not precompiled
-  std::string flags(bool with_pch) const;  // what the program's compile adds
-  std::string where() const;               // for a message: where the headers are
+  std::string folder;  // "" where not shared
+  std::string pch;     // the precompiled header, "" where not precompiled
+  std::string object;  // the runtime's object, which a program compiled with the header links
+  // What the program's compile and link add; with_pch false: the headers alone.
+  std::string flags(bool with_pch) const;
+  std::string where() const;  // for a message: where the headers are
   // Runs `compile` with the flags it adds (empty on success, else why not), and once
   // more without the precompiled header where that fails: a header another compiler
   // wrote, or one left broken, does not stop a compile.

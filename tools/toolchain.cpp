@@ -126,8 +126,19 @@ std::string compile(bool cuda, const std::string& dir, const std::string& source
                   mpi_flags(true, true)));
 }
 
+// -fpch-instantiate-templates: the templates the headers use themselves are instantiated
+// once, in the header, rather than in every program's compile (about 0.7 s of a small
+// program's 3.7 s; the object code is the same). GRADC_RUNTIME_OBJECT: the runtime's
+// classes leave their virtual functions to the runtime's object.
 std::string precompile_command(bool exe, const std::string& dir, const std::string& header, const std::string& pch) {
-  return fmt::format("{} -I{} -x c++-header '{}/{}' -o {}", cpu_flags(exe), quote(dir), dir, header, quote(pch));
+  return fmt::format("{} -DGRADC_RUNTIME_OBJECT -fpch-instantiate-templates -I{} -x c++-header '{}/{}' -o {}",
+                     cpu_flags(exe), quote(dir), dir, header, quote(pch));
+}
+
+std::string runtime_object_command(bool exe, const std::string& dir, const std::string& source,
+                                   const std::string& object) {
+  return fmt::format("{} -DGRADC_RUNTIME_OBJECT -I{} -c '{}/{}' -o {}", cpu_flags(exe), quote(dir), dir, source,
+                     quote(object));
 }
 
 bool precompiles(bool exe) {

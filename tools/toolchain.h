@@ -29,9 +29,13 @@ GeneratedFile one_unit(const std::string& name, const std::vector<std::string>& 
 std::string compile(bool cuda, const std::string& dir, const std::string& source, const std::string& exe,
                     const std::string& runtime = "");
 // The command precompiling `header` (in `dir`) into `pch` with the flags of an
-// executable's compile (`exe`) or of the native backend's, and whether their
-// compiler is clang, which precompiles (-include-pch); others compile without.
+// executable's compile (`exe`) or of the native backend's; the command compiling the
+// runtime's shared part (`source`, codegen/runtime/gradc_runtime_object.cpp) into
+// `object` with the same flags; and whether their compiler is clang, which precompiles
+// (-include-pch): others compile without either.
 std::string precompile_command(bool exe, const std::string& dir, const std::string& header, const std::string& pch);
+std::string runtime_object_command(bool exe, const std::string& dir, const std::string& source,
+                                   const std::string& object);
 bool precompiles(bool exe);
 
 // The native backend's compiler: clang++-19 where found (GRADC_NATIVE_CXX

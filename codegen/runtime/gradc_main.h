@@ -20,6 +20,20 @@
 #include <mpi.h>  // an executable's ranks as processes under mpirun, on either target
 #endif
 
+// gradc's own compiles of CPU code (the native backend, gradc build --target=cpu, with
+// GRADC_RUNTIME_OBJECT) compile this file's functions once, in the runtime's object
+// (gradc_runtime_object.cpp, which defines GRADC_RUNTIME_OBJECT_SOURCE): a program sees
+// the declarations of the three it calls (find_sizes, run_threads, main), not their
+// code and that of the helpers under them.
+#if defined(GRADC_RUNTIME_OBJECT) && !defined(GRADC_RUNTIME_OBJECT_SOURCE) && !defined(__CUDACC__)
+#define GRADC_MAIN_DECLARED_ONLY
+#endif
+#if defined(GRADC_RUNTIME_OBJECT_SOURCE)
+#define GRADC_MAIN_ENTRY
+#else
+#define GRADC_MAIN_ENTRY inline
+#endif
+
 namespace gradc::exe {
 
 struct Arg {  // an input or output of the program
@@ -55,6 +69,25 @@ struct RankData {
 struct Error {
   std::string message;
 };
+
+// ---- the command line, and the run's options -------------------------------------------
+struct Options {
+  int ranks = 0, iters = 0;
+  std::string inputs, outputs, format = "text";
+  bool quiet = false;  // print no outputs (errors and the median step still go to stderr)
+};
+
+// An executable for any size (gradc build --size B=any): an input whose declared shape
+// has size `size` as its dimension `axis` (input -1: none has it).
+struct SizeSource {
+  const char* size;
+  int64_t* value;
+  int input, axis;
+};
+
+#if defined(GRADC_MAIN_DECLARED_ONLY)
+std::string find_sizes(const Program& p, int argc, char** argv, const SizeSource* s, size_t n);
+#else
 
 inline const char* dtype_name(DType t) {
   switch (t) {
@@ -270,11 +303,6 @@ inline std::string npy_bytes(const Arg& a, const std::vector<char>& data) {
 }
 
 // ---- the command line and the run ------------------------------------------------------
-struct Options {
-  int ranks = 0, iters = 0;
-  std::string inputs, outputs, format = "text";
-  bool quiet = false;  // print no outputs (errors and the median step still go to stderr)
-};
 [[noreturn]] inline void usage(const Program& p, const std::string& why) {
   fprintf(stderr,
           "%s: %s\nusage: %s [--ranks=N] [--inputs=DIR] [--outputs=DIR] [--iters=K] [--format=text|json] [--quiet]\n",
@@ -397,17 +425,10 @@ inline void write_outputs(const Program& p, const std::string& dir, const std::v
   commit(staged);
 }
 
-// An executable for any size (gradc build --size B=any): an input whose declared shape
-// has size `size` as its dimension `axis` (input -1: none has it).
-struct SizeSource {
-  const char* size;
-  int64_t* value;
-  int input, axis;
-};
 // Sets each size from the files of --inputs (every rank's, of every input that has it
 // as a dimension: they must agree), else leaves its default. The sizes as text ("B =
 // 32"), or "" after printing why there are none.
-inline std::string find_sizes(const Program& p, int argc, char** argv, const SizeSource* s, size_t n) {
+GRADC_MAIN_ENTRY std::string find_sizes(const Program& p, int argc, char** argv, const SizeSource* s, size_t n) {
   const Options o = parse(p, argc, argv);
   const int world = o.ranks ? o.ranks : p.world;
   std::vector<std::pair<std::string, std::string>> found;  // size: the file that gave it
@@ -559,6 +580,7 @@ inline int main_mpi(const Program& p, const Options& o, const RankRun& run_rank)
 #endif
 
 inline bool under_launcher() { return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE"); }
+#endif  // GRADC_MAIN_DECLARED_ONLY
 
 #if !defined(__CUDACC__)
 // Runs `step` for every rank (a thread each, with its communicator), then
@@ -567,10 +589,31 @@ inline bool under_launcher() { return getenv("OMPI_COMM_WORLD_SIZE") || getenv("
 using Barrier = std::function<void()>;
 using Step = std::function<void(Comm& comm, RankData& data, int iters, const Barrier& barrier)>;
 
+// The first step, then `iters` more, each timed over all ranks: they start
+// together and a step ends when the slowest rank ends it. Between the first step
+// and the timed ones, `after_first` (inputs keep their computed defaults: the
+// timed steps do not evaluate them again).
+template <class F, class G>
+void timed_steps(const Barrier& barrier, std::vector<double>& step_ms, int iters, F&& run_once, G&& after_first) {
+  run_once();
+  after_first();
+  for (int i = 0; i < iters; ++i) {
+    barrier();
+    auto t0 = std::chrono::steady_clock::now();
+    run_once();
+    barrier();
+    step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+}
+
 // Runs body(comm, r, barrier) for every rank r, a thread each with its
 // communicator; a failing rank stops the others. The first failure's message
 // ("rank R: why"), or "".
-inline std::string run_threads(int world, const std::function<void(Comm&, int, const Barrier&)>& body) {
+#if defined(GRADC_MAIN_DECLARED_ONLY)
+std::string run_threads(int world, const std::function<void(Comm&, int, const Barrier&)>& body);
+int main(const Program& p, int argc, char** argv, const Step& step);
+#else
+GRADC_MAIN_ENTRY std::string run_threads(int world, const std::function<void(Comm&, int, const Barrier&)>& body) {
   ThreadGroup group(world);  // which shares the cores among the ranks' BLAS calls
   std::vector<std::string> errors(static_cast<size_t>(world));
   std::vector<std::thread> threads;
@@ -591,23 +634,7 @@ inline std::string run_threads(int world, const std::function<void(Comm&, int, c
   return "";
 }
 
-// The first step, then `iters` more, each timed over all ranks: they start
-// together and a step ends when the slowest rank ends it. Between the first step
-// and the timed ones, `after_first` (inputs keep their computed defaults: the
-// timed steps do not evaluate them again).
-template <class F, class G>
-void timed_steps(const Barrier& barrier, std::vector<double>& step_ms, int iters, F&& run_once, G&& after_first) {
-  run_once();
-  after_first();
-  for (int i = 0; i < iters; ++i) {
-    barrier();
-    auto t0 = std::chrono::steady_clock::now();
-    run_once();
-    barrier();
-    step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-}
-inline int main(const Program& p, int argc, char** argv, const Step& step) {
+GRADC_MAIN_ENTRY int main(const Program& p, int argc, char** argv, const Step& step) {
   Options o = parse(p, argc, argv);
 #if defined(GRADC_WITH_MPI)
   if (under_launcher())
@@ -634,6 +661,7 @@ inline int main(const Program& p, int argc, char** argv, const Step& step) {
     return 1;
   }
 }
+#endif  // GRADC_MAIN_DECLARED_ONLY
 
 #else
 // One process drives N GPUs, one rank each, a host thread per GPU; NCCL

@@ -18,9 +18,11 @@ class MpiComm : public Comm {
     MPI_Comm_size(c, &size_);
     MPI_Comm_rank(world, &world_rank_);
   }
-  ~MpiComm() override {
-    if (owned_) MPI_Comm_free(&c_);
-  }
+#if defined(GRADC_RUNTIME_OBJECT)
+  ~MpiComm() override;  // compiled once, with the vtable: gradc_runtime_object.cpp
+#else
+  ~MpiComm() override { release(); }
+#endif
   MpiComm(const MpiComm&) = delete;
   MpiComm& operator=(const MpiComm&) = delete;
   std::unique_ptr<Comm> split(int color, int key) override {
@@ -123,6 +125,9 @@ class MpiComm : public Comm {
   }
 
  private:
+  void release() {
+    if (owned_) MPI_Comm_free(&c_);
+  }
   // bf16 and f16 values only move here (a broadcast): the low-precision pass makes
   // their reductions moves and f32 sums, so no MPI arithmetic sees them.
   static MPI_Datatype type(DType t) {

@@ -111,6 +111,9 @@ class ThreadComm : public Comm {
  public:
   ThreadComm(ThreadGroup& g, int rank) : g_(g), rank_(rank) {}
   ThreadComm(std::shared_ptr<ThreadGroup> g, int rank) : owned_(std::move(g)), g_(*owned_), rank_(rank) {}
+#if defined(GRADC_RUNTIME_OBJECT)
+  ~ThreadComm() override;  // compiled once, with the vtable: gradc_runtime_object.cpp
+#endif
   int rank() const override { return rank_; }
   int size() const override { return g_.size(); }
 
