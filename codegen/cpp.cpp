@@ -1654,9 +1654,13 @@ class CpuEmitter final : public Emitter {
   const char* main_template() const override { return "main.cpu.cpp.in"; }
   std::string constructors() override {
     return fmt::format(
+        "#if !defined(GRADC_WITHOUT_THREAD_COMM)\n"
         "  // The world's ranks as threads of this process: this rank's place in gradc's\n"
         "  // in-process group (one gradc::ThreadGroup of `world` ranks, shared by the threads).\n"
+        "  // (An application that never runs them so, as the torch target's, defines\n"
+        "  // GRADC_WITHOUT_THREAD_COMM: the in-process communicator is then not compiled.)\n"
         "  {0}(gradc::ThreadGroup& group, int rank);\n"
+        "#endif\n"
         "#if defined(GRADC_WITH_MPI)\n"
         "  // The world's ranks as MPI processes (gradc_add_program(... MPI) defines GRADC_WITH_MPI).\n"
         "  explicit {0}(MPI_Comm comm);\n"
@@ -1686,8 +1690,10 @@ class CpuEmitter final : public Emitter {
     // loops are then compiled with the kernels (as gradc run compiles them), not by the
     // application's compiler at its own optimisation level.
     std::string s = fmt::format(
+        "#if !defined(GRADC_WITHOUT_THREAD_COMM)\n"
         "{0}::{0}(gradc::ThreadGroup& group, int rank) : {0}(std::make_unique<gradc::ThreadComm>(group, rank), "
         "nullptr) {{}}\n"
+        "#endif\n"
         "#if defined(GRADC_WITH_MPI)\n"
         "{0}::{0}(MPI_Comm comm) : {0}(std::make_unique<gradc::MpiComm>(comm), nullptr) {{}}\n"
         "#endif\n"
