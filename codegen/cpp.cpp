@@ -711,10 +711,9 @@ void write_sources(const std::string& dir, const std::vector<GeneratedFile>& fil
   std::filesystem::create_directories(dir, ec);
   if (ec) throw UserError({}, fmt::format("cannot create '{}': {}", dir, ec.message()));
   std::vector<std::pair<std::string, std::string>> out;
-  for (const GeneratedFile& f : files) {
+  for (const GeneratedFile& f : files) {  // a name may have folders: the torch target's NAME/csrc/
     out.push_back({dir + "/" + f.name, f.text});
-    std::filesystem::create_directories(std::filesystem::path(out.back().first).parent_path(),
-                                        ec);  // the torch target's NAME/csrc/
+    std::filesystem::create_directories(std::filesystem::path(out.back().first).parent_path(), ec);
     if (ec) throw UserError({}, fmt::format("cannot create '{}': {}", dir, ec.message()));
   }
   write_files_atomic(out);

@@ -895,7 +895,6 @@ std::string program_name(const Options& o) {
   return n;
 }
 
-// Writes generated files into dir (created if need be), all of them or none.
 const char* kEmitHelp =
     "usage: gradc emit FILE.dg --target=cuda|cpu|torch -o DIR [--name=NAME] [--main] [--no-grad]\n"
     "                  [--data-parallel=AXES] [--grad=X,...] [--ranks=N | --mesh=A=n,...] [--size=B=n,...]\n"

@@ -90,7 +90,7 @@ UserError run_error(const std::string& error, const std::string& source_path) {
 std::string SharedRuntime::flags(bool with_pch) const {
   if (folder.empty()) return "";
   if (!with_pch || pch.empty()) return fmt::format(" -I'{}'", folder);
-  return fmt::format(" -I'{}' -DGRADC_RUNTIME_OBJECT -include-pch '{}' '{}'", folder, pch, object);
+  return fmt::format(" -I'{}' {} -include-pch '{}' '{}'", folder, kRuntimeObjectFlag, pch, object);
 }
 
 std::string SharedRuntime::compile(const std::function<std::string(const std::string& flags)>& compile) const {
@@ -130,9 +130,9 @@ SharedRuntime shared_runtime(std::vector<GeneratedFile>& files, bool exe) {
     const fs::path tmp = dir.string() + fmt::format(".{}.tmp", getpid());
     try {
       write_sources(tmp.string(), runtime);
-      fs::rename(tmp, dir, ec);
-    } catch (const UserError&) {
-    }  // fails where another gradc renamed the same files first
+      fs::rename(tmp, dir, ec);   // fails where another gradc renamed the same files first
+    } catch (const UserError&) {  // not written: checked below
+    }
     fs::remove_all(tmp, ec);
     if (!fs::exists(dir / header, ec)) return {};  // the files then stay with the program's
   }

@@ -25,9 +25,10 @@ struct NativeRun {
 // precompiled there once (-include-pch: parsing them is about 2 s of each compile,
 // a third of a small program's), and their shared part compiled there once into an
 // object that each program links (gradc_runtime_object.cpp: the communicators'
-// virtual functions and an executable's main, about 2 s more of a small program's). Flags of the native backend's
-// compile, or with `exe` of an executable's (gradc build --target=cpu). Where the folder cannot be written, the files
-// stay as they are and the flags are empty.
+// virtual functions and an executable's main, about 2 s more of a small program's).
+// Flags of the native backend's compile, or with `exe` of an executable's (gradc
+// build --target=cpu). Where the folder cannot be written, the files stay as they are
+// and the flags are empty.
 struct SharedRuntime {
   std::string folder;  // "" where not shared
   std::string pch;     // the precompiled header, "" where not precompiled

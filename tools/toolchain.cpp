@@ -131,13 +131,13 @@ std::string compile(bool cuda, const std::string& dir, const std::string& source
 // program's 3.7 s; the object code is the same). GRADC_RUNTIME_OBJECT: the runtime's
 // classes leave their virtual functions to the runtime's object.
 std::string precompile_command(bool exe, const std::string& dir, const std::string& header, const std::string& pch) {
-  return fmt::format("{} -DGRADC_RUNTIME_OBJECT -fpch-instantiate-templates -I{} -x c++-header '{}/{}' -o {}",
-                     cpu_flags(exe), quote(dir), dir, header, quote(pch));
+  return fmt::format("{} {} -fpch-instantiate-templates -I{} -x c++-header '{}/{}' -o {}", cpu_flags(exe),
+                     kRuntimeObjectFlag, quote(dir), dir, header, quote(pch));
 }
 
 std::string runtime_object_command(bool exe, const std::string& dir, const std::string& source,
                                    const std::string& object) {
-  return fmt::format("{} -DGRADC_RUNTIME_OBJECT -I{} -c '{}/{}' -o {}", cpu_flags(exe), quote(dir), dir, source,
+  return fmt::format("{} {} -I{} -c '{}/{}' -o {}", cpu_flags(exe), kRuntimeObjectFlag, quote(dir), dir, source,
                      quote(object));
 }
 

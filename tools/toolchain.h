@@ -33,6 +33,9 @@ std::string compile(bool cuda, const std::string& dir, const std::string& source
 // runtime's shared part (`source`, codegen/runtime/gradc_runtime_object.cpp) into
 // `object` with the same flags; and whether their compiler is clang, which precompiles
 // (-include-pch): others compile without either.
+// The flag under which the runtime's headers leave their shared code to that object:
+// the header, the object and every program compiled with them define it alike.
+inline constexpr const char* kRuntimeObjectFlag = "-DGRADC_RUNTIME_OBJECT";
 std::string precompile_command(bool exe, const std::string& dir, const std::string& header, const std::string& pch);
 std::string runtime_object_command(bool exe, const std::string& dir, const std::string& source,
                                    const std::string& object);

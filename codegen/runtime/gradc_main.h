@@ -70,7 +70,7 @@ struct Error {
   std::string message;
 };
 
-// ---- the command line, and the run's options -------------------------------------------
+// The command line's options, and an executable's sizes (which a program declares).
 struct Options {
   int ranks = 0, iters = 0;
   std::string inputs, outputs, format = "text";
