@@ -16,6 +16,17 @@ fi
   scripts/deps.sh python3-dev
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 # setuptools and wheel: `pip install --no-build-isolation` of a package gradc emit --target=torch wrote
-"$VENV/bin/python" -c 'import torch, numpy, setuptools, wheel' 2>/dev/null ||
-  "$VENV/bin/pip" install -q 'torch>=2.4,<2.6' numpy setuptools wheel
+# A wheel that arrives damaged fails pip's hash check ("do not match the hashes"); the
+# download is tried again, up to three times, without pip's cache.
+if ! "$VENV/bin/python" -c 'import torch, numpy, setuptools, wheel' 2>/dev/null; then
+  for try in 1 2 3; do
+    cache=()
+    [ "$try" = 1 ] || cache=(--no-cache-dir)
+    "$VENV/bin/pip" install -q --retries 10 --timeout 60 "${cache[@]}" \
+      'torch>=2.4,<2.6' numpy setuptools wheel && break
+    [ "$try" = 3 ] && { echo "torch_venv.sh: pip could not install PyTorch (3 tries)" >&2; exit 1; }
+    echo "torch_venv.sh: pip failed (try $try of 3); downloading again" >&2
+    sleep 10
+  done
+fi
 "$VENV/bin/python" -c 'import torch; print("torch", torch.__version__, "in", "'"$VENV"'")'
