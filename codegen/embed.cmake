@@ -14,6 +14,7 @@ set(files
     "gradc_torch.cpp=codegen/runtime/gradc_torch.cpp"
     "gradc_runtime_object.cpp=codegen/runtime/gradc_runtime_object.cpp"
     "gradc_torch_cuda.h=codegen/runtime/gradc_torch_cuda.h"
+    "gradc_torch_aten.h=codegen/runtime/gradc_torch_aten.h"
     "torch_init.py.in=codegen/templates/torch_init.py.in"
     "gradc_main.h=codegen/runtime/gradc_main.h"
     "gradc_dtype.h=ir/dtype.h"

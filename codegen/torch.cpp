@@ -323,6 +323,7 @@ std::vector<GeneratedFile> generate_torch(const Lowered& fwd, const Lowered& pb,
   add_classes(Target::Cpu, name + "/csrc/");
   out.push_back({name + "/csrc/gradc_torch.h", embedded_file("gradc_torch.h")});
   out.push_back({name + "/csrc/gradc_torch.cpp", embedded_file("gradc_torch.cpp")});
+  out.push_back({name + "/csrc/aten/ATen/ATen.h", embedded_file("gradc_torch_aten.h")});
   out.push_back({name + "/csrc/" + name + "_ops.cpp", ops_source(p, source_path, Target::Cpu)});
   // csrc/cuda/: the same classes for CUDA tensors (the cuda target's), built on first use
   add_classes(Target::Cuda, name + "/csrc/cuda/");
@@ -431,7 +432,7 @@ std::vector<GeneratedFile> generate_torch(const Lowered& fwd, const Lowered& pb,
                    "description = \"The gradc program {1} as a PyTorch op\"\n"
                    "requires-python = \">=3.9\"\ndependencies = [\"torch>=2.4\"]\n\n"
                    "[tool.setuptools]\npackages = [\"{0}\"]\n\n"
-                   "[tool.setuptools.package-data]\n{0} = [\"csrc/*\", \"csrc/cuda/*\"]\n",
+                   "[tool.setuptools.package-data]\n{0} = [\"csrc/*\", \"csrc/aten/ATen/*\", \"csrc/cuda/*\"]\n",
                    name, source_path)});
   return out;
 }

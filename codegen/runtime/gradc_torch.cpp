@@ -3,6 +3,8 @@
 // includes PyTorch's headers, and the same in every package of this gradc: __init__.py
 // compiles it (torch.utils.cpp_extension) into a library of its own, once for them all,
 // beside the package's library, and hands its entry (gradc_torch_runtime) to that one.
+// <ATen/ATen.h> is, where it serves, the package's csrc/aten/ATen/ATen.h
+// (gradc_torch_aten.h): the part of ATen this file and the c10d headers use.
 //
 // The one private PyTorch API the package uses is here: c10d::resolve_process_group,
 // which finds a process group by its name (ProcessGroup.group_name in Python), as
