@@ -30,6 +30,8 @@ from them, where no gradc is: scripts/gpu_check.sh.)
   parameters equal float64 single-process training of the whole model on the whole batch;
 - the shared-input check: a shared input that differs is a RuntimeError naming it and
   the element, and check_shared(False) turns the check off.
+- inputs as views (transposed, strided, expanded to stride 0): the same loss and
+  gradients, bit for bit, as for contiguous copies;
 - any number of arguments: a program of 200 inputs and 201 outputs (PyTorch's schemas
   take at most 64 arguments; the ops take lists) imports, runs and differentiates.
 Every check raises on failure, which ends every rank and this script with status 1.
@@ -166,6 +168,44 @@ def megatron_training(megatron, rank, mesh):
         assert err < 1e-12, f"Megatron training, rank {rank}: {name} differs from one process's by {err}"
 
 
+def layouts(gather_layer, megatron, rank, g, mesh):
+    """Inputs as PyTorch hands them over: a transposed view, a strided slice, an expanded
+    (stride 0) tensor. The op reads their values, not their storage in order: the loss
+    and every gradient are the same bits as for contiguous copies."""
+    base = torch.arange(4.0, device=DEVICE).reshape(2, 2) + rank
+
+    def gather(z):
+        out = gather_layer.gather_layer(z, group=g)
+        out.backward()
+        return out.detach()
+
+    want_z = base.t().contiguous().requires_grad_()
+    want = gather(want_z)
+    view_base = base.clone().requires_grad_()
+    got = gather(view_base.t())  # z = base^T, not contiguous
+    assert torch.equal(got, want), f"a transposed input: {got} against {want}"
+    assert torch.equal(view_base.grad.t(), want_z.grad), "a transposed input's gradient"
+    if mesh is None:
+        return
+    gen = torch.Generator().manual_seed(11)  # the same on every rank: x is shared along tp, the weights along dp
+    x, t = torch.randn(4, 12, generator=gen, dtype=torch.float64), torch.randn(4, 6, generator=gen, dtype=torch.float64)
+    w1t, b1 = torch.randn(4, 6, generator=gen, dtype=torch.float64), torch.randn(4, generator=gen, dtype=torch.float64)
+    w2, gain = torch.randn(4, 6, generator=gen, dtype=torch.float64), torch.tensor([1.25], dtype=torch.float64)
+    leaves = [v.requires_grad_() for v in (x, t, w1t, b1, w2, gain)]
+    views = [x[:, ::2], t, w1t.t(), b1, w2, gain.expand(6)]  # strided, transposed, expanded to stride 0
+    copies = [v.detach().contiguous().requires_grad_() for v in views]
+    got, want = megatron.megatron(*views, mesh=mesh), megatron.megatron(*copies, mesh=mesh)
+    got.backward()
+    want.backward()
+    assert torch.equal(got, want), f"Megatron on views: loss {float(got)} against {float(want)}"
+    for name, grad, wanted in (("x", x.grad[:, ::2], copies[0].grad), ("target", t.grad, copies[1].grad),
+                               ("w1", w1t.grad.t(), copies[2].grad), ("b1", b1.grad, copies[3].grad),
+                               ("w2", w2.grad, copies[4].grad)):
+        assert torch.equal(grad, wanted), f"Megatron on views: the gradient of {name}"
+    assert not x.grad[:, 1::2].any(), "Megatron on views: x's elements the view skips"
+    total = copies[5].grad.sum()  # the expanded gain's gradient: the sum over its 6 places
+    assert abs(float(gain.grad) - float(total)) <= 1e-15 * abs(float(total)), "Megatron on views: the gradient of g"
+
 MANY = 200
 
 
@@ -271,6 +311,9 @@ def rank_main(rank, workdir, device, world):
         mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
         megatron_training(megatron, dist.get_rank(), mesh)
         shared_check(megatron, dist.get_rank(), mesh)
+        layouts(gather_layer, megatron, rank, g, mesh)
+    else:
+        layouts(gather_layer, megatron, rank, g, None)
     dist.barrier()
     dist.destroy_process_group()
 
@@ -296,11 +339,11 @@ def main():
     mp.spawn(rank_main, args=(workdir, device, world), nprocs=world)
     if device == "cpu":
         print("seeds 001 and 003 under both conventions, torch.compile, input errors, an error inside the op and "
-              "double backward, 200 inputs: as expected on two process groups of 2 gloo ranks; Megatron TP x DP "
+              "double backward, views as inputs, 200 inputs: as expected on two process groups of 2 gloo ranks; Megatron TP x DP "
               "training equal to one process's, and the shared-input check, on a 2 x 2 DeviceMesh")
     else:
-        print(f"seeds 001 and 003, torch.compile, input errors and double backward: as expected on CUDA tensors, "
-              f"{'two process groups' if world == 4 else 'one process group'} of 2 nccl ranks")
+        print(f"seeds 001 and 003, torch.compile, input errors, double backward and a view as input: as expected "
+              f"on CUDA tensors, {'two process groups' if world == 4 else 'one process group'} of 2 nccl ranks")
 
 
 if __name__ == "__main__":
