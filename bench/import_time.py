@@ -1,8 +1,8 @@
 """The torch target's first import: how long `import NAME` takes to compile and load a
 package that `gradc emit --target=torch` wrote, with an empty extension cache each time,
-and as a later package's (another package imported before it: the runtime library that
-every package of one gradc shares, gradc_torch.cpp's, is in the cache, the package's own
-library is not).
+and as a later package's (another package, tests/torch/gather_layer.dg's, imported
+before it in a process of its own: the runtime library that every package of one gradc
+shares, gradc_torch.cpp's, is in the cache, the package's own library is not).
 
     build/torch-venv/bin/python bench/import_time.py [GRADC] [--repeat=N] [PROGRAM.dg[:B=any] ...]
 
@@ -57,12 +57,15 @@ def main():
                 emit.append(f"--data-parallel={mesh.group(1)}")
             subprocess.run(emit, check=True)
             name = next(d for d in os.listdir(pkg) if os.path.isdir(os.path.join(pkg, d)))
+            other = os.path.join(tmp, "other")
+            subprocess.run([gradc, "emit", os.path.join(ROOT, "tests", "torch", "gather_layer.dg"), "--target=torch",
+                            "-o", other], check=True)
             torch_s, build_s, later_s = [], [], []
             cache = os.path.join(tmp, "extensions")
             env = dict(os.environ, TORCH_EXTENSIONS_DIR=cache)
 
-            def run():
-                out = subprocess.run([sys.executable, "-c", CHILD, pkg, name], env=env, check=True,
+            def run(folder=pkg, module=name):
+                out = subprocess.run([sys.executable, "-c", CHILD, folder, module], env=env, check=True,
                                      capture_output=True, text=True).stdout.split()
                 return float(out[0]), float(out[1])
 
@@ -71,9 +74,8 @@ def main():
                 t, b = run()
                 torch_s.append(t)
                 build_s.append(b)
-                for d in os.listdir(cache):  # all but the runtime library
-                    if not d.startswith("gradc_torch_runtime_"):
-                        shutil.rmtree(os.path.join(cache, d))
+                shutil.rmtree(cache, ignore_errors=True)
+                run(other, "gather_layer")  # compiles the runtime library, then its own
                 later_s.append(run()[1])
             print(f"{os.path.basename(program) + (' ' + size if size else ''):<22} {statistics.median(torch_s):>15.1f} "
                   f"{statistics.median(build_s):>19.1f} {statistics.median(later_s):>18.1f}")

@@ -251,7 +251,7 @@ std::string python_ops(const Package& p) {
       "    \"\"\"\n"
       "    args = [{6}]\n"
       "    _check(args)\n"
-      "    out = _forward(args, _groups(group, mesh))\n"
+      "    out = _call(args, _groups(group, mesh))\n"
       "    return {7}\n",
       name, fmt::join(defaults, ", "), ins.empty() ? "" : ", ", outs.size() > 1 ? " (a tuple)" : "", doc, odoc, a,
       outs.size() == 1 ? "out[0]" : fmt::format("tuple(out[:{}])", outs.size()));

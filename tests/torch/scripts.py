@@ -12,7 +12,8 @@ from them, where no gradc is: scripts/gpu_check.sh.)
 - seed 003: xx = (rank + 2) * x, the all_reduce sum and prod program, yy = s * s (or
   p * p) after it: x.grad is section 6's 40 / 60 for sum and 144 / 144 for prod;
 - torch.compile(fullgraph=True) of a function that calls the op: no graph break, the
-  same values and gradients as eager;
+  same values and gradients as eager; an eager call skips torch.library's dispatch, a
+  call under a dispatch mode takes it, with the same values and gradients;
 - a wrong dtype or shape, a mesh= on a program without one, an i32 input out of range:
   ValueError naming the input (and, for a shape, the size B the package is emitted for);
   a float input of another dtype is never converted;
@@ -244,6 +245,36 @@ def compiled(gather_layer, rank, g):
     assert torch.equal(xc.grad, xe.grad), f"compile: grad {xc.grad} against eager {xe.grad}"
 
 
+def paths(gather_layer, rank, g):
+    """An eager call goes straight to the compiled class (an autograd Function where an
+    input needs a gradient); under a dispatch mode (as fake tensors, make_fx and
+    FlopCounterMode trace) it goes through torch.library's op: the same values and
+    gradients, bit for bit. (torch.compile's path: compiled() above.)"""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Seen(TorchDispatchMode):
+        ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Seen.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    x0 = torch.arange(4.0, device=DEVICE).reshape(2, 2) * (rank + 1)
+    xe = x0.clone().requires_grad_()
+    eager = gather_layer.gather_layer(xe * 2, group=g)
+    assert type(eager.grad_fn).__name__ == "_EagerBackward", f"an eager call's node: {eager.grad_fn}"
+    eager.backward()
+    xm = x0.clone().requires_grad_()
+    with Seen():
+        traced = gather_layer.gather_layer(xm * 2, group=g)
+        traced.backward()
+    assert "gradc_gather_layer.forward.default" in Seen.ops and "gradc_gather_layer.pullback.default" in Seen.ops, \
+        f"under a dispatch mode: {Seen.ops}"
+    assert torch.equal(traced, eager) and torch.equal(xm.grad, xe.grad), "the op's two paths differ"
+    with torch.no_grad():
+        assert torch.equal(gather_layer.gather_layer(x0 * 2, group=g), eager.detach()), "a call without autograd"
+
+
 def errors(gather_layer, collectives, rank, g, world):
     expect_raises(ValueError, ["input 'z'", "f32[2, 2]", "float64[2, 2]"],
                   lambda: gather_layer.gather_layer(torch.zeros(2, 2, dtype=torch.float64, device=DEVICE), group=g))
@@ -303,6 +334,7 @@ def rank_main(rank, workdir, device, world):
     seed_003(all_reduce_seed, rank, g)
     one_loss(seeds_one_loss, rank, g)
     compiled(gather_layer, rank, g)
+    paths(gather_layer, rank, g)
     errors(gather_layer, collectives, rank, g, world)
     many_inputs(many, rank, g)
     if world == 4 and DEVICE.type == "cpu":
