@@ -192,7 +192,8 @@ def layouts(gather_layer, megatron, rank, g, mesh):
     x, t = torch.randn(4, 12, generator=gen, dtype=torch.float64), torch.randn(4, 6, generator=gen, dtype=torch.float64)
     w1t, b1 = torch.randn(4, 6, generator=gen, dtype=torch.float64), torch.randn(4, generator=gen, dtype=torch.float64)
     w2, gain = torch.randn(4, 6, generator=gen, dtype=torch.float64), torch.tensor([1.25], dtype=torch.float64)
-    leaves = [v.requires_grad_() for v in (x, t, w1t, b1, w2, gain)]
+    for v in (x, t, w1t, b1, w2, gain):
+        v.requires_grad_()
     views = [x[:, ::2], t, w1t.t(), b1, w2, gain.expand(6)]  # strided, transposed, expanded to stride 0
     copies = [v.detach().contiguous().requires_grad_() for v in views]
     got, want = megatron.megatron(*views, mesh=mesh), megatron.megatron(*copies, mesh=mesh)
@@ -206,6 +207,7 @@ def layouts(gather_layer, megatron, rank, g, mesh):
     assert not x.grad[:, 1::2].any(), "Megatron on views: x's elements the view skips"
     total = copies[5].grad.sum()  # the expanded gain's gradient: the sum over its 6 places
     assert abs(float(gain.grad) - float(total)) <= 1e-15 * abs(float(total)), "Megatron on views: the gradient of g"
+
 
 MANY = 200
 
@@ -371,8 +373,8 @@ def main():
     mp.spawn(rank_main, args=(workdir, device, world), nprocs=world)
     if device == "cpu":
         print("seeds 001 and 003 under both conventions, torch.compile, input errors, an error inside the op and "
-              "double backward, views as inputs, 200 inputs: as expected on two process groups of 2 gloo ranks; Megatron TP x DP "
-              "training equal to one process's, and the shared-input check, on a 2 x 2 DeviceMesh")
+              "double backward, views as inputs, 200 inputs: as expected on two process groups of 2 gloo ranks; "
+              "Megatron TP x DP training equal to one process's, and the shared-input check, on a 2 x 2 DeviceMesh")
     else:
         print(f"seeds 001 and 003, torch.compile, input errors, double backward and a view as input: as expected "
               f"on CUDA tensors, {'two process groups' if world == 4 else 'one process group'} of 2 nccl ranks")
