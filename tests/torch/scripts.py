@@ -33,6 +33,9 @@ from them, where no gradc is: scripts/gpu_check.sh.)
   the element, and check_shared(False) turns the check off.
 - inputs as views (transposed, strided, expanded to stride 0): the same loss and
   gradients, bit for bit, as for contiguous copies;
+- torch.func.grad, grad_and_value and vjp (also of the Megatron block on the mesh): the
+  gradients loss.backward() gives, bit for bit; vmap, jacrev, jvp and grad of grad: a
+  RuntimeError saying they are not supported;
 - any number of arguments: a program of 200 inputs and 201 outputs (PyTorch's schemas
   take at most 64 arguments; the ops take lists) imports, runs and differentiates.
 Every check raises on failure, which ends every rank and this script with status 1.
@@ -277,6 +280,44 @@ def paths(gather_layer, rank, g):
         assert torch.equal(gather_layer.gather_layer(x0 * 2, group=g), eager.detach()), "a call without autograd"
 
 
+def transforms(gather_layer, megatron, rank, g, mesh):
+    """torch.func.grad, grad_and_value and vjp of a function that calls the op give the
+    gradients loss.backward() gives, bit for bit (torch.library's autograd wrapper has no
+    setup_context, which the transforms need: the op takes an autograd Function with
+    one under a transform); vmap (so jacrev), jvp and grad of grad are RuntimeErrors
+    saying they are not supported."""
+    def f(x):
+        return gather_layer.gather_layer((x + 2) * (x + 2), group=g)
+
+    x0 = torch.arange(4.0, device=DEVICE).reshape(2, 2) - rank
+    xe = x0.clone().requires_grad_()
+    f(xe).backward()
+    grad, (gv, value) = torch.func.grad(f)(x0), torch.func.grad_and_value(f)(x0)
+    (vjp,) = torch.func.vjp(f, x0)[1](torch.tensor(1.0, device=DEVICE))
+    for name, got in (("grad", grad), ("grad_and_value", gv), ("vjp", vjp)):
+        assert torch.equal(got, xe.grad), f"torch.func.{name}: {got.tolist()} against backward's {xe.grad.tolist()}"
+    assert torch.equal(value, f(x0)), f"torch.func.grad_and_value's value {value}"
+    expect_raises(RuntimeError, ["torch.func.vmap", "not supported"], lambda: torch.func.jacrev(f)(x0))
+    batched = torch.func.vmap(lambda z: gather_layer.gather_layer(z, group=g))
+    expect_raises(RuntimeError, ["torch.func.vmap", "not supported"], lambda: batched(torch.ones(3, 2, 2, device=DEVICE)))
+    expect_raises(RuntimeError, ["forward-mode", "not supported"], lambda: torch.func.jvp(f, (x0,), (x0,)))
+    expect_raises(RuntimeError, ["double backward is not supported"],
+                  lambda: torch.func.grad(lambda z: torch.func.grad(f)(z).sum())(x0))
+    if mesh is None:
+        return
+    d, t = dist.get_rank() // 2, dist.get_rank() % 2  # x and target shared(tp), w1, b1, w2 shared(dp)
+    gen = torch.Generator().manual_seed(7 + d)
+    x, target = (torch.randn(4, 6, generator=gen, dtype=torch.float64) for _ in range(2))
+    gen.manual_seed(9 + t)
+    params = [torch.randn(6, 4, generator=gen, dtype=torch.float64), torch.randn(4, generator=gen, dtype=torch.float64),
+              torch.randn(4, 6, generator=gen, dtype=torch.float64), torch.linspace(0.5, 1.5, 6, dtype=torch.float64)]
+    leaves = [p.clone().requires_grad_() for p in params]
+    megatron.megatron(x, target, *leaves, mesh=mesh).backward()
+    got = torch.func.grad(lambda *ps: megatron.megatron(x, target, *ps, mesh=mesh), argnums=(0, 1, 2, 3))(*params)
+    for name, a, b in zip(("w1", "b1", "w2", "g"), got, leaves):
+        assert torch.equal(a, b.grad), f"torch.func.grad of the Megatron block: {name} differs from backward's"
+
+
 def errors(gather_layer, collectives, rank, g, world):
     expect_raises(ValueError, ["input 'z'", "f32[2, 2]", "float64[2, 2]"],
                   lambda: gather_layer.gather_layer(torch.zeros(2, 2, dtype=torch.float64, device=DEVICE), group=g))
@@ -346,8 +387,10 @@ def rank_main(rank, workdir, device, world):
         megatron_training(megatron, dist.get_rank(), mesh)
         shared_check(megatron, dist.get_rank(), mesh)
         layouts(gather_layer, megatron, rank, g, mesh)
+        transforms(gather_layer, megatron, rank, g, mesh)
     else:
         layouts(gather_layer, megatron, rank, g, None)
+        transforms(gather_layer, megatron, rank, g, None)
     dist.barrier()
     dist.destroy_process_group()
 
@@ -373,11 +416,13 @@ def main():
     mp.spawn(rank_main, args=(workdir, device, world), nprocs=world)
     if device == "cpu":
         print("seeds 001 and 003 under both conventions, torch.compile, input errors, an error inside the op and "
-              "double backward, views as inputs, 200 inputs: as expected on two process groups of 2 gloo ranks; "
-              "Megatron TP x DP training equal to one process's, and the shared-input check, on a 2 x 2 DeviceMesh")
+              "double backward, views as inputs, 200 inputs, torch.func transforms: as expected on two process "
+              "groups of 2 gloo ranks; Megatron TP x DP training equal to one process's, and the shared-input "
+              "check, on a 2 x 2 DeviceMesh")
     else:
-        print(f"seeds 001 and 003, torch.compile, input errors, double backward and a view as input: as expected "
-              f"on CUDA tensors, {'two process groups' if world == 4 else 'one process group'} of 2 nccl ranks")
+        groups = "two process groups" if world == 4 else "one process group"
+        print("seeds 001 and 003, torch.compile, input errors, double backward, a view as input and torch.func "
+              f"transforms: as expected on CUDA tensors, {groups} of 2 nccl ranks")
 
 
 if __name__ == "__main__":
