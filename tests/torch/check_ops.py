@@ -25,7 +25,10 @@ GRADC "-" then runs the op from them, where no gradc is (scripts/gpu_check.sh).
 
 --any-size=B=5,3,1 emits one package for any B (gradc emit --size B=any) and checks it
 at each of those values in turn, every rank calling the op at each in one process (the
-package compiled once); the reference is gradc run at each.
+package compiled once); the reference is gradc run at each. On the CPU each rank also
+calls torch.compile(op, dynamic=True, fullgraph=True) at each size: eager's outputs and
+gradients bit for bit, in at most two graphs (one for every size but 1, which PyTorch
+specializes).
 
 --grad=X,... emits the op with emit's --grad: only those inputs require grad, and only
 their gradients are compared.
@@ -195,7 +198,8 @@ def rank_main(rank, world, workdir, package, mesh_axes, device, cases):
 
         kwargs["mesh"] = init_device_mesh(torch.device(device).type, tuple(s for _, s in mesh_axes),
                                           mesh_dim_names=tuple(a for a, _ in mesh_axes))
-    for case in cases:  # each with its inputs (a package for any size: at each size in turn)
+    def step(fn, case):
+        """fn called on the case's inputs and backward on sum(<y, ct_y>): its outputs and gradients"""
         d = os.path.join(case, "in", f"rank{rank}")
         args = []
         for i, (name, dtype, _, _) in enumerate(meta["inputs"]):
@@ -204,7 +208,7 @@ def rank_main(rank, world, workdir, package, mesh_axes, device, cases):
         if backend == "nccl":  # the side stream starts after the inputs' copies to the GPU
             stream.stream.wait_stream(torch.cuda.current_stream(device))
         with stream:
-            out = op(*args, **kwargs)
+            out = fn(*args, **kwargs)
             out = out if isinstance(out, tuple) else (out,)
             objective = 0
             for (name, dtype, _), y in zip(meta["outputs"], out):
@@ -212,11 +216,26 @@ def rank_main(rank, world, workdir, package, mesh_axes, device, cases):
                     ct = load(os.path.join(d, "ct_" + name + ".npy")).to(device)
                     objective = objective + (y * ct).sum()
             objective.backward()
-            result = {name: y.detach().cpu().tolist() for (name, _, _), y in zip(meta["outputs"], out)}
+            result = {name: y.detach().cpu() for (name, _, _), y in zip(meta["outputs"], out)}
             for i in meta["grad_in"]:
-                result["grad_" + meta["inputs"][i][0]] = args[i].grad.cpu().tolist()
+                result["grad_" + meta["inputs"][i][0]] = args[i].grad.cpu()
+        return result
+
+    # a package for any size on the CPU: torch.compile(dynamic=True) too, one graph for
+    # every size but 1 (PyTorch specializes sizes 0 and 1), eager's values bit for bit
+    compiled = torch.compile(op, dynamic=True, fullgraph=True) if len(cases) > 1 and backend == "gloo" else None
+    for case in cases:  # each with its inputs (a package for any size: at each size in turn)
+        result = step(op, case)
+        if compiled is not None:
+            for name, value in step(compiled, case).items():
+                assert torch.equal(value, result[name]), f"torch.compile: {name} {value} against eager {result[name]}"
         with open(os.path.join(case, f"result{rank}.json"), "w") as f:
-            json.dump(result, f)
+            json.dump({name: y.tolist() for name, y in result.items()}, f)
+    if compiled is not None:
+        from torch._dynamo.utils import counters
+
+        graphs = counters["stats"]["unique_graphs"]
+        assert graphs <= 2, f"torch.compile(dynamic=True): {graphs} graphs for {len(cases)} sizes"
     if backend == "gloo" and "OPENBLAS_NUM_THREADS" not in os.environ:
         import ctypes  # the OpenBLAS the op's kernels call (not its default of one thread a core)
         blas = ctypes.CDLL("libopenblas.so.0").openblas_get_num_threads()
@@ -278,6 +297,9 @@ def main():
         return
 
     import torch.multiprocessing as mp
+
+    if os.path.exists(os.path.join(a.workdir, "rendezvous")):  # left by an earlier run: it would hang
+        os.remove(os.path.join(a.workdir, "rendezvous"))
 
     mp.spawn(rank_main, args=(world, a.workdir, package, meta["_MESH"], a.device, [c for c, _ in cases]), nprocs=world)
     bad = []
