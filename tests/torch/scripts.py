@@ -29,6 +29,7 @@ from them, where no gradc is: scripts/gpu_check.sh.)
   --data-parallel=dp) on a 2 x 2 DeviceMesh of the 4 ranks, trained for 3 SGD steps with
   loss.backward() on every rank and the gradients averaged over dp as DDP does: the
   parameters equal float64 single-process training of the whole model on the whole batch;
+  and torch.compile of a step that calls it with mesh=: eager's loss and gradients;
 - the shared-input check: a shared input that differs is a RuntimeError naming it and
   the element, and check_shared(False) turns the check off.
 - inputs as views (transposed, strided, expanded to stride 0): the same loss and
@@ -280,6 +281,37 @@ def paths(gather_layer, rank, g):
         assert torch.equal(gather_layer.gather_layer(x0 * 2, group=g), eager.detach()), "a call without autograd"
 
 
+def megatron_args():
+    """This rank's batch and target (shared along tp) and parameters w1, b1, w2 (shared
+    along dp) and g of megatron.dg on the 2 x 2 mesh, float64."""
+    d, t = dist.get_rank() // 2, dist.get_rank() % 2
+    gen = torch.Generator().manual_seed(7 + d)
+    x, target = (torch.randn(4, 6, generator=gen, dtype=torch.float64) for _ in range(2))
+    gen.manual_seed(9 + t)
+    params = [torch.randn(6, 4, generator=gen, dtype=torch.float64), torch.randn(4, generator=gen, dtype=torch.float64),
+              torch.randn(4, 6, generator=gen, dtype=torch.float64), torch.linspace(0.5, 1.5, 6, dtype=torch.float64)]
+    return x, target, params
+
+
+def compiled_mesh(megatron, mesh):
+    """torch.compile(fullgraph=True) of a step that calls the op with mesh= (a DeviceMesh):
+    eager's loss and gradients, bit for bit (aot_eager: dynamo's trace and autograd's,
+    without inductor's code generation, which compiled() above runs)."""
+    x, target, params = megatron_args()
+
+    def step(*ps):
+        return megatron.megatron(x, target, *ps, mesh=mesh) * 2
+
+    eager, leaves = [p.clone().requires_grad_() for p in params], [p.clone().requires_grad_() for p in params]
+    want = step(*eager)
+    want.backward()
+    got = torch.compile(step, fullgraph=True, backend="aot_eager")(*leaves)
+    got.backward()
+    assert torch.equal(got, want), f"compile with mesh=: {got} against eager {want}"
+    for name, a, b in zip(("w1", "b1", "w2", "g"), leaves, eager):
+        assert torch.equal(a.grad, b.grad), f"compile with mesh=: the gradient of {name} differs from eager's"
+
+
 def transforms(gather_layer, megatron, rank, g, mesh):
     """torch.func.grad, grad_and_value and vjp of a function that calls the op give the
     gradients loss.backward() gives, bit for bit (torch.library's autograd wrapper has no
@@ -305,12 +337,7 @@ def transforms(gather_layer, megatron, rank, g, mesh):
                   lambda: torch.func.grad(lambda z: torch.func.grad(f)(z).sum())(x0))
     if mesh is None:
         return
-    d, t = dist.get_rank() // 2, dist.get_rank() % 2  # x and target shared(tp), w1, b1, w2 shared(dp)
-    gen = torch.Generator().manual_seed(7 + d)
-    x, target = (torch.randn(4, 6, generator=gen, dtype=torch.float64) for _ in range(2))
-    gen.manual_seed(9 + t)
-    params = [torch.randn(6, 4, generator=gen, dtype=torch.float64), torch.randn(4, generator=gen, dtype=torch.float64),
-              torch.randn(4, 6, generator=gen, dtype=torch.float64), torch.linspace(0.5, 1.5, 6, dtype=torch.float64)]
+    x, target, params = megatron_args()
     leaves = [p.clone().requires_grad_() for p in params]
     megatron.megatron(x, target, *leaves, mesh=mesh).backward()
     got = torch.func.grad(lambda *ps: megatron.megatron(x, target, *ps, mesh=mesh), argnums=(0, 1, 2, 3))(*params)
@@ -386,6 +413,7 @@ def rank_main(rank, workdir, device, world):
         mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
         megatron_training(megatron, dist.get_rank(), mesh)
         shared_check(megatron, dist.get_rank(), mesh)
+        compiled_mesh(megatron, mesh)
         layouts(gather_layer, megatron, rank, g, mesh)
         transforms(gather_layer, megatron, rank, g, mesh)
     else:
@@ -418,7 +446,7 @@ def main():
         print("seeds 001 and 003 under both conventions, torch.compile, input errors, an error inside the op and "
               "double backward, views as inputs, 200 inputs, torch.func transforms: as expected on two process "
               "groups of 2 gloo ranks; Megatron TP x DP training equal to one process's, and the shared-input "
-              "check, on a 2 x 2 DeviceMesh")
+              "check, and torch.compile with mesh=, on a 2 x 2 DeviceMesh")
     else:
         groups = "two process groups" if world == 4 else "one process group"
         print("seeds 001 and 003, torch.compile, input errors, double backward, a view as input and torch.func "
