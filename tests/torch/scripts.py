@@ -26,9 +26,10 @@ from them, where no gradc is: scripts/gpu_check.sh.)
   the mode=global values of docs/language.md section 6; cotangents that differ between
   the ranks are a RuntimeError naming the output;
 - Megatron: megatron.dg (tensor parallelism over tp inside data parallelism over dp,
-  --data-parallel=dp) on a 2 x 2 DeviceMesh of the 4 ranks, trained for 3 SGD steps with
-  loss.backward() on every rank and the gradients averaged over dp as DDP does: the
-  parameters equal float64 single-process training of the whole model on the whole batch;
+  --data-parallel=dp) on a 2 x 2 DeviceMesh of the 4 ranks, a Module under
+  DistributedDataParallel over dp, trained for 3 SGD steps with loss.backward() on every
+  rank: the parameters equal float64 single-process training of the whole model on the
+  whole batch;
   and torch.compile of a step that calls it with mesh=: eager's loss and gradients;
 - the shared-input check: a shared input that differs is a RuntimeError naming it and
   the element, and check_shared(False) turns the check off.
@@ -129,9 +130,10 @@ def shared_check(megatron, rank, mesh):
 
 
 def megatron_training(megatron, rank, mesh):
-    """3 SGD steps of the Megatron block with loss.backward() on every rank and the
-    gradients averaged over dp, against float64 single-process training of the whole
-    model on the whole batch (the mean of the dp batches' losses)."""
+    """3 SGD steps of the Megatron block as a Module under DistributedDataParallel over dp
+    (which averages the gradients over dp), loss.backward() on every rank, against float64
+    single-process training of the whole model on the whole batch (the mean of the dp
+    batches' losses)."""
     gen = torch.Generator().manual_seed(5)
     W1, B1, W2 = torch.randn(6, 8, generator=gen, dtype=torch.float64) / 2, torch.randn(8, generator=gen,
                                                                                     dtype=torch.float64) / 2, \
@@ -139,10 +141,21 @@ def megatron_training(megatron, rank, mesh):
     G = 1 + torch.randn(6, generator=gen, dtype=torch.float64) / 4
     d, t = rank // 2, rank % 2
     cols = slice(4 * t, 4 * t + 4)
-    params = [W1[:, cols].clone().requires_grad_(), B1[cols].clone().requires_grad_(),
-              W2[cols, :].clone().requires_grad_(), G.clone().requires_grad_()]
+
+    class Block(torch.nn.Module):  # this tp rank's columns of w1 and b1 and rows of w2
+        def __init__(self):
+            super().__init__()
+            self.w1, self.b1 = torch.nn.Parameter(W1[:, cols].clone()), torch.nn.Parameter(B1[cols].clone())
+            self.w2, self.g = torch.nn.Parameter(W2[cols, :].clone()), torch.nn.Parameter(G.clone())
+
+        def forward(self, x, target):
+            return megatron.megatron(x, target, self.w1, self.b1, self.w2, self.g, mesh=mesh)
+
+    model = Block()
+    ddp = torch.nn.parallel.DistributedDataParallel(model, process_group=mesh.get_group("dp"))
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    params = [model.w1, model.b1, model.w2, model.g]
     whole = [p.clone().requires_grad_() for p in (W1, B1, W2, G)]
-    dp_group = mesh.get_group("dp")
     lr = 0.1
 
     def block(x, w1, b1, w2, gain):
@@ -154,13 +167,9 @@ def megatron_training(megatron, rank, mesh):
         data = torch.Generator().manual_seed(100 + step)
         xs, ts = torch.randn(2, 4, 6, generator=data, dtype=torch.float64), torch.randn(2, 4, 6, generator=data,
                                                                                        dtype=torch.float64)
-        loss = megatron.megatron(xs[d], ts[d], *params[:3], params[3], mesh=mesh)
-        loss.backward()
-        with torch.no_grad():
-            for p in params:  # DDP over dp: the average of the dp ranks' gradients
-                dist.all_reduce(p.grad, group=dp_group)  # gloo has no AVG
-                p -= lr * p.grad / 2
-                p.grad = None
+        ddp(xs[d], ts[d]).backward()
+        opt.step()
+        opt.zero_grad()
         ref = sum(((block(xs[k], *whole) - ts[k]) ** 2).mean() for k in range(2)) / 2
         ref.backward()
         with torch.no_grad():
@@ -445,8 +454,8 @@ def main():
     if device == "cpu":
         print("seeds 001 and 003 under both conventions, torch.compile, input errors, an error inside the op and "
               "double backward, views as inputs, 200 inputs, torch.func transforms: as expected on two process "
-              "groups of 2 gloo ranks; Megatron TP x DP training equal to one process's, and the shared-input "
-              "check, and torch.compile with mesh=, on a 2 x 2 DeviceMesh")
+              "groups of 2 gloo ranks; Megatron TP x DP training under DDP equal to one process's, and the "
+              "shared-input check, and torch.compile with mesh=, on a 2 x 2 DeviceMesh")
     else:
         groups = "two process groups" if world == 4 else "one process group"
         print("seeds 001 and 003, torch.compile, input errors, double backward, a view as input and torch.func "
