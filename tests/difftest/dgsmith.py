@@ -658,8 +658,8 @@ class Gen:
                 raise Skip("pow of a negative base")
             text = f"{op}({ta}, {tb})" if op in ("pow", "maximum", "minimum") else f"{ta} {op} {tb}"
             if both_int and op in ("+", "-", "*", "//", "%", "**"):  # static integers, exact
-                value = torch.tensor(float({"+": a + b, "-": a - b, "*": a * b, "//": a // b, "%": a % b,
-                                            "**": a ** b}[op]))
+                value = torch.tensor(float({"+": operator.add, "-": operator.sub, "*": operator.mul,
+                                            "//": operator.floordiv, "%": operator.mod, "**": operator.pow}[op](a, b)))
             elif both_int and op in ("maximum", "minimum"):  # i32
                 value = torch.tensor(float(max(a, b) if op == "maximum" else min(a, b)))
             else:  # in f32, as the op runs on f32 values (comparisons: 1 or 0)
