@@ -14,6 +14,9 @@ from them, where no gradc is: scripts/gpu_check.sh.)
 - torch.compile(fullgraph=True) of a function that calls the op: no graph break, the
   same values and gradients as eager; an eager call skips torch.library's dispatch, a
   call under a dispatch mode takes it, with the same values and gradients;
+- torch.autocast(bfloat16) around the op, eager and compiled: the values and gradients
+  without it (the op keeps its program's dtypes); a bfloat16 tensor from autocast for
+  an f32 input: the ValueError of a wrong dtype, saying how to pass it;
 - a wrong dtype or shape, a mesh= on a program without one, an i32 input out of range:
   ValueError naming the input (and, for a shape, the size B the package is emitted for);
   a float input of another dtype is never converted;
@@ -243,6 +246,32 @@ def many_inputs(many, rank, g):
         assert torch.equal(w.grad, 4 * w.detach() + 3), f"many inputs: {w.grad} for {w.detach()}"
 
 
+def autocast(gather_layer, rank, g):
+    """Under torch.autocast the op computes in the dtypes its program declares (autocast
+    changes PyTorch's own ops, not a custom op), eagerly and compiled: the values and
+    gradients without autocast, bit for bit; a bfloat16 tensor that autocast made for an
+    f32 input is the ValueError of a wrong dtype, saying how to pass it."""
+    def step(x):
+        return gather_layer.gather_layer(x * x, group=g) * 3
+
+    x0 = torch.arange(4.0, device=DEVICE).reshape(2, 2) + rank
+    xe = x0.clone().requires_grad_()
+    want = step(xe)
+    want.sum().backward()
+    for how, fn in (("eager", step), ("compiled", torch.compile(step, fullgraph=True, backend="aot_eager"))):
+        x = x0.clone().requires_grad_()
+        with torch.autocast(DEVICE.type, dtype=torch.bfloat16):
+            got = fn(x)
+            got.sum().backward()
+        assert got.dtype == torch.float32 and torch.equal(got, want), f"autocast ({how}): {got} against {want}"
+        assert torch.equal(x.grad, xe.grad), f"autocast ({how}): grad {x.grad} against {xe.grad}"
+    with torch.autocast(DEVICE.type, dtype=torch.bfloat16):
+        product = x0 @ torch.eye(2, device=DEVICE)  # bfloat16: autocast's matmul
+        expect_raises(ValueError, ["input 'z' is declared f32[2, 2], but was given bfloat16[2, 2]", "torch.autocast",
+                                   "z.to(torch.float32)", "bf16[2, 2]"],
+                      lambda: gather_layer.gather_layer(product, group=g))
+
+
 def compiled(gather_layer, rank, g):
     def step(x):
         z = (x + 2) * (x + 2)
@@ -413,6 +442,7 @@ def rank_main(rank, workdir, device, world):
     seed_003(all_reduce_seed, rank, g)
     one_loss(seeds_one_loss, rank, g)
     compiled(gather_layer, rank, g)
+    autocast(gather_layer, rank, g)
     paths(gather_layer, rank, g)
     errors(gather_layer, collectives, rank, g, world)
     many_inputs(many, rank, g)
@@ -453,13 +483,13 @@ def main():
     mp.spawn(rank_main, args=(workdir, device, world), nprocs=world)
     if device == "cpu":
         print("seeds 001 and 003 under both conventions, torch.compile, input errors, an error inside the op and "
-              "double backward, views as inputs, 200 inputs, torch.func transforms: as expected on two process "
-              "groups of 2 gloo ranks; Megatron TP x DP training under DDP equal to one process's, and the "
-              "shared-input check, and torch.compile with mesh=, on a 2 x 2 DeviceMesh")
+              "double backward, views as inputs, 200 inputs, torch.func transforms, torch.autocast: as expected on "
+              "two process groups of 2 gloo ranks; Megatron TP x DP training under DDP equal to one process's, and "
+              "the shared-input check, and torch.compile with mesh=, on a 2 x 2 DeviceMesh")
     else:
         groups = "two process groups" if world == 4 else "one process group"
-        print("seeds 001 and 003, torch.compile, input errors, double backward, a view as input and torch.func "
-              f"transforms: as expected on CUDA tensors, {groups} of 2 nccl ranks")
+        print("seeds 001 and 003, torch.compile, input errors, double backward, a view as input, torch.func "
+              f"transforms and torch.autocast: as expected on CUDA tensors, {groups} of 2 nccl ranks")
 
 
 if __name__ == "__main__":
