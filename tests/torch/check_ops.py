@@ -172,6 +172,12 @@ def make_data(meta, world, seed, workdir):
     return data
 
 
+def rendezvous(workdir):
+    """The ranks' store: a file in the work folder, not a TCP port, so that runs side by
+    side never collide."""
+    return os.path.join(os.path.abspath(workdir), "rendezvous")
+
+
 def rank_main(rank, world, workdir, package, mesh_axes, device, cases):
     import contextlib
 
@@ -185,9 +191,7 @@ def rank_main(rank, world, workdir, package, mesh_axes, device, cases):
         device = torch.device("cuda", rank)
         torch.cuda.set_device(device)
         stream = torch.cuda.stream(torch.cuda.Stream(device))  # not the default stream
-    # a file in the fresh work folder, not a TCP port: runs side by side never collide
-    store = os.path.abspath(os.path.join(workdir, "rendezvous"))
-    dist.init_process_group(backend, init_method="file://" + store, rank=rank, world_size=world)
+    dist.init_process_group(backend, init_method="file://" + rendezvous(workdir), rank=rank, world_size=world)
     sys.path.insert(0, os.path.join(workdir, "pkg"))
     mod = __import__(package)
     op = getattr(mod, package)
@@ -298,8 +302,8 @@ def main():
 
     import torch.multiprocessing as mp
 
-    if os.path.exists(os.path.join(a.workdir, "rendezvous")):  # left by an earlier run: it would hang
-        os.remove(os.path.join(a.workdir, "rendezvous"))
+    if os.path.exists(rendezvous(a.workdir)):  # left by an earlier run: it would hang
+        os.remove(rendezvous(a.workdir))
 
     mp.spawn(rank_main, args=(world, a.workdir, package, meta["_MESH"], a.device, [c for c, _ in cases]), nprocs=world)
     bad = []

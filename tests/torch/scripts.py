@@ -156,10 +156,10 @@ def megatron_training(megatron, rank, mesh):
 
     model = Block()
     ddp = torch.nn.parallel.DistributedDataParallel(model, process_group=mesh.get_group("dp"))
-    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    lr = 0.1
+    opt = torch.optim.SGD(ddp.parameters(), lr=lr)
     params = [model.w1, model.b1, model.w2, model.g]
     whole = [p.clone().requires_grad_() for p in (W1, B1, W2, G)]
-    lr = 0.1
 
     def block(x, w1, b1, w2, gain):
         y = torch.nn.functional.gelu(x @ w1 + b1) @ w2
