@@ -1627,7 +1627,6 @@ ValueId Lowerer::einsum(const std::string& eq, const std::vector<ValueId>& xs, L
     have = kept;
     return axes.empty() ? x : b.reduce_sum(x, axes);
   };
-  // a (letters la) and c (lc) contracted to the letters `res`
   auto count = [&](const std::string& letters) { return num_elements(dims(letters)); };
   // x (letters `have`) as a [batch, rows, cols] matrix ([rows, cols] without batch
   // letters): a view where `have` is in that order or has rows and cols swapped (the

@@ -863,7 +863,7 @@ class Gen:
 
     def model_op(self):
         """The ops of MoE routers and attention: cumsum, tril/triu, clamp, var/std, logaddexp,
-        softplus(beta, threshold), masked_fill, einsum; and on an input (whose values are the
+        softplus(beta, threshold), masked_fill, einsum (one, two or three operands); and on an input (whose values are the
         same bits in PyTorch, so that near ties cannot reorder) sort, topk, argsort with
         take_along_axis, scatter_add, index_add."""
         inputs = {i.name for i in self.p.inputs}
@@ -906,6 +906,13 @@ class Gen:
                 return one(f'einsum("{"abcd"[:r]}->{"abcd"[:r][::-1]}", {x})', lambda t: t.permute(*reversed(range(r))))
             cands = [n for n, u in self.env.items() if u.dtype == dt and len(u.shape) == 2 and u.shape[1] == s[1]]
             y = self.rng.choice(cands)
+            zs = [n for n, u in self.env.items()
+                  if u.dtype == dt and len(u.shape) == 2 and u.shape[0] == self.env[y].shape[0]]
+            if self.rng.random() < 0.3:  # three operands, contracted left to right as gradc's docs say
+                z = self.rng.choice(zs)
+                three = lambda a, b, c: torch.einsum("ik,kl->il", torch.einsum("ij,kj->ik", a, b), c)
+                return self.add(f'einsum("ij,kj,kl->il", {x}, {y}, {z})', [x, y, z],
+                                lambda env, w: local(three, dt, env[x], env[y], env[z]))
             return self.add(f'einsum("ij,kj->ik", {x}, {y})', [x, y],
                             lambda env, w: local(lambda a, b: torch.einsum("ij,kj->ik", a, b), dt, env[x], env[y]))
         if kind == "index_add":
