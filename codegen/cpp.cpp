@@ -627,7 +627,10 @@ std::string blocks(const Shape& shape, int64_t axis, int64_t parts = 1) {
 //   the class's API set_NAME, NAME(), NAME_type, ...: a name that would clash with C++
 //                   (a keyword, a macro, std), with the class's own members or with
 //                   another name's members takes a trailing _ until it does not
-//   the class       the program's name, likewise (codegen/cpp.h: cpp_safe)
+//   the class       the program's name, likewise (class_name), and named in the files
+//                   beside the class only by an alias at their top (`using Step = class
+//                   NAME;`), so that neither their locals nor a function of the C
+//                   library of its name (exp.dg) can hide it
 }  // namespace
 
 bool cpp_reserved(const std::string& n) {
@@ -650,6 +653,66 @@ bool cpp_reserved(const std::string& n) {
          (n.size() > 1 && n[0] == '_' && std::isupper(static_cast<unsigned char>(n[1])));
 }
 
+namespace {
+// The class's own members, whatever its program (the API's names avoid them too), and
+// the parameters of its constructors, which name the class where they delegate.
+const std::set<std::string> kClassMembers = {"comm",
+                                             "group",
+                                             "rank",
+                                             "owned",
+                                             "stream",
+                                             "world",
+                                             "Sizes",
+                                             "sizes",
+                                             "set_sizes",
+                                             "workspace_bytes",
+                                             "run",
+                                             "keep_defaults",
+                                             "check_shared_inputs",
+                                             "owned_",
+                                             "comm_",
+                                             "stream_",
+                                             "comm_stream_",
+                                             "blas_",
+                                             "events_",
+                                             "scratch_bytes",
+                                             "scratch_capacity_",
+                                             "rank_",
+                                             "ws_",
+                                             "ws_bytes_",
+                                             "ws_capacity_",
+                                             "partials_",
+                                             "sz_",
+                                             "sized_",
+                                             "off_",
+                                             "shared_checks_"};
+// The C library's headers, which a header of the program's name would hide (time.dg's
+// time.h, found by <ctime>), and those of the libraries the runtime includes.
+const std::set<std::string> kHeaderStems = {
+    "assert", "complex",      "ctype",     "errno",       "fenv",     "float",  "inttypes",  "iso646",  "limits",
+    "locale", "math",         "setjmp",    "signal",      "stdalign", "stdarg", "stdatomic", "stdbool", "stddef",
+    "stdint", "stdio",        "stdlib",    "stdnoreturn", "string",   "tgmath", "threads",   "time",    "uchar",
+    "wchar",  "wctype",       "alloca",    "features",    "malloc",   "memory", "pthread",   "sched",   "strings",
+    "unistd", "fcntl",        "dlfcn",     "immintrin",   "cblas",    "mpi",    "nccl",      "cublas",  "cublas_v2",
+    "cuda",   "cuda_runtime", "cuda_bf16", "cuda_fp16",   "omp"};
+}  // namespace
+
+std::string class_name(std::string n) {
+  for (char& c : n)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  // a leading digit or _ (reserved at global scope), a kernel's name (k0_x) or a
+  // member's form (in_x_, out_y_, default_x_) takes a leading p
+  auto digit = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; };
+  auto starts = [&](const char* s) { return n.rfind(s, 0) == 0; };
+  size_t k = 1;
+  while (k < n.size() && digit(n[k])) ++k;
+  const bool kernel = starts("k") && k > 1 && k < n.size() && n[k] == '_';
+  const bool member = !n.empty() && n.back() == '_' && (starts("in_") || starts("out_") || starts("default_"));
+  if (n.empty() || digit(n[0]) || n[0] == '_' || kernel || member) n = "p" + n;
+  while (cpp_reserved(n) || kClassMembers.count(n) || kHeaderStems.count(n)) n += "_";
+  return n;
+}
+
 bool has_shared_input(const Lowered& l) {
   return std::any_of(l.inputs.begin(), l.inputs.end(),
                      [&](const auto& in) { return l.graph[l.buffers[size_t(in.second)].value].attrs.has("shared"); });
@@ -661,10 +724,8 @@ OpTable<RuntimeCall>& runtime_calls() {
 }
 
 std::map<std::string, std::string> api_names(const Lowered& l, const std::string& cls) {
-  std::set<std::string> taken = {
-      cls,       "world",        "workspace_bytes", "run",           "keep_defaults", "check_shared_inputs",
-      "stream_", "comm_stream_", "comm_",           "blas_",         "events_",       "scratch_bytes",
-      "rank_",   "ws_",          "partials_",       "shared_checks_"};
+  std::set<std::string> taken = kClassMembers;
+  taken.insert(cls);
   std::map<std::string, std::string> api;
   std::set<std::string> outputs;
   for (const auto& o : l.outputs) outputs.insert(o.first);
@@ -777,19 +838,19 @@ class Emitter {
     }
     const std::string program_at = fmt::format(
         "\n// The program's inputs and outputs at the sizes sz (`sizes` says which they are).\n"
-        "static gradc::exe::Program program_at(const {}::Sizes& sz, const char* sizes) {{\n"
+        "static gradc::exe::Program program_at(const Step::Sizes& sz, const char* sizes) {{\n"
         "  gradc::exe::Program p{{{}}};\n  p.any_size = true;\n  return p;\n}}\n",
-        name_, program_table());
+        program_table());
     const std::string program = fmt::format(
-        "  {0}::Sizes sz;\n"
+        "  Step::Sizes sz;\n"
         "  // Each size from the files of the inputs whose declared shape has it as a dimension\n"
         "  // (the input's index and the axis), else its default.\n"
-        "  const gradc::exe::SizeSource sources[] = {{{1}}};\n"
+        "  const gradc::exe::SizeSource sources[] = {{{0}}};\n"
         "  const std::string sizes = gradc::exe::find_sizes(program_at(sz, \"\"), argc, argv, sources, "
         "std::size(sources));\n"
         "  if (sizes.empty()) return 1;\n"
         "  const gradc::exe::Program program = program_at(sz, sizes.c_str());",
-        name_, fmt::join(sources, ", "));
+        fmt::join(sources, ", "));
     return {file,
             fill(embedded_file(main_template()), {{"NAME", name_},
                                                   {"FOR_SIZES", fmt::format(", for any {}", fmt::join(names, ", "))},

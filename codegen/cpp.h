@@ -21,6 +21,11 @@ enum class Target { Cpu, Cuda, Torch };
 // Whether a name would clash with C++ in generated code (a keyword, a macro or a name
 // of the headers it includes): a program's class name that does takes a trailing _.
 bool cpp_reserved(const std::string& name);
+// A program's name (--name, else its file's stem) as its class's and files' names: a C++
+// identifier (other characters are _, a leading digit or _ takes a p) with a trailing _
+// while it is cpp_reserved, one of the class's own members (run, world, sizes, ...) or
+// the stem of a C header (time.dg's class is time_, in time_.h).
+std::string class_name(std::string name);
 
 // Each input's and output's name in the class's API (set_x, y(), x_shape), by its name
 // in the program: the name itself, or with a trailing _ where it would clash.
@@ -111,7 +116,7 @@ std::vector<GeneratedFile> generate_torch(const Lowered& forward, const Lowered&
 // Whether a name is a Python keyword (a package or parameter named so takes a trailing _).
 bool python_keyword(const std::string& name);
 // A program's name as the torch target's package: with a trailing _ while it is a Python
-// keyword or the name of a module the package imports (torch.dg is the package torch_).
+// keyword or a name the package imports or binds (torch.dg is the package torch_, dist.dg dist_).
 std::string package_name(std::string name);
 // An element's C++ type in generated code: float, double, int32_t, gradc::bfloat16 or
 // gradc::float16 (ir/dtype.h: the bits, converted only by name).

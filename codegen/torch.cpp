@@ -106,7 +106,7 @@ struct Package {
 // arguments in order, nullptr for None; the outputs __init__.py allocated): set the
 // class's inputs and outputs, and run it. Indented as the body of c_call's lambda.
 // In a package for any size, the class is first given this call's sizes.
-std::string run_class(const Lowered& l, const std::string& cls, const std::vector<size_t>& at,
+std::string run_class(const Lowered& l, const std::string& cls, const char* type, const std::vector<size_t>& at,
                       const std::vector<AnySize>& any) {
   std::string s = has_shared_input(l) ? "    p.check_shared_inputs(check ? 1 : 0);  // this call's\n"
                                       : "    (void)check;  // no shared input\n";
@@ -115,7 +115,7 @@ std::string run_class(const Lowered& l, const std::string& cls, const std::vecto
   } else {
     std::vector<std::string> values;
     for (size_t k = 0; k < any.size(); ++k) values.push_back(fmt::format("sizes[{}]", k));
-    s += fmt::format("    p.set_sizes({}::Sizes{{{}}});\n", cls, fmt::join(values, ", "));
+    s += fmt::format("    p.set_sizes({}::Sizes{{{}}});\n", type, fmt::join(values, ", "));
   }
   const std::vector<Value> ins = inputs_of(l, cls), outs = outputs_of(l, cls);
   for (size_t i = 0; i < ins.size(); ++i)
@@ -127,9 +127,9 @@ std::string run_class(const Lowered& l, const std::string& cls, const std::vecto
 
 // One op's entry, with a C interface: 0, or 1 with what went wrong in error[0..size).
 // CPU: the class on the process groups of `groups`; CUDA: the cuda class on PyTorch's
-// stream and the process group's NCCL communicator.
-std::string entry(const Lowered& l, const std::string& name, const std::string& cls, const char* fn, Target target,
-                  const std::vector<size_t>& at, const std::vector<AnySize>& any) {
+// stream and the process group's NCCL communicator. `type` is the class's alias.
+std::string entry(const Lowered& l, const std::string& name, const std::string& cls, const char* type, const char* fn,
+                  Target target, const std::vector<size_t>& at, const std::vector<AnySize>& any) {
   std::string s;
   if (target == Target::Cuda) {
     s = fmt::format(
@@ -138,7 +138,7 @@ std::string entry(const Lowered& l, const std::string& name, const std::string& 
         "  return gradc::c_call(error, error_size, [&] {{\n"
         "    gradc::OnDevice on(device);\n"
         "    {4}& p = gradc::torch_cuda_program<{4}>(comm, stream);\n",
-        name, fn, "", name.size() + std::string_view(fn).size() + 9, cls);
+        name, fn, "", name.size() + std::string_view(fn).size() + 9, type);
   } else {
     std::vector<std::string> splits;
     for (const std::string& sp : split_names(l)) splits.push_back(fmt::format("\"{}\"", sp));
@@ -147,9 +147,9 @@ std::string entry(const Lowered& l, const std::string& name, const std::string& 
         "{2:>{3}}const int64_t* sizes, char* error, int64_t error_size) {{\n"
         "  return gradc::c_call(error, error_size, [&] {{\n"
         "    {4}& p = gradc::torch_program<{4}>(groups, {{{5}}});\n",
-        name, fn, "", name.size() + std::string_view(fn).size() + 9, cls, fmt::join(splits, ", "));
+        name, fn, "", name.size() + std::string_view(fn).size() + 9, type, fmt::join(splits, ", "));
   }
-  return s + run_class(l, cls, at, any);
+  return s + run_class(l, cls, type, at, any);
 }
 
 // NAME_ops.cpp or NAME_cuda.cu: the ops __init__.py calls through ctypes, with no
@@ -165,7 +165,9 @@ std::string ops_source(const Package& p, const std::string& source, Target targe
       "// Each takes the addresses of the inputs in declaration order (nullptr: the input's\n"
       "// default) and of the outputs, which __init__.py checked and allocated, {4}.\n"
       "// And the call's sizes, which a package for any size reads.\n"
-      "#include \"{1}.h\"\n{5}#include \"{6}\"\n\nextern \"C\" {{\n\n",
+      "#include \"{1}.h\"\n{5}#include \"{6}\"\n\n"
+      "// The program's class{7} (`class` names {8} where a function of the C library has {9} name).\n"
+      "using Forward = class {1};\n{10}\nextern \"C\" {{\n\n",
       source, name, cuda ? "CUDA ops, for nvcc" : "ops",
       grad ? fmt::format(" {0}_op_pullback runs {0}_pullback: from the program's inputs,\n"
                          "// its float outputs' cotangents and the saved values, the float inputs' gradients.",
@@ -173,7 +175,9 @@ std::string ops_source(const Package& p, const std::string& source, Target targe
            : " No pullback: nothing in the program is differentiable.",
       cuda ? "the process\n// group's NCCL communicator (NAME_op_nccl_comm) and PyTorch's current stream"
            : "and the op's\n// process groups (gradc_torch.h: torch_program)",
-      grad ? fmt::format("#include \"{}_pullback.h\"\n", name) : "", cuda ? "gradc_torch_cuda.h" : "gradc_torch.h");
+      grad ? fmt::format("#include \"{}_pullback.h\"\n", name) : "", cuda ? "gradc_torch_cuda.h" : "gradc_torch.h",
+      grad ? "es" : "", grad ? "them" : "it", grad ? "a" : "its",
+      grad ? fmt::format("using Pullback = class {}_pullback;\n", name) : "");
   if (cuda)
     s += fmt::format(
         "int {0}_op_nccl_id(char* id, char* error, int64_t error_size) {{\n"
@@ -190,8 +194,9 @@ std::string ops_source(const Package& p, const std::string& source, Target targe
         "void {0}_op_bind(const void* runtime) {{\n"
         "  gradc::torch_runtime() = *static_cast<const gradc::TorchRuntime*>(runtime);\n}}\n\n",
         name);
-  s += entry(p.fwd, name, name, "forward", target, p.fwd_at, p.any);
-  if (grad) s += fmt::format("\n{}", entry(p.pb, name, name + "_pullback", "pullback", target, p.pb_at, p.any));
+  s += entry(p.fwd, name, name, "Forward", "forward", target, p.fwd_at, p.any);
+  if (grad)
+    s += fmt::format("\n{}", entry(p.pb, name, name + "_pullback", "Pullback", "pullback", target, p.pb_at, p.any));
   return s + "\n}  // extern \"C\"\n";
 }
 
@@ -274,9 +279,11 @@ bool python_keyword(const std::string& name) {
 }
 
 std::string package_name(std::string name) {
-  // the modules the package imports: a package of the same name would hide them
-  // and the package's own function check_shared
-  const char* imported[] = {"torch", "os", "hashlib", "typing", "check_shared"};
+  // the modules the package imports and the names it binds: the op's function, of the
+  // package's name, would hide them (its own names start with _, which a program's
+  // name does not: class_name)
+  const char* imported[] = {"torch", "os",   "hashlib",  "typing", "concurrent",  "ctypes",
+                            "dist",  "List", "Optional", "Tensor", "check_shared"};
   while (python_keyword(name) || std::find(std::begin(imported), std::end(imported), name) != std::end(imported))
     name += "_";
   return name;

@@ -885,14 +885,10 @@ Target target_of(const Options& o) {
   return *o.target;
 }
 
-// The class name: --name, else the file's stem, as a C++ identifier.
+// The class name: --name, else the file's stem, as a C++ identifier (default.dg is the
+// class default_, run.dg run_).
 std::string program_name(const Options& o) {
-  std::string n = o.name ? *o.name : fs::path(o.one_file("FILE.dg")).stem().string();
-  for (char& c : n)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  if (n.empty() || std::isdigit(static_cast<unsigned char>(n[0]))) n = "p" + n;
-  while (cpp_reserved(n)) n += "_";  // default.dg is the class default_
-  return n;
+  return class_name(o.name ? *o.name : fs::path(o.one_file("FILE.dg")).stem().string());
 }
 
 const char* kEmitHelp =
