@@ -288,6 +288,12 @@ AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vect
         text += poly.str();
         continue;
       }
+      if (here.context == Context::Class || here.context == Context::Functor) {
+        // a static's initializer is computed at the first call only, at its sizes
+        const size_t bol = text.rfind('\n') + 1, code = text.find_first_not_of(' ', bol);
+        GRADC_ASSERT(code == std::string::npos || text.compare(code, 7, "static ") != 0,
+                     "{}: a number of the sizes in a static's initializer, line {}", first.name, here.line);
+      }
       std::string e = poly.cpp_str(here.context == Context::Functor  ? "sz."
                                    : here.context == Context::Python ? ""
                                                                      : "sz_.");

@@ -1645,7 +1645,7 @@ class Emitter {
         case CallArg::Int: args.push_back(std::to_string(n.attr_int(a.key))); break;
         case CallArg::Axis: args.push_back(std::to_string(axis_attr(n, a.key))); break;
         case CallArg::Shape:
-          decls.push_back(fmt::format("static const int64_t shape[] = {{{}}};", fmt::join(xs, ", ")));
+          decls.push_back(fmt::format("const int64_t shape[] = {{{}}};", fmt::join(xs, ", ")));
           args.push_back("shape");
           args.push_back(std::to_string(xs.size()));
           break;
