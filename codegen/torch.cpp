@@ -137,7 +137,8 @@ std::string entry(const Lowered& l, const std::string& name, const std::string& 
         "{2:>{3}}const void* const* in, void* const* out, char* error, int64_t error_size) {{\n"
         "  return gradc::c_call(error, error_size, [&] {{\n"
         "    gradc::OnDevice on(device);\n"
-        "    {4}& p = gradc::torch_cuda_program<{4}>(comm, stream);\n",
+        "    gradc::Held<{4}> held = gradc::torch_cuda_program<{4}>(comm, stream);  // until the call ends\n"
+        "    {4}& p = held.program;\n",
         name, fn, "", name.size() + std::string_view(fn).size() + 9, type);
   } else {
     std::vector<std::string> splits;
@@ -146,7 +147,8 @@ std::string entry(const Lowered& l, const std::string& name, const std::string& 
         "int {0}_op_{1}(const void* const* in, void* const* out, const char* groups, int check,\n"
         "{2:>{3}}const int64_t* sizes, char* error, int64_t error_size) {{\n"
         "  return gradc::c_call(error, error_size, [&] {{\n"
-        "    {4}& p = gradc::torch_program<{4}>(groups, {{{5}}});\n",
+        "    gradc::Held<{4}> held = gradc::torch_program<{4}>(groups, {{{5}}});  // until the call ends\n"
+        "    {4}& p = held.program;\n",
         name, fn, "", name.size() + std::string_view(fn).size() + 9, type, fmt::join(splits, ", "));
   }
   return s + run_class(l, cls, type, at, any);

@@ -16,6 +16,7 @@
 #include <climits>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -412,5 +413,12 @@ int c_call(char* error, int64_t size, F&& f) {
   }
   return 1;
 }
+
+// A torch op's class, held by one call until it ends (torch_program, torch_cuda_program).
+template <class Program>
+struct Held {
+  Program& program;
+  std::unique_lock<std::mutex> running;
+};
 
 }  // namespace gradc

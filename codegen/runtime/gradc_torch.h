@@ -34,15 +34,18 @@ inline TorchRuntime& torch_runtime() {
 }
 
 // The program's class on the groups of `spec`, made once per spec and kept (its
-// workspace with it).
+// workspace with it), and held by this call: ctypes lets go of Python's lock, so two
+// threads may call the op at once, and the second waits for the first's run (without
+// it the two would share the class's inputs and workspace).
 template <class Program>
-Program& torch_program(const std::string& spec, const std::vector<std::string>& splits) {
+Held<Program> torch_program(const std::string& spec, const std::vector<std::string>& splits) {
   const TorchRuntime& runtime = torch_runtime();
   if (!runtime.comm) throw std::runtime_error("gradc: the package's library was not given its runtime library");
   runtime.match_blas_threads();
   struct Made {
     std::unique_ptr<Comm> comm;
     std::unique_ptr<Program> program;
+    std::mutex running;
   };
   static std::mutex lock;
   static std::map<std::string, Made> made;
@@ -52,7 +55,7 @@ Program& torch_program(const std::string& spec, const std::vector<std::string>& 
     m.comm = runtime.comm(spec, splits);
     m.program = std::make_unique<Program>(*m.comm);
   }
-  return *m.program;
+  return {*m.program, std::unique_lock<std::mutex>(m.running)};
 }
 
 }  // namespace gradc

@@ -53,15 +53,20 @@ inline void* torch_nccl_comm(const char* id, int rank, int size, int device) {
 }
 
 // The program's class on a communicator and stream, made once for each pair and kept
-// until the process ends (its workspace with it), as torch_program keeps the CPU's.
+// until the process ends (its workspace with it), as torch_program keeps the CPU's, and
+// held by this call as there: two threads enqueue its steps one after the other.
 template <class Program>
-Program& torch_cuda_program(void* comm, int64_t stream) {
+Held<Program> torch_cuda_program(void* comm, int64_t stream) {
+  struct Made {
+    Program* program = nullptr;
+    std::mutex running;
+  };
   static std::mutex lock;
-  static std::map<std::pair<void*, int64_t>, Program*> made;
+  static std::map<std::pair<void*, int64_t>, Made> made;
   std::lock_guard<std::mutex> hold(lock);
-  Program*& p = made[{comm, stream}];
-  if (!p) p = new Program(static_cast<ncclComm_t>(comm), reinterpret_cast<cudaStream_t>(stream));
-  return *p;
+  Made& m = made[{comm, stream}];
+  if (!m.program) m.program = new Program(static_cast<ncclComm_t>(comm), reinterpret_cast<cudaStream_t>(stream));
+  return {*m.program, std::unique_lock<std::mutex>(m.running)};
 }
 
 }  // namespace gradc

@@ -1436,7 +1436,7 @@ def check(gradc, prog, folder, exe=False, torch_op=False, low=None):
             d = compare(as_ranks(json.loads(p.stdout))[0], got, dtypes, f"executable ({how}) against the interpreter", rtol=1e-6)
             if d:
                 return (f"exe-{how}", d)
-        r = check_any_size(gradc, path, ins, folder, prog.world)
+        r = check_any_size(gradc, path, ins, folder, prog, torch_op and not low)
         if r:
             return r
     if torch_op and not low:
@@ -1447,12 +1447,17 @@ def check(gradc, prog, folder, exe=False, torch_op=False, low=None):
 ANY_RUNS = collections.Counter()  # check_any_size: programs built for any B, skipped, sizes compared
 
 
-def check_any_size(gradc, path, ins, folder, world):
+def check_any_size(gradc, path, ins, folder, prog, torch_op=False):
     """The program with a size B for the first dimension n of its first float input, and
     of every float input whose first dimension is n: the executable for any B (gradc
     build --size B=any) against the interpreter at B = n, 1 and n + 3 (where the program
     is one at that B), the float inputs with B as files of that shape. A program whose
-    code has another form at other B is none for any size (emit says so): skipped."""
+    code has another form at other B is none for any size (emit says so): skipped.
+    With torch_op, also the torch op for any B (check_ops.py --any-size), which calls it
+    at those sizes in turn in one process, largest first: what a size leaves behind in
+    the class (an array computed at the first call only) shows there, not in an
+    executable, which runs one size."""
+    world = prog.world
     text = open(path).read()
     decl = r"^(input\s+(\w+)\s*:\s*(?:f32|f64))\[(\d+)((?:,[^\]]*)?)\]"
     first = re.search(decl, text, re.M)
@@ -1489,6 +1494,7 @@ def check_any_size(gradc, path, ins, folder, world):
         return ("any-build", p.stderr[-2000:])
     ANY_RUNS["built"] += 1
     sizes = sorted({n, 1, n + 3})  # and the least B the class takes, where it refuses one
+    checked = []
     for v in sizes:
         if subprocess.run([gradc, "check", any_path, f"--size=B={v}"], capture_output=True).returncode != 0:
             continue  # the program is none at this B
@@ -1524,6 +1530,40 @@ def check_any_size(gradc, path, ins, folder, world):
         if diff:
             return ("any", diff)
         ANY_RUNS["sizes"] += 1
+        checked.append(v)
+    if torch_op and len(checked) > 1:
+        op = os.path.join(folder, "any_op.dg")
+        with open(op, "w") as f:
+            f.write(re.sub(r"\s+shared(\([^)]*\))?", "", open(any_path).read()))
+        order = sorted(checked, reverse=True)
+        order = order[:1] + order[2:] + order[1:2]  # down, then up again
+        convention = f"--data-parallel={data_parallel(prog)}"
+        p = subprocess.run([gradc, "emit", op, "--target=torch", "-o", os.path.join(folder, "any_probe"), convention,
+                            "--size=B=any"], capture_output=True, text=True)
+        if p.returncode != 0:  # as check_torch: a program the op rejects with a diagnostic
+            return ("any-torch", p.stderr[-2000:]) if "internal error" in p.stderr or p.returncode != 1 else None
+        cmd = [VENV_PYTHON, os.path.join(HERE, "..", "torch", "check_ops.py"), gradc, op, os.path.join(folder, "any_torch"),
+               f"--mesh={prog.mesh_flag()}" if prog.mesh else f"--ranks={world}",
+               convention, "--any-size=B=" + ",".join(map(str, order))]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        # the package's forward and pullback may take fewer B than the class (a multiple,
+        # a least B), as it says: then at such B, where the program is one
+        takes = re.search(r"the package takes B (?:a positive multiple of (\d+)|at least (\d+)|"
+                          r"a multiple of (\d+), at least (\d+))", p.stdout + p.stderr)
+        if p.returncode != 0 and takes:
+            m = int(takes.group(1) or takes.group(3) or 1)
+            least = int(takes.group(2) or takes.group(4) or m)
+            first = -(-least // m) * m
+            order = [v for v in (first + 2 * m, first, first + m)
+                     if subprocess.run([gradc, "check", any_path, f"--size=B={v}"], capture_output=True).returncode == 0]
+            if len(order) < 2:
+                return None
+            cmd[-1] = "--any-size=B=" + ",".join(map(str, order))
+            ANY_RUNS["torch_refused"] += 1
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        if p.returncode != 0:
+            return ("any-torch", (p.stdout + p.stderr)[-2000:])
+        ANY_RUNS["torch"] += 1
     return None
 
 
@@ -1653,7 +1693,9 @@ def main():
     if args.exe:
         print(f"dgsmith: {ANY_RUNS['built']} programs built for any B and checked at {ANY_RUNS['sizes']} sizes in "
               f"all ({ANY_RUNS['refused']} below the least B the class takes, as it said); "
-              f"{ANY_RUNS['skipped']} whose code takes another form at other B")
+              f"{ANY_RUNS['skipped']} whose code takes another form at other B"
+              + (f"; {ANY_RUNS['torch']} of them as torch ops at those sizes in turn ({ANY_RUNS['torch_refused']} at "
+                 "the sizes the package took, fewer than the class)" if args.torch else ""))
     print(f"dgsmith: {n} programs, {failures} disagreements (seed {args.seed})")
     sys.exit(1 if failures else 0)
 

@@ -42,7 +42,9 @@ from them, where no gradc is: scripts/gpu_check.sh.)
   gradients loss.backward() gives, bit for bit; vmap, jacrev, jvp and grad of grad: a
   RuntimeError saying they are not supported;
 - any number of arguments: a program of 200 inputs and 201 outputs (PyTorch's schemas
-  take at most 64 arguments; the ops take lists) imports, runs and differentiates.
+  take at most 64 arguments; the ops take lists) imports, runs and differentiates;
+- threads: four Python threads calling the op (local.dg, no collective) at once, each
+  its own values and gradients, as called one at a time.
 Every check raises on failure, which ends every rank and this script with status 1.
 
 --device=cuda: the same on NCCL with CUDA tensors, each rank on its own GPU (rank r on
@@ -52,6 +54,7 @@ op is left out there: a CUDA kernel that finds it traps, which ends the GPU's co
 import os
 import subprocess
 import sys
+import threading
 
 import torch
 import torch.distributed as dist
@@ -246,6 +249,34 @@ def many_inputs(many, rank, g):
         assert torch.equal(w.grad, 4 * w.detach() + 3), f"many inputs: {w.grad} for {w.detach()}"
 
 
+def threads(local, single):
+    """Python threads calling the op at once (ctypes lets go of Python's lock) each get
+    their own values and gradients: a call holds the class until it ends (without that,
+    the calls share its inputs and workspace: about one in three is wrong). `local` has
+    no collective (so that the order in which the threads' calls run on each rank cannot
+    pair one rank's call with another's), on a process group of this rank alone."""
+    xs = [torch.randn(256, 256, generator=torch.Generator().manual_seed(k)).to(DEVICE) for k in range(4)]
+    w = (torch.randn(256, 256, generator=torch.Generator().manual_seed(9)) / 16).to(DEVICE)
+    def step(x):
+        x = x.clone().requires_grad_()
+        y = local.local(x, w, group=single)
+        (y * y).sum().backward()
+        return y.detach(), x.grad
+    want = [step(x) for x in xs]
+    wrong = []
+    def work(k):
+        for _ in range(25):
+            y, dx = step(xs[k])
+            if not (torch.equal(y, want[k][0]) and torch.equal(dx, want[k][1])):
+                wrong.append(k)
+    ts = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not wrong, f"threads: {len(wrong)} of 100 calls made at once gave another call's values"
+
+
 def autocast(gather_layer, rank, g):
     """Under torch.autocast the op computes in the dtypes its program declares (autocast
     changes PyTorch's own ops, not a custom op), eagerly and compiled: the values and
@@ -434,6 +465,7 @@ def rank_main(rank, workdir, device, world):
     import all_reduce_seed
     import collectives
     import gather_layer
+    import local
     import many
     import megatron
     import seeds_one_loss
@@ -446,6 +478,8 @@ def rank_main(rank, workdir, device, world):
     paths(gather_layer, rank, g)
     errors(gather_layer, collectives, rank, g, world)
     many_inputs(many, rank, g)
+    singles = [dist.new_group([r]) for r in range(world)]  # every rank makes every group
+    threads(local, singles[dist.get_rank()])
     if world == 4 and DEVICE.type == "cpu":
         from torch.distributed.device_mesh import init_device_mesh
 
@@ -469,7 +503,8 @@ def main():
     world = 4 if device == "cpu" or torch.cuda.device_count() >= 4 else 2
     if gradc != "-":  # "-": WORKDIR/pkg holds the packages already (scripts/gpu_check.sh)
         for program, flags in (("gather_layer", []), ("all_reduce_seed", []), ("collectives", []),
-                               ("seeds_one_loss", ["--data-parallel=none"]), ("megatron", ["--data-parallel=dp"])):
+                               ("seeds_one_loss", ["--data-parallel=none"]), ("megatron", ["--data-parallel=dp"]),
+                               ("local", [])):
             subprocess.run([gradc, "emit", os.path.join(HERE, program + ".dg"), "--target=torch", "-o",
                             os.path.join(workdir, "pkg")] + flags, check=True)
         with open(os.path.join(workdir, "many.dg"), "w") as f:
@@ -483,13 +518,14 @@ def main():
     mp.spawn(rank_main, args=(workdir, device, world), nprocs=world)
     if device == "cpu":
         print("seeds 001 and 003 under both conventions, torch.compile, input errors, an error inside the op and "
-              "double backward, views as inputs, 200 inputs, torch.func transforms, torch.autocast: as expected on "
+              "double backward, views as inputs, 200 inputs, torch.func transforms, torch.autocast, threads calling "
+              "the op at once: as expected on "
               "two process groups of 2 gloo ranks; Megatron TP x DP training under DDP equal to one process's, and "
               "the shared-input check, and torch.compile with mesh=, on a 2 x 2 DeviceMesh")
     else:
         groups = "two process groups" if world == 4 else "one process group"
         print("seeds 001 and 003, torch.compile, input errors, double backward, a view as input, torch.func "
-              f"transforms and torch.autocast: as expected on CUDA tensors, {groups} of 2 nccl ranks")
+              f"transforms, torch.autocast and threads: as expected on CUDA tensors, {groups} of 2 nccl ranks")
 
 
 if __name__ == "__main__":
