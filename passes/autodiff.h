@@ -59,6 +59,9 @@ struct Linearized {
 // is one loss, its cotangent is checked to be the same on those ranks (the cotangent
 // input is shared along them), and an input replicated along them gets the total.
 // `only`: the float inputs whose gradients the pullback gives (empty: all of them).
-Linearized linearize(Graph g, uint8_t data_parallel, const std::set<std::string>& only = {});
+// `opt`: the options of the pipelines it runs (a class for any size folds small
+// constants only: passes/pass.h, max_folded).
+struct PipelineOptions;
+Linearized linearize(Graph g, uint8_t data_parallel, const std::set<std::string>& only, const PipelineOptions& opt);
 
 }  // namespace gradc

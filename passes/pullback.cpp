@@ -105,11 +105,11 @@ bool cheap(Op op) { return op == Op::BroadcastTo || op == Op::Reshape || op == O
 
 }  // namespace
 
-Linearized linearize(Graph g, uint8_t data_parallel, const std::set<std::string>& only) {
+Linearized linearize(Graph g, uint8_t data_parallel, const std::set<std::string>& only, const PipelineOptions& opt) {
   const size_t outputs = g.outputs.size();
   std::set<std::string> ct_names;
-  g = run_pipeline(run_pipeline(pullback_program(std::move(g), data_parallel, ct_names, only), Pipeline::Grad),
-                   Pipeline::Optimise);
+  g = run_pipeline(run_pipeline(pullback_program(std::move(g), data_parallel, ct_names, only), Pipeline::Grad, opt),
+                   Pipeline::Optimise, opt);
   if (g.outputs.size() == outputs) return {std::move(g), Graph{}, outputs};
 
   // tangent: depends on a cotangent; fixed: depends on no input and is no collective

@@ -1056,7 +1056,7 @@ int cmd_emit(const Options& o, SourceFile& src) {
           }
           const uint8_t data_parallel = data_parallel_axes(o, g);
           const std::set<std::string> only = grad_inputs(o, g);
-          Linearized lin = linearize(std::move(g), data_parallel, only);
+          Linearized lin = linearize(std::move(g), data_parallel, only, po);
           const Lowered forward = lowered(std::move(lin.forward), po);
           const Lowered pullback = lin.pullback.outputs.empty() ? Lowered{} : lowered(std::move(lin.pullback), po);
           return generate_torch(forward, pullback, lin.outputs, data_parallel, only, name, src.path, any);
@@ -1071,7 +1071,7 @@ int cmd_emit(const Options& o, SourceFile& src) {
   Graph g = load_program(o, src);
   const uint8_t data_parallel = data_parallel_axes(o, g);
   const std::set<std::string> only = grad_inputs(o, g);
-  Linearized lin = linearize(std::move(g), data_parallel, only);
+  Linearized lin = linearize(std::move(g), data_parallel, only, PipelineOptions{});
   const Lowered forward = lowered(std::move(lin.forward));
   const Lowered pullback = lin.pullback.outputs.empty() ? Lowered{} : lowered(std::move(lin.pullback));
   write_sources(*o.out, generate_torch(forward, pullback, lin.outputs, data_parallel, only, name, src.path));
