@@ -289,10 +289,14 @@ AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vect
         continue;
       }
       if (here.context == Context::Class || here.context == Context::Functor) {
-        // a static's initializer is computed at the first call only, at its sizes
+        // a static's initializer is computed at the first call only, and a constant
+        // array at the file's scope has no sizes to read: either at one size only
         const size_t bol = text.rfind('\n') + 1, code = text.find_first_not_of(' ', bol);
-        GRADC_ASSERT(code == std::string::npos || text.compare(code, 7, "static ") != 0,
-                     "{}: a number of the sizes in a static's initializer, line {}", first.name, here.line);
+        if (code != std::string::npos &&
+            (text.compare(code, 7, "static ") == 0 || (code == bol && text.compare(code, 6, "const ") == 0))) {
+          fail("is in a constant's initializer, and depends on the sizes");
+          return {{}, r.why};
+        }
       }
       std::string e = poly.cpp_str(here.context == Context::Functor  ? "sz."
                                    : here.context == Context::Python ? ""
