@@ -217,17 +217,22 @@ inline Array parse(const std::string& s, const std::string& path) {
   return out;
 }
 
-// The files of an --inputs folder: a .npy named after no input (a misspelt wi.npy for
-// input Wi) and a rank<r> folder for a rank that does not run are errors, as silently
-// ignored files give silently wrong results; other files and folders are ignored.
+// The files of an --inputs folder: a folder that is not there (a misspelt --inputs=
+// would run every input from its default), a .npy named after no input (a misspelt
+// wi.npy for input Wi) and a rank<r> folder for a rank that does not run are errors, as
+// silently ignored files give silently wrong results; other files and folders are ignored.
 inline void check_input_dir(const std::string& dir, const std::vector<std::string>& inputs, int world) {
   namespace fs = std::filesystem;
   std::string names;
   for (const std::string& n : inputs) names += (names.empty() ? "" : ", ") + n;
+  std::error_code dir_ec;
+  if (!fs::is_directory(dir, dir_ec)) throw std::runtime_error("--inputs: '" + dir + "' is not a directory");
   auto check_files = [&](const fs::path& d) {
     std::error_code ec;
     std::vector<fs::path> files;
-    for (const auto& e : fs::directory_iterator(d, ec))
+    fs::directory_iterator listing(d, ec);
+    if (ec) throw std::runtime_error("cannot read '" + d.string() + "': " + ec.message());
+    for (const auto& e : listing)
       if (std::error_code e2; e.path().extension() == ".npy" && !e.is_directory(e2)) files.push_back(e.path());
     std::sort(files.begin(), files.end());
     for (const fs::path& f : files)
