@@ -1332,6 +1332,10 @@ const std::vector<Command>& commands() {
   return cmds;
 }
 
+UsageError needs_value(const char* flag) {
+  return UsageError(fmt::format("{}{} needs a value", std::string(flag) == "o" ? "-" : "--", flag));
+}
+
 // Parses a command's arguments with CLI11 into Options: `--key=value`, `--key value`,
 // switches, -o, positional files. A mistake is a UsageError (exit 2) in gradc's words.
 Options parse_command(const Command& c, int argc, char** argv, bool& help) {
@@ -1348,7 +1352,14 @@ Options parse_command(const Command& c, int argc, char** argv, bool& help) {
       app.add_flag_callback(spelling, [&o, set] { set(o, ""); }, f.help);
     else
       app.add_option_function<std::string>(
-             spelling, [&o, set](const std::string& v) { set(o, v); }, f.help)
+             spelling,
+             [&o, set, name = f.name](const std::string& v) {
+               // CLI11 gives `--outputs` the next argument even where that is an option
+               // (`--outputs --quiet`, and `--outputs= --quiet`, wrote a folder `--quiet`)
+               if (v.empty() || v.rfind("--", 0) == 0) throw needs_value(name);
+               set(o, v);
+             },
+             f.help)
           ->type_name("VALUE");
   }
   if (std::string(c.name) != "prove")  // prove reads no program: a file given is an error below
@@ -1368,7 +1379,7 @@ Options parse_command(const Command& c, int argc, char** argv, bool& help) {
     std::string what = e.what();
     for (const Flag& f : c.flags)
       if (what.find(std::string("--") + f.name) != std::string::npos || what.find(std::string("-") + f.name + ":") == 0)
-        throw UsageError(fmt::format("{}{} needs a value", std::string(f.name) == "o" ? "-" : "--", f.name));
+        throw needs_value(f.name);
     throw UsageError(what);
   }
   for (const std::string& extra : app.remaining()) {

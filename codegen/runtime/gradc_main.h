@@ -303,10 +303,9 @@ inline std::string npy_bytes(const Arg& a, const std::vector<char>& data) {
 }
 
 // ---- the command line and the run ------------------------------------------------------
+constexpr const char* kUsage = "[--ranks=N] [--inputs=DIR] [--outputs=DIR] [--iters=K] [--format=text|json] [--quiet]";
 [[noreturn]] inline void usage(const Program& p, const std::string& why) {
-  fprintf(stderr,
-          "%s: %s\nusage: %s [--ranks=N] [--inputs=DIR] [--outputs=DIR] [--iters=K] [--format=text|json] [--quiet]\n",
-          p.name, why.c_str(), p.name);
+  fprintf(stderr, "%s: %s\nusage: %s %s\n", p.name, why.c_str(), p.name, kUsage);
   exit(2);
 }
 inline Options parse(const Program& p, int argc, char** argv) {
@@ -322,16 +321,23 @@ inline Options parse(const Program& p, int argc, char** argv) {
         usage(p, key + " must be an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
       return int(n);
     };
-    if (key == "--help")
-      usage(p, std::string("built by gradc from ") + p.source);
-    else if (key == "--ranks")
+    // a folder's option without one (`--inputs DIR`, a trailing `--inputs`) would read
+    // no files, or write none, without a word
+    auto folder = [&] {
+      if (value.empty()) usage(p, key + " needs a folder: " + key + "=DIR");
+      return value;
+    };
+    if (a == "--help") {
+      printf("%s: built by gradc from %s\nusage: %s %s\n", p.name, p.source, p.name, kUsage);
+      exit(0);
+    } else if (key == "--ranks")
       o.ranks = number(1, 4096);
     else if (key == "--iters")
       o.iters = number(0, 1000000);
     else if (key == "--inputs")
-      o.inputs = value;
+      o.inputs = folder();
     else if (key == "--outputs")
-      o.outputs = value;
+      o.outputs = folder();
     else if (key == "--format")
       o.format = value;
     else if (a == "--quiet")
