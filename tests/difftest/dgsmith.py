@@ -1351,26 +1351,38 @@ def data_parallel(prog):
     return ",".join(a for a, _ in prog.mesh if rng.random() < 0.5) or "none"
 
 
+def torch_op_command(gradc, text, prog, folder, stem, kind, emit_flags=(), check_flags=()):
+    """The program `text` as the torch target's op, for tests/torch/check_ops.py: written
+    without `shared` as folder/STEM.dg (each rank's inputs are its own along the
+    data-parallel axes), emitted by the convention chosen for it (data_parallel) with
+    emit_flags. Returns (check_ops.py's command with check_flags, None), or (None, the
+    failure of kind `kind`, or None where the op rejects the program with a diagnostic:
+    without `shared` a grad of mode=global may lose its replicated loss, and there is
+    nothing to check)."""
+    path = os.path.join(folder, stem + ".dg")
+    with open(path, "w") as f:
+        f.write(re.sub(r"\s+shared(\([^)]*\))?", "", text))
+    convention = f"--data-parallel={data_parallel(prog)}"
+    p = subprocess.run([gradc, "emit", path, "--target=torch", "-o", os.path.join(folder, stem + "_probe"), convention,
+                        *emit_flags], capture_output=True, text=True)
+    if p.returncode != 0:
+        return None, ((kind, p.stderr[-2000:]) if "internal error" in p.stderr or p.returncode != 1 else None)
+    return [VENV_PYTHON, os.path.join(HERE, "..", "torch", "check_ops.py"), gradc, path,
+            os.path.join(folder, stem + "_torch"), f"--mesh={prog.mesh_flag()}" if prog.mesh else f"--ranks={prog.world}",
+            convention, *check_flags], None
+
+
 def check_torch(gradc, prog, folder):
     """The torch target's op against the interpreter (tests/torch/check_ops.py), by a
     convention chosen per program (data_parallel)."""
-    path = os.path.join(folder, "op.dg")
-    with open(path, "w") as f:
-        f.write(re.sub(r"\s+shared(\([^)]*\))?", "", prog.text()))
-    convention = f"--data-parallel={data_parallel(prog)}"
     # about half the ops differentiate some of their float inputs only (emit --grad)
     floats = re.findall(r"^input\s+(\w+)\s*:\s*(?:f32|f64|bf16|f16)\[", prog.text(), re.M)
     rng = random.Random(sum(map(ord, prog.text())) + 1)
     some = [x for x in floats if rng.random() < 0.5]
     grad = [f"--grad={','.join(some)}"] if rng.random() < 0.5 and 0 < len(some) < len(floats) else []
-    # without `shared` a grad of mode=global may lose its replicated loss: such a program
-    # is rejected (a diagnostic), and there is nothing to check
-    p = subprocess.run([gradc, "emit", path, "--target=torch", "-o", os.path.join(folder, "probe"), convention] + grad,
-                       capture_output=True, text=True)
-    if p.returncode != 0:
-        return ("torch", p.stderr[-2000:]) if "internal error" in p.stderr or p.returncode != 1 else None
-    cmd = [VENV_PYTHON, os.path.join(HERE, "..", "torch", "check_ops.py"), gradc, path, os.path.join(folder, "torch"),
-           f"--mesh={prog.mesh_flag()}" if prog.mesh else f"--ranks={prog.world}", convention] + grad
+    cmd, failed = torch_op_command(gradc, prog.text(), prog, folder, "op", "torch", grad, grad)
+    if cmd is None:
+        return failed
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         return ("torch", (p.stdout + p.stderr)[-2000:])
@@ -1539,19 +1551,12 @@ def check_any_size(gradc, path, ins, folder, prog, torch_op=False):
         ANY_RUNS["sizes"] += 1
         checked.append(v)
     if torch_op and len(checked) > 1:
-        op = os.path.join(folder, "any_op.dg")
-        with open(op, "w") as f:
-            f.write(re.sub(r"\s+shared(\([^)]*\))?", "", open(any_path).read()))
         order = sorted(checked, reverse=True)
         order = order[:1] + order[2:] + order[1:2]  # down, then up again
-        convention = f"--data-parallel={data_parallel(prog)}"
-        p = subprocess.run([gradc, "emit", op, "--target=torch", "-o", os.path.join(folder, "any_probe"), convention,
-                            "--size=B=any"], capture_output=True, text=True)
-        if p.returncode != 0:  # as check_torch: a program the op rejects with a diagnostic
-            return ("any-torch", p.stderr[-2000:]) if "internal error" in p.stderr or p.returncode != 1 else None
-        cmd = [VENV_PYTHON, os.path.join(HERE, "..", "torch", "check_ops.py"), gradc, op, os.path.join(folder, "any_torch"),
-               f"--mesh={prog.mesh_flag()}" if prog.mesh else f"--ranks={world}",
-               convention, "--any-size=B=" + ",".join(map(str, order))]
+        cmd, failed = torch_op_command(gradc, open(any_path).read(), prog, folder, "any_op", "any-torch", ["--size=B=any"],
+                               ["--any-size=B=" + ",".join(map(str, order))])
+        if cmd is None:
+            return failed
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
         # the package's forward and pullback may take fewer B than the class (a multiple,
         # a least B), as it says: then at such B, where the program is one
