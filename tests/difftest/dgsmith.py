@@ -810,6 +810,31 @@ class Gen:
         m = self.rng.choice([1, 2, 3, 4])
         a, b = self.rng.randrange(1, 4), self.rng.randrange(0, 3)
         idx_vary = frozenset()
+        # indices that are data: argmax or argmin of a float value along an axis no longer than n
+        y = self.pick(lambda v: len(v.shape) >= 1 and 1 <= min(v.shape) <= n) if self.rng.random() < 0.3 else None
+        if y is not None:
+            ys = self.env[y].shape
+            k = self.rng.choice([i for i, d in enumerate(ys) if 1 <= d <= n])
+            op = self.rng.choice(["argmax", "argmin"])
+            for t in self.env[y].ranks:
+                # a near tie (apart in float64, perhaps not in gradc's f32) picks another index
+                top = t.detach().double().movedim(k, -1).reshape(-1, ys[k])
+                if ys[k] > 1 and top.numel():
+                    top = top.topk(2, dim=1, largest=op == "argmax").values
+                    gap = (top[:, 0] - top[:, 1]).abs()
+                    if bool(((gap > 0) & (gap <= 1e-6 * (1 + top[:, 0].abs()))).any()):
+                        raise Skip("a near tie")
+            pick = torch.argmax if op == "argmax" else torch.argmin  # the first index among ties, as gradc's
+            dt = self.env[x].dtype
+
+            def sim_data(env, w):
+                v, iv = env[x], env[y]
+                out = []
+                for r in range(w):
+                    i = pick(iv.ranks[r].detach(), dim=k)
+                    out.append(v.ranks[r].index_select(ax, i.reshape(-1)).reshape(s[:ax] + tuple(i.shape) + s[ax + 1:]))
+                return Val(out, dt, v.vary | iv.vary)
+            return self.add(f"take({x}, {op}({y}, axis={k}), axis={ax})", [x, y], sim_data)
         if self.rng.random() < 0.5:
             # indices that differ by rank, or with a mesh by the rank along one axis (rank(tp))
             along = self.rng.choice(self.axis_names()) if self.p.mesh and self.rng.random() < 0.6 else None
@@ -1303,7 +1328,8 @@ def low_against_torch(gradc, prog, path, got, dtypes, low):
     each of its ops; orders of sums differ), and a wrong derivative or op is off by far
     more. A NaN or infinity where PyTorch and the exact values are finite is a
     disagreement. A program with a max, min, relu or abs, whose derivative steps at a tie
-    or a kink, is skipped where it differs so (counted). None, or the message."""
+    or a kink, or an argmax or argmin, whose index jumps at one, is skipped where it
+    differs so (counted). None, or the message."""
     try:
         exact, _ = simulate(prog)
         eager, _ = simulate(prog, gradc_types(gradc, path))
@@ -1314,7 +1340,7 @@ def low_against_torch(gradc, prog, path, got, dtypes, low):
     u = {"bf16": 2.0 ** -8, "f16": 2.0 ** -11}[low]
     # a derivative at a tie or a kink is a step: one ulp more or less there (a rounded
     # operand of a min that now ties with another: each gets half) moves it by a whole
-    kinks = re.search(r"\b(max|min|maximum|minimum|clamp|relu|abs)\(|op=(max|min)\b", prog.text()) is not None
+    kinks = re.search(r"\b(max|min|maximum|minimum|clamp|relu|abs|argmax|argmin)\(|op=(max|min)\b", prog.text()) is not None
     for o in prog.outputs:
         if dtypes[o] == "i32":
             continue  # an index of a tie may differ with the rounding
