@@ -1,7 +1,9 @@
 """dgsmith: a differential tester for gradc, in the manner of Csmith, YARPGen and NNSmith.
 
-It generates random well-typed .dg programs (elementwise ops, reductions, views, take,
-matmuls with transposes, composites, every collective, defaults, loops, defs, grads of
+It generates random well-typed .dg programs (elementwise ops, reductions, views, take
+(its indices constants, functions of the rank, or argmax/argmin of a value), matmuls
+with transposes, composites, rand, randn and dropout (their numbers drawn in the
+simulation as gradc draws them), every collective, defaults, loops, defs, grads of
 several orders and modes, 1 to 4 ranks; with --mesh-every, programs over 2-D and 3-D
 meshes, axes of size 1 included: collectives over one axis, several in any order and
 all, shared(A) inputs, grad over= in every mode, rank(A) and size(A) in values, shapes
@@ -145,6 +147,26 @@ class Val:
     @property
     def shape(self):
         return tuple(self.ranks[0].shape)
+
+
+def philox(seed, n, normal=False):
+    """rand([n], seed=seed) (or randn) as gradc computes it (docs/language.md, "Random
+    numbers"): Philox4x32-10 with counter i and key (seed, 0x6772646D); rand takes the top
+    24 bits of the first word, randn Box-Muller on the first two in float64."""
+    m = np.uint64(0xFFFFFFFF)
+    i = np.arange(n, dtype=np.uint64)
+    c = [i & m, i >> np.uint64(32), np.zeros(n, np.uint64), np.zeros(n, np.uint64)]
+    k0, k1 = seed & 0xFFFFFFFF, 0x6772646D
+    for r in range(10):
+        if r:
+            k0, k1 = (k0 + 0x9E3779B9) & 0xFFFFFFFF, (k1 + 0xBB67AE85) & 0xFFFFFFFF
+        p0, p1 = np.uint64(0xD2511F53) * c[0], np.uint64(0xCD9E8D57) * c[2]
+        c = [(p1 >> np.uint64(32)) ^ c[1] ^ np.uint64(k0), p1 & m, (p0 >> np.uint64(32)) ^ c[3] ^ np.uint64(k1), p0 & m]
+    top = (c[0] >> np.uint64(8)).astype(np.float64)
+    if not normal:
+        return (top * 2.0 ** -24).astype(np.float32)
+    u1, u2 = (top + 1) * 2.0 ** -24, (c[1] >> np.uint64(8)).astype(np.float64) * 2.0 ** -24
+    return (np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * 3.14159265358979323846 * u2)).astype(np.float32)
 
 
 def union(*vals):
@@ -886,6 +908,33 @@ class Gen:
                         lambda env, w: Val([F.cross_entropy(env[x].ranks[r], lab(r)) for r in range(w)], dt,
                                            live()))
 
+    def random_op(self):
+        """dropout of a value, or rand or randn of a value's shape: a seed of its own or one
+        that differs by rank, and PyTorch's dropout mask made from gradc's generator
+        (philox), so that the simulation draws the same numbers."""
+        x = self.pick(lambda v: len(v.shape) >= 1)
+        if x is None:
+            raise Skip("no tensor")
+        s, dt = self.env[x].shape, self.env[x].dtype
+        seed, by_rank = self.rng.randrange(-5, 50), self.rng.random() < 0.4
+        seed_text = f"{seed} + rank" if by_rank else str(seed)
+        vary = live() if by_rank else frozenset()
+        n = math.prod(s)
+        kind = self.rng.choice(["dropout", "rand", "randn"])
+        if kind == "dropout":
+            p = self.rng.choice([0.125, 0.25, 0.5])  # exact, so that the mask is the same in f32 and f64
+
+            def sim(env, w):
+                v = env[x]
+                keep = [torch.from_numpy(philox(seed + r * by_rank, n) >= p).reshape(s) for r in range(w)]
+                return Val([torch.where(k, t / (1 - p), torch.zeros((), dtype=t.dtype)) for k, t in zip(keep, v.ranks)],
+                           dt, v.vary | vary)
+            return self.add(f"dropout({x}, {p}, seed={seed_text})", [x], sim)
+        dims = ", ".join(map(str, s))
+        return self.add(f"{kind}([{dims}], seed={seed_text})", [],
+                        lambda env, w: Val([torch.from_numpy(philox(seed + r * by_rank, n, kind == "randn")).float()
+                                            .reshape(s) for r in range(w)], "f32", vary))
+
     def model_op(self):
         """The ops of MoE routers and attention: cumsum, tril/triu, clamp, var/std, logaddexp,
         softplus(beta, threshold), masked_fill, einsum (one, two or three operands); and on an input (whose values are the
@@ -1224,7 +1273,8 @@ def generate(seed, mesh=False):
         # a dimension is written with the sizes it is made of (`2 * size(tp)`) in a mesh program
         g.input(tuple(n for n, _ in shape), shape_text=[t if mesh else str(n) for n, t in shape])
     kinds = [g.unary] * 4 + [g.binary] * 4 + [g.reduction] * 2 + [g.matmul] * 3 + [g.view] * 3 + [g.take] * 2 + \
-            [g.composite] * 2 + [g.collective] * 4 + [g.loop, g.call, g.batched_matmul, g.literal_op, g.model_op]
+            [g.composite] * 2 + [g.collective] * 4 + [g.loop, g.call, g.batched_matmul, g.literal_op, g.model_op,
+                                                      g.random_op]
     if dense:
         kinds += [g.matmul] * 8 + [g.take] * 2
     if mesh:
