@@ -370,8 +370,9 @@ class Lowerer {
       out.push_back(static_int(e, what));
     return out;
   }
-  std::string symbol(const Expr& e, const char* what) {
-    if (e.kind != Expr::Name) user_error(e.loc, "{} must be a name, such as sum", what);
+  // An enum-like argument: a bare name (op=sum, dtype=f32); `example` is one of its names.
+  std::string symbol(const Expr& e, const char* what, const char* example) {
+    if (e.kind != Expr::Name) user_error(e.loc, "{} must be a name, such as {}", what, example);
     return e.text;
   }
 
@@ -730,7 +731,7 @@ class Lowerer {
         continue;
       }
       if (kw.name == "reduce_dtype") {
-        reduce_dtype = symbol(*kw.value, "reduce_dtype");
+        reduce_dtype = symbol(*kw.value, "reduce_dtype", "bf16");
         DType dt;
         if (!parse_dtype(reduce_dtype, dt) || !is_float(dt) || dt == DType::F64)
           user_error(kw.value->loc, "grad: reduce_dtype={} (expected f32, bf16 or f16)", reduce_dtype);
@@ -738,7 +739,7 @@ class Lowerer {
       }
       if (kw.name != "mode")
         user_error(kw.loc, "grad: unknown argument '{}' (expected mode, over or reduce_dtype)", kw.name);
-      mode = symbol(*kw.value, "mode");
+      mode = symbol(*kw.value, "mode", "sum");
       if (!grad_mode_by_name(mode))
         user_error(kw.value->loc, "grad: unknown mode={} (expected sum, mean or global)", mode);
     }
@@ -1094,7 +1095,7 @@ V Lowerer::one_hot_builtin(const Expr& e) {
 
 V Lowerer::cast_builtin(const Expr& e) {
   Call c = bind_args(e, {"x", "dtype"}, 2);
-  std::string name = symbol(*c.get("dtype"), "dtype");
+  std::string name = symbol(*c.get("dtype"), "dtype", "f32");
   DType dt;
   if (!parse_dtype(name, dt))
     user_error(c.loc_of("dtype"), "cast: unknown dtype '{}' (expected f32, f64, bf16, f16 or i32)", name);
@@ -1236,7 +1237,10 @@ V Lowerer::matmul_builtin(const Expr& e) {
 DType Lowerer::creation_dtype(const Call& c, const std::string& f) {
   const Expr* d = c.get("dtype");
   if (!d) return F();
-  std::string name = symbol(*d, "dtype");
+  if (d->kind == Expr::Number && c.get("shape")->kind != Expr::List)  // zeros(4, 4): PyTorch's sizes as arguments
+    user_error(d->loc, "{}: the shape is one list, such as {}([2, 3]{}), and dtype= a name, such as f32", f, f,
+               f == "full" ? ", 1.5" : "");
+  std::string name = symbol(*d, "dtype", "f32");
   DType dt;
   if (!parse_dtype(name, dt))
     user_error(c.loc_of("dtype"), "{}: unknown dtype '{}' (expected f32, f64, bf16, f16 or i32)", f, name);
@@ -1314,7 +1318,7 @@ V Lowerer::activation_builtin(const Expr& e) {  // gelu, silu, softplus
   }
   At b = at(e.loc);
   if (f == "silu") return V{b(composite::silu(b[x]))};
-  std::string form = c.get("approximate") ? symbol(*c.get("approximate"), "approximate") : "none";
+  std::string form = c.get("approximate") ? symbol(*c.get("approximate"), "approximate", "tanh") : "none";
   if (form != "none" && form != "tanh")
     user_error(c.loc_of("approximate"), "gelu: unknown approximate={} (expected none or tanh)", form);
   return V{b(composite::gelu(b[x], form == "tanh"))};
@@ -1724,7 +1728,7 @@ V Lowerer::collective_builtin(const Expr& e) {  // every collective, by its op's
     if (p == "x" || p == "over") continue;
     const Expr* v = c.get(p);
     if (p == "accum") {  // how a reduction of bf16 or f16 values sums (docs/language.md, Low precision)
-      const std::string how = v ? symbol(*v, "accum") : "f32";
+      const std::string how = v ? symbol(*v, "accum", "f32") : "f32";
       if (how != "f32" && how != "same") user_error(c.loc_of(p), "{}: accum={} (expected f32 or same)", f, how);
       if (v && !is_low_precision(t.dtype) && !f64_)  // verify's widened program: the f64 sum
         user_error(c.loc_of(p), "{}: accum= chooses how bf16 and f16 values are summed, and x is {}", f, type_str(t));
@@ -1732,7 +1736,7 @@ V Lowerer::collective_builtin(const Expr& e) {  // every collective, by its op's
       continue;
     }
     if (p == "op") {
-      std::string r = v ? symbol(*v, "op") : "sum";
+      std::string r = v ? symbol(*v, "op", "sum") : "sum";
       if (!reduction_by_name(r))
         user_error(c.loc_of(p), "{}: unknown reduction op={} (expected sum, avg, prod, max or min)", f, r);
       a.set("op", Attr::of_sym(r));
