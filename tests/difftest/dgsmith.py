@@ -1516,7 +1516,7 @@ def check(gradc, prog, folder, exe=False, torch_op=False, low=None):
         if d:
             return ("interp", d)
     rtol = 1e-6
-    native, err = run_gradc(gradc, path, ins, ["--backend=native"])
+    native, err = run_gradc(gradc, path, ins, ["--backend=native", "--iters=1"])  # the second step's outputs
     if err:
         return ("native-fail", f"the native backend: {err}")
     d = compare(as_ranks(native)[0], got, dtypes, "native against the interpreter", rtol=rtol)
@@ -1528,7 +1528,9 @@ def check(gradc, prog, folder, exe=False, torch_op=False, low=None):
         if p.returncode != 0:
             return ("exe-build", p.stderr[-2000:])
         w = str(prog.world)
-        for how, cmd in [("threads", [binary, f"--ranks={w}"]),
+        # the threads' outputs are the third step's (--iters=2): a step must not read what
+        # an earlier one left in the class (the embedded class and the torch op run many)
+        for how, cmd in [("threads", [binary, f"--ranks={w}", "--iters=2"]),
                          ("mpirun", ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", w, binary])]:
             p = subprocess.run(cmd + [f"--inputs={ins}", "--format=json"], capture_output=True, text=True, timeout=300)
             if p.returncode != 0:
@@ -1612,7 +1614,7 @@ def check_any_size(gradc, path, ins, folder, prog, torch_op=False):
         if err:
             continue  # bad data at this B (an index the new values put out of range)
         want, dtypes = as_ranks(want)
-        p = subprocess.run([binary, f"--ranks={world}", f"--inputs={d}", "--format=json"], capture_output=True,
+        p = subprocess.run([binary, f"--ranks={world}", f"--inputs={d}", "--format=json", "--iters=1"], capture_output=True,
                            text=True, timeout=300)
         # below the least B the class takes: "at least L", "a multiple of M, at least L" or
         # "a positive multiple of M" (L = M)
