@@ -41,6 +41,10 @@ echo "fuzz: dgsmith for ${secs}s, seed $seed"
 torch_check=()
 python=/usr/bin/python3
 [ -x build/torch-venv/bin/python ] && torch_check=(--torch --torch-every 20) && python=build/torch-venv/bin/python
+# Where gradc can compile the cuda target (nvcc), every 25th program's CUDA executables
+# are compiled and linked too (not run).
+cuda_check=()
+build/gradc --version | grep -q "cuda: yes" && cuda_check=(--cuda-every 25)
 "$python" tests/difftest/dgsmith.py build/gradc build-san/findings/dgsmith --seed "$seed" --seconds "$secs" \
-  --mesh-every 2 --low-every 6 --exe --exe-every 5 "${torch_check[@]}"
+  --mesh-every 2 --low-every 6 --exe --exe-every 5 "${torch_check[@]}" "${cuda_check[@]}"
 echo "fuzz: no crashes, no disagreements"

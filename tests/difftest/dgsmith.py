@@ -24,12 +24,15 @@ and defaults), and for each one checks:
     about half the ops emitted with --grad naming some of its float inputs;
     `shared` is dropped from the program for this check, since that check declares
     every input per rank);
+  * with --cuda-every, every K-th program's CUDA executable (gradc build --target=cuda),
+    and with --exe its executable for any B, compiled and linked with nvcc (not run: no
+    GPU here; scripts/gpu_check.sh runs the CUDA code where one is);
   * that gradc accepts the program at all (the generator writes only valid ones).
 A disagreement is shrunk to a small program (outputs dropped, statements bypassed and
 removed while the same kind of disagreement remains) and written to WORKDIR.
 
 usage: dgsmith.py GRADC WORKDIR [--seed S] [--count N | --seconds T] [--mesh-every K] [--low-every K] [--exe] [--torch]
-                  [--keep-going]
+                  [--cuda-every K] [--keep-going]
 Needs PyTorch (Debian's python3-torch is enough) and NumPy; --torch also the venv of
 scripts/torch_venv.sh (PyPI's PyTorch). Run by PyTorch 1.13, f16 programs that need a
 CPU kernel it lacks are not checked against it (the last lines say how many); the venv's
@@ -1478,11 +1481,13 @@ def rounded_f32(stmt, env):
     return floats and (any(n in env and env[n].dtype == "f32" for n in names) or (several and reads_f32))
 
 
-def check(gradc, prog, folder, exe=False, torch_op=False, low=None):
+def check(gradc, prog, folder, exe=False, torch_op=False, low=None, cuda=False):
     """None if every backend agrees, else (kind, message). With `low` (bf16 or f16), the
     program with its float inputs in that dtype (low_precision): the interpreter against
     PyTorch eager in those dtypes (low_against_torch), and every backend against the
-    interpreter (its bf16 and f16 values bit for bit: docs/language.md, "Low precision")."""
+    interpreter (its bf16 and f16 values bit for bit: docs/language.md, "Low precision").
+    With `cuda`, its CUDA executable (and with `exe` the one for any B) must compile and
+    link with nvcc: no GPU runs it here."""
     if low:
         prog = low_precision(prog, low)
     path, ins = prog.write(folder)
@@ -1538,7 +1543,11 @@ def check(gradc, prog, folder, exe=False, torch_op=False, low=None):
             d = compare(as_ranks(json.loads(p.stdout))[0], got, dtypes, f"executable ({how}) against the interpreter", rtol=1e-6)
             if d:
                 return (f"exe-{how}", d)
-        r = check_any_size(gradc, path, ins, folder, prog, torch_op and not low)
+        r = check_any_size(gradc, path, ins, folder, prog, torch_op and not low, cuda)
+        if r:
+            return r
+    if cuda:
+        r = cuda_build(gradc, path, [], os.path.join(folder, "p.cuda"))
         if r:
             return r
     if torch_op and not low:
@@ -1547,9 +1556,21 @@ def check(gradc, prog, folder, exe=False, torch_op=False, low=None):
 
 
 ANY_RUNS = collections.Counter()  # check_any_size: programs built for any B, skipped, sizes compared
+CUDA_BUILDS = collections.Counter()  # cuda_build: executables compiled for the cuda target, for one B and any
 
 
-def check_any_size(gradc, path, ins, folder, prog, torch_op=False):
+def cuda_build(gradc, path, flags, binary):
+    """The program's CUDA executable (gradc build --target=cuda: nvcc, cuBLAS, NCCL) compiled
+    and linked, or ("cuda-build", nvcc's or gradc's message)."""
+    p = subprocess.run([gradc, "build", path, "--target=cuda", "-o", binary] + flags, capture_output=True, text=True,
+                       timeout=900)
+    if p.returncode != 0:
+        return ("cuda-build", f"gradc build --target=cuda {' '.join(flags)}: {(p.stdout + p.stderr)[-3000:]}")
+    CUDA_BUILDS["any" if flags else "one"] += 1
+    return None
+
+
+def check_any_size(gradc, path, ins, folder, prog, torch_op=False, cuda=False):
     """The program with a size B for the first dimension n of its first float input, and
     of every float input whose first dimension is n: the executable for any B (gradc
     build --size B=any) against the interpreter at B = n, 1 and n + 3 (where the program
@@ -1595,6 +1616,10 @@ def check_any_size(gradc, path, ins, folder, prog, torch_op=False):
     if p.returncode != 0:
         return ("any-build", p.stderr[-2000:])
     ANY_RUNS["built"] += 1
+    if cuda:
+        r = cuda_build(gradc, any_path, ["--size=B=any"], os.path.join(folder, "any.cuda"))
+        if r:
+            return r
     sizes = sorted({n, 1, n + 3})  # and the least B the class takes, where it refuses one
     checked = []
     for v in sizes:
@@ -1677,10 +1702,10 @@ def used_by(prog):
     return keep
 
 
-def shrink(gradc, prog, folder, kind, exe, torch_op, low=None):
+def shrink(gradc, prog, folder, kind, exe, torch_op, low=None, cuda=False):
     def same(p):
         try:
-            r = check(gradc, p, folder, exe, torch_op, low)
+            r = check(gradc, p, folder, exe, torch_op, low, cuda)
         except Exception:  # noqa: BLE001 - a shrunk program the simulation cannot take
             return False
         return r is not None and r[0] == kind
@@ -1744,11 +1769,17 @@ def main():
     ap.add_argument("--low-every", type=int, default=0,
                     help="every K-th program with its float inputs in bf16 or f16 (in turn): the interpreter against "
                          "PyTorch eager in those dtypes, the backends against the interpreter bit for bit (0: none)")
+    ap.add_argument("--cuda-every", type=int, default=0,
+                    help="every K-th program's CUDA executable compiled and linked with nvcc, and with --exe its "
+                         "executable for any B (0: none; slow: about 30 s each)")
     ap.add_argument("--keep-going", action="store_true")
     ap.add_argument("-v", "--verbose", action="store_true", help="a line per program")
     args = ap.parse_args()
     if not args.count and not args.seconds:
         args.count = 50
+    if args.cuda_every and "cuda: yes" not in subprocess.run([args.gradc, "--version"], capture_output=True,
+                                                              text=True).stdout:
+        sys.exit(f"dgsmith: --cuda-every: {args.gradc} cannot compile the cuda target here (gradc --version)")
     os.makedirs(args.work, exist_ok=True)
     start = time.time()
     n = failures = 0
@@ -1758,11 +1789,12 @@ def main():
         folder = os.path.join(args.work, "current")
         exe = args.exe and n % args.exe_every == 0
         torch_op = args.torch and n % args.torch_every == 0
+        cuda = bool(args.cuda_every) and n % args.cuda_every == 0
         low = None
         if args.low_every and n % args.low_every == 0:
             low = "bf16" if (n // args.low_every) % 2 == 0 else "f16"
         t0 = time.time()
-        r = check(args.gradc, prog, folder, exe, torch_op, low)
+        r = check(args.gradc, prog, folder, exe, torch_op, low, cuda)
         if args.verbose:
             print(f"seed {seed}: {'mesh ' + prog.mesh_flag() if prog.mesh else f'world {prog.world}'}, {len(prog.stmts)} statements"
                   f"{', ' + low if low else ''}, "
@@ -1773,9 +1805,9 @@ def main():
         failures += 1
         kind, msg = r
         counts = (LOW_TORCH_RUNS["checked"], collections.Counter(LOW_TORCH_RUNS["skipped"]))
-        small = shrink(args.gradc, prog, folder, kind, exe, torch_op, low)
+        small = shrink(args.gradc, prog, folder, kind, exe, torch_op, low, cuda)
         keep = os.path.join(args.work, f"failure-{seed}")
-        final = check(args.gradc, small, keep, exe, torch_op, low) or r  # writes it there
+        final = check(args.gradc, small, keep, exe, torch_op, low, cuda) or r  # writes it there
         LOW_TORCH_RUNS["checked"], LOW_TORCH_RUNS["skipped"] = counts  # the programs generated, not the shrunk
         print(f"DISAGREEMENT (seed {seed}, {kind}{', ' + low if low else ''}): {msg}\n  shrunk program: {keep}/p.dg, "
               f"inputs {keep}/in\n  on it: {final[1]}\n{(low_precision(small, low) if low else small).text()}", flush=True)
@@ -1791,6 +1823,9 @@ def main():
               f"{ANY_RUNS['skipped']} whose code takes another form at other B"
               + (f"; {ANY_RUNS['torch']} of them as torch ops at those sizes in turn ({ANY_RUNS['torch_refused']} at "
                  "the sizes the package took, fewer than the class)" if args.torch else ""))
+    if args.cuda_every:
+        print(f"dgsmith: {CUDA_BUILDS['one']} CUDA executables compiled and linked (not run: no GPU here)"
+              + (f", and {CUDA_BUILDS['any']} for any B" if args.exe else ""))
     print(f"dgsmith: {n} programs, {failures} disagreements (seed {args.seed})")
     sys.exit(1 if failures else 0)
 
