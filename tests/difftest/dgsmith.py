@@ -25,8 +25,9 @@ and defaults), and for each one checks:
     `shared` is dropped from the program for this check, since that check declares
     every input per rank);
   * with --cuda-every, every K-th program's CUDA executable (gradc build --target=cuda),
-    and with --exe its executable for any B, compiled and linked with nvcc (not run: no
-    GPU here; scripts/gpu_check.sh runs the CUDA code where one is);
+    with --exe its executable for any B, and with --torch (where that program is checked
+    as an op) the op's CUDA ops, compiled and linked with nvcc (not run: no GPU here;
+    scripts/gpu_check.sh runs the CUDA code where one is);
   * that gradc accepts the program at all (the generator writes only valid ones).
 A disagreement is shrunk to a small program (outputs dropped, statements bypassed and
 removed while the same kind of disagreement remains) and written to WORKDIR.
@@ -1451,9 +1452,9 @@ def torch_op_command(gradc, text, prog, folder, stem, kind, emit_flags=(), check
             convention, *check_flags], None
 
 
-def check_torch(gradc, prog, folder):
+def check_torch(gradc, prog, folder, cuda=False):
     """The torch target's op against the interpreter (tests/torch/check_ops.py), by a
-    convention chosen per program (data_parallel)."""
+    convention chosen per program (data_parallel); with `cuda`, its CUDA ops compiled."""
     # about half the ops differentiate some of their float inputs only (emit --grad)
     floats = re.findall(r"^input\s+(\w+)\s*:\s*(?:f32|f64|bf16|f16)\[", prog.text(), re.M)
     rng = random.Random(sum(map(ord, prog.text())) + 1)
@@ -1465,6 +1466,14 @@ def check_torch(gradc, prog, folder):
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         return ("torch", (p.stdout + p.stderr)[-2000:])
+    if cuda:  # the same package's CUDA ops, which compile on first use: compiled for sm_90 here
+        pkg = os.path.join(folder, "op_torch", "pkg")
+        name = next(d for d in os.listdir(pkg) if os.path.isdir(os.path.join(pkg, d)))
+        p = subprocess.run([VENV_PYTHON, "-c", f"import sys; sys.path.insert(0, {pkg!r}); import {name}; {name}._cuda_ext()"],
+                           capture_output=True, text=True, timeout=900, env=dict(os.environ, TORCH_CUDA_ARCH_LIST="9.0"))
+        if p.returncode != 0:
+            return ("torch-cuda-build", (p.stdout + p.stderr)[-3000:])
+        CUDA_BUILDS["torch"] += 1
     return None
 
 
@@ -1486,8 +1495,8 @@ def check(gradc, prog, folder, exe=False, torch_op=False, low=None, cuda=False):
     program with its float inputs in that dtype (low_precision): the interpreter against
     PyTorch eager in those dtypes (low_against_torch), and every backend against the
     interpreter (its bf16 and f16 values bit for bit: docs/language.md, "Low precision").
-    With `cuda`, its CUDA executable (and with `exe` the one for any B) must compile and
-    link with nvcc: no GPU runs it here."""
+    With `cuda`, its CUDA executable (with `exe` the one for any B too, with `torch_op` the
+    op's CUDA ops) must compile and link with nvcc: no GPU runs them here."""
     if low:
         prog = low_precision(prog, low)
     path, ins = prog.write(folder)
@@ -1551,7 +1560,7 @@ def check(gradc, prog, folder, exe=False, torch_op=False, low=None, cuda=False):
         if r:
             return r
     if torch_op and not low:
-        return check_torch(gradc, prog, folder)
+        return check_torch(gradc, prog, folder, cuda)
     return None
 
 
@@ -1825,7 +1834,8 @@ def main():
                  "the sizes the package took, fewer than the class)" if args.torch else ""))
     if args.cuda_every:
         print(f"dgsmith: {CUDA_BUILDS['one']} CUDA executables compiled and linked (not run: no GPU here)"
-              + (f", and {CUDA_BUILDS['any']} for any B" if args.exe else ""))
+              + (f", and {CUDA_BUILDS['any']} for any B" if args.exe else "")
+              + (f"; the CUDA ops of {CUDA_BUILDS['torch']} torch packages" if args.torch else ""))
     print(f"dgsmith: {n} programs, {failures} disagreements (seed {args.seed})")
     sys.exit(1 if failures else 0)
 
