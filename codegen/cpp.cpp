@@ -903,11 +903,15 @@ class Emitter {
            "  // them (memory is allocated only where they need more than it holds).\n"
            "  void set_sizes(const Sizes& sizes);\n  const Sizes& sizes() const { return sz_; }\n"
            "  void run(const Sizes& sizes) { set_sizes(sizes); run(); }\n";
-    if (any_shared())
-      s += "  // Check that each shared input holds the same data on every rank in the next `steps`\n"
-           "  // runs (-1: every run; 0: none). A check is one all_reduce of a 64-bit hash per input\n"
-           "  // and synchronises. Default: every run (-DGRADC_CHECK_SHARED=0: none).\n"
-           "  void check_shared_inputs(int steps) { shared_checks_ = steps; }\n";
+    if (checks())
+      s += any() ? "  // Check that each shared input holds the same data, and that every rank runs at the\n"
+                   "  // same sizes, in the next `steps` runs (-1: every run; 0: none). A check is one\n"
+                   "  // all_reduce of a 64-bit hash per input and one of the sizes, and synchronises.\n"
+                   "  // Default: every run (-DGRADC_CHECK_SHARED=0: none).\n"
+                 : "  // Check that each shared input holds the same data on every rank in the next `steps`\n"
+                   "  // runs (-1: every run; 0: none). A check is one all_reduce of a 64-bit hash per input\n"
+                   "  // and synchronises. Default: every run (-DGRADC_CHECK_SHARED=0: none).\n";
+    if (checks()) s += "  void check_shared_inputs(int steps) { shared_checks_ = steps; }\n";
     s += "  // After a run(), inputs left unset keep the defaults it computed: later runs skip\n"
          "  // computing them (the inputs then count as given, and no longer change).\n  void keep_defaults() {";
     for (const auto& [n, b] : l_.inputs)
@@ -921,7 +925,7 @@ class Emitter {
           "  Sizes sz_;\n  bool sized_ = false;  // set_sizes was called\n  int64_t ws_bytes_ = 0, ws_capacity_ = 0;\n"
           "  int64_t off_[{}] = {{}};  // each buffer's place in the workspace (the plan's)\n",
           std::max<size_t>(1, l_.buffers.size()));
-    if (any_shared()) s += "  int shared_checks_ = GRADC_CHECK_SHARED;\n";
+    if (checks()) s += "  int shared_checks_ = GRADC_CHECK_SHARED;\n";
     for (const auto& [n, b] : l_.inputs)
       s += fmt::format("  const {}* in_{}_ = nullptr;\n", cpp_type(l_.buffers[size_t(b)].type->dtype), n);
     for (const auto& [n, b] : l_.outputs)
@@ -1016,7 +1020,7 @@ class Emitter {
   // The main template's @BIND@: the shared inputs' check, then each input and output bound.
   std::string bind() {
     std::string s;
-    if (any_shared()) s += "    step.check_shared_inputs(1);  // the first step: the inputs do not change\n";
+    if (checks()) s += "    step.check_shared_inputs(1);  // the first step: the inputs do not change\n";
     for (size_t i = 0; i < l_.inputs.size(); ++i)
       s += bind_input(i, api(l_.inputs[i].first), cpp_type(l_.buffers[size_t(l_.inputs[i].second)].type->dtype));
     for (size_t i = 0; i < l_.outputs.size(); ++i)
@@ -1320,6 +1324,8 @@ class Emitter {
   }
 
   bool any_shared() const { return has_shared_input(l_); }
+  // The class checks its shared inputs, and a class for any size its sizes (StepSizes).
+  bool checks() const { return any_shared() || any(); }
 
   // A mesh's group communicators (groups_), each named by its axes ("dp_tp" for
   // over=[dp, tp]); the target keeps them (group_comm: the C++ expression of one).
@@ -1380,26 +1386,42 @@ class Emitter {
   }
   // The array of the shared inputs `entries`, as the checks take them.
   static std::string shared_array(const std::vector<std::string>& entries, const char* indent) {
+    if (entries.empty())
+      return fmt::format("{}const gradc::SharedInput<gradc::Comm>* const shared = nullptr;\n", indent);
     return fmt::format("{}const gradc::SharedInput<gradc::Comm> shared[] = {{\n      {}}};\n", indent,
                        fmt::join(entries, ",\n      "));
   }
   // The given inputs' check, started before the step's kernels and finished after them
   // (shared_check_end), where the communicator can leave its all_reduce running
-  // meanwhile (the torch target's), so that its latency is hidden.
-  static std::string shared_check_start(const std::vector<std::string>& entries) {
-    if (entries.empty()) return "";
+  // meanwhile (the torch target's), so that its latency is hidden. A class for any size
+  // checks its sizes in the same all_reduce, and finishes it before its first collective.
+  std::string shared_check_start(const std::vector<std::string>& entries) const {
+    if (entries.empty() && !any()) return "";
+    std::string sizes;
+    if (any()) {
+      std::vector<std::string> values, names;
+      for (const AnySize& a : any_) {
+        values.push_back("sz_." + a.name);
+        names.push_back(fmt::format("\"{}\"", a.name));
+      }
+      sizes = fmt::format(
+          "  // and the sizes: every rank's the same, or the collectives would exchange other lengths\n"
+          "  const int64_t size_values[] = {{{}}};\n  static const char* const size_names[] = {{{}}};\n"
+          "  const gradc::StepSizes sizes{{size_values, {}, size_names, \"{}\"}};\n",
+          fmt::join(values, ", "), fmt::join(names, ", "), any_.size(), source_);
+    }
     return fmt::format(
         "  // the shared inputs' check: one all_reduce of their hashes, under way while the\n"
-        "  // step's kernels run where the communicator can (gradc::start_check_shared)\n{}"
+        "  // step's kernels run where the communicator can (gradc::start_check_shared)\n{}{}"
         "  gradc::HashMessage hashes;\n"
         "  const bool checking = check_shared && gradc::start_check_shared(comm_, stream_, shared, {}, rank_, "
-        "hashes);\n",
-        shared_array(entries, "  "), entries.size());
+        "hashes{});\n",
+        shared_array(entries, "  "), sizes, entries.size(), any() ? ", sizes" : "");
   }
-  static std::string shared_check_end(const std::vector<std::string>& entries) {
-    if (entries.empty()) return "";
-    return fmt::format("  if (checking) gradc::finish_check_shared(comm_, stream_, shared, {}, rank_, hashes);\n",
-                       entries.size());
+  std::string shared_check_end(const std::vector<std::string>& entries) const {
+    if (entries.empty() && !any()) return "";
+    return fmt::format("  if (checking) gradc::finish_check_shared(comm_, stream_, shared, {}, rank_, hashes{});\n",
+                       entries.size(), any() ? ", sizes" : "");
   }
 
   // The memory the application gave for outputs must not overlap its inputs' or
@@ -1421,7 +1443,7 @@ class Emitter {
   std::string run() {
     std::string s = fmt::format("void {}::run() {{\n", name_);
     if (any()) s += "  if (!sized_) set_sizes(Sizes{});  // the defaults, where no sizes were set\n";
-    if (any_shared())
+    if (checks())
       s += "  const bool check_shared = shared_checks_ != 0;\n  if (shared_checks_ > 0) --shared_checks_;\n";
     for (const auto& [n, b] : l_.inputs)  // given inputs; a default is checked where it is computed
       if (g_[l_.buffers[size_t(b)].value].args.empty()) s += finite_check(b, "stream_");
@@ -1439,6 +1461,7 @@ class Emitter {
       if (const int b = l_.kernels[i].guard; b >= 0 && g_[l_.buffers[size_t(b)].value].attrs.has("shared"))
         last_default = i;
     if (!last_default) s += shared_check_start(shared);
+    bool finished = false;  // the check (a class for any size finishes it before its first collective)
     s += step_begin();
     for (size_t i = 0; i < l_.kernels.size(); ++i) {
       const LKernel& k = l_.kernels[i];
@@ -1451,6 +1474,10 @@ class Emitter {
       std::string call = waits(k, stream);
       const LBuffer& out = l_.buffers[size_t(k.out)];
       const int64_t n_out = out.type->size();
+      if (k.kind == LKernel::Comm && any() && !finished) {  // the sizes checked before any exchange
+        s += shared_check_end(shared);
+        finished = true;
+      }
       if (k.group >= 0) {  // a row group: one kernel, launched at its first member
         if (k.group == int(i)) s += row_group(int(i), stream, where);
         s += finite_check(k.out, stream) + record(i, stream, where);
@@ -1507,7 +1534,7 @@ class Emitter {
       if (last_default == i) s += shared_check_start(shared);
     }
     s += step_end();
-    s += shared_check_end(shared);
+    if (!finished) s += shared_check_end(shared);
     // Outputs no kernel writes in place (an input, a constant, a view, a second name
     // for one value) are copied where the caller asked for them.
     std::set<int> first;
@@ -1686,7 +1713,7 @@ class CpuEmitter final : public Emitter {
   GeneratedFile native_entry() {
     const size_t ni = std::max<size_t>(l_.inputs.size(), 1), no = std::max<size_t>(l_.outputs.size(), 1);
     std::string bind;
-    if (any_shared()) bind += "    step.check_shared_inputs(1);  // the first step: the inputs do not change\n";
+    if (checks()) bind += "    step.check_shared_inputs(1);  // the first step: the inputs do not change\n";
     for (size_t i = 0; i < l_.inputs.size(); ++i) {
       const auto& [n, b] = l_.inputs[i];
       bind +=

@@ -106,10 +106,15 @@ struct Package {
 // arguments in order, nullptr for None; the outputs __init__.py allocated): set the
 // class's inputs and outputs, and run it. Indented as the body of c_call's lambda.
 // In a package for any size, the class is first given this call's sizes.
+// A class for any size checks its sizes with its shared inputs (gradc::StepSizes); a
+// pullback with no shared input leaves that to the forward of its call, whose sizes are
+// its own.
 std::string run_class(const Lowered& l, const std::string& cls, const char* type, const std::vector<size_t>& at,
-                      const std::vector<AnySize>& any) {
-  std::string s = has_shared_input(l) ? "    p.check_shared_inputs(check ? 1 : 0);  // this call's\n"
-                                      : "    (void)check;  // no shared input\n";
+                      const std::vector<AnySize>& any, bool pullback) {
+  std::string s = has_shared_input(l) || (!any.empty() && !pullback)
+                      ? "    p.check_shared_inputs(check ? 1 : 0);  // this call's\n"
+                  : any.empty() ? "    (void)check;  // no shared input\n"
+                                : "    (void)check;\n    p.check_shared_inputs(0);  // the sizes: the forward's\n";
   if (any.empty()) {
     s += "    (void)sizes;  // a package for one size\n";
   } else {
@@ -151,7 +156,7 @@ std::string entry(const Lowered& l, const std::string& name, const std::string& 
         "    {4}& p = held.program;\n",
         name, fn, "", name.size() + std::string_view(fn).size() + 9, type, fmt::join(splits, ", "));
   }
-  return s + run_class(l, cls, type, at, any);
+  return s + run_class(l, cls, type, at, any, std::string_view(fn) == "pullback");
 }
 
 // NAME_ops.cpp or NAME_cuda.cu: the ops __init__.py calls through ctypes, with no

@@ -324,28 +324,54 @@ struct SharedInput {
   Dims dims;
 };
 
-// The all_reduce(max) message of the inputs' hashes: four i32 per slot (empty until
-// made for the inputs: a step that does not check allocates nothing).
+// The sizes a class for any size runs this step at (its Sizes, in declared order),
+// checked with its shared inputs: every rank must run at the same sizes, or the step's
+// collectives would exchange blocks of other lengths (a rank reading past another's
+// buffer, a transport's abort or a wait that never ends) instead of stopping.
+struct StepSizes {
+  const int64_t* values = nullptr;
+  int n = 0;                           // 0: a class for one size, nothing to check
+  const char* const* names = nullptr;  // "B", ...
+  const char* where = "";              // the program's file
+};
+// Every rank stops with its own sizes when they differ between ranks.
+[[noreturn]] inline void sizes_differ(const StepSizes& s) {
+  std::string mine;
+  for (int k = 0; k < s.n; ++k) mine += std::string(k ? ", " : "") + s.names[k] + " = " + std::to_string(s.values[k]);
+  throw std::runtime_error(std::string(s.where) + ": the sizes differ between ranks (this rank's: " + mine +
+                           "): every rank must run a step at the same sizes");
+}
+
+// The all_reduce(max) message of the inputs' hashes: four i32 per slot, and a last slot
+// for the sizes' hash where a class for any size checks them (empty until made for the
+// inputs: a step that does not check allocates nothing).
 struct HashMessage {
   std::vector<int32_t> m;
   std::vector<size_t> at;  // each input's first slot
   HashMessage() = default;
   template <class In>
-  HashMessage(const In* in, int n) : at(size_t(n) + 1) {
+  HashMessage(const In* in, int n, const StepSizes& sizes = {}) : at(size_t(n) + 1) {
     for (int k = 0; k < n; ++k) at[size_t(k) + 1] = at[size_t(k)] + size_t(in[k].slots);
-    m.assign(4 * at[size_t(n)], INT32_MIN);
+    m.assign(4 * (at[size_t(n)] + (sizes.n > 0)), INT32_MIN);
+    if (sizes.n > 0) put_at(at[size_t(n)], hash_bytes(sizes.values, 8 * int64_t(sizes.n)));
   }
-  void put(int k, int slot, uint64_t h) {
-    int32_t* s = &m[4 * (at[size_t(k)] + size_t(slot))];
-    s[0] = int32_t(uint32_t(h)), s[1] = int32_t(uint32_t(h >> 32));
-    s[2] = ~s[0], s[3] = ~s[1];
-  }
+  void put(int k, int slot, uint64_t h) { put_at(at[size_t(k)] + size_t(slot), h); }
   // after the all_reduce: whether input k's hashes differ in some group
   bool differs(int k) const {
     for (size_t s = at[size_t(k)]; s < at[size_t(k) + 1]; ++s)
-      if (m[4 * s] != ~m[4 * s + 2] || m[4 * s + 1] != ~m[4 * s + 3]) return true;
+      if (differs_at(s)) return true;
     return false;
   }
+  // after the all_reduce: whether the sizes differ between ranks (false where unchecked)
+  bool sizes_differ() const { return 4 * (at.back() + 1) == m.size() && differs_at(at.back()); }
+
+ private:
+  void put_at(size_t slot, uint64_t h) {
+    int32_t* s = &m[4 * slot];
+    s[0] = int32_t(uint32_t(h)), s[1] = int32_t(uint32_t(h >> 32));
+    s[2] = ~s[0], s[3] = ~s[1];
+  }
+  bool differs_at(size_t s) const { return m[4 * s] != ~m[4 * s + 2] || m[4 * s + 1] != ~m[4 * s + 3]; }
 };
 
 // The first element (of `size` bytes each) where `a` and `b` differ, or -1.

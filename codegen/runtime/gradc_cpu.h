@@ -1222,29 +1222,33 @@ inline void copy(Stream, void* dst, const void* src, int64_t bytes) {
 // step's kernels do (Comm::start_all_reduce: the torch target's): start_check_shared
 // returns true while it is under way, and finish_check_shared, at the step's end,
 // compares. Elsewhere start_check_shared does the whole check.
-inline void compare_shared(Comm& world, const SharedInput<Comm>* in, int n, int32_t world_rank, const HashMessage& msg);
+// A class for any size adds its sizes (StepSizes), compared first; it finishes the check
+// before its first collective, so that ranks at other sizes stop there, every one.
+inline void compare_shared(Comm& world, const SharedInput<Comm>* in, int n, int32_t world_rank, const HashMessage& msg,
+                           const StepSizes& sizes);
 inline bool start_check_shared(Comm& world, Stream compute, const SharedInput<Comm>* in, int n, int32_t world_rank,
-                               HashMessage& msg) {
+                               HashMessage& msg, const StepSizes& sizes = {}) {
   (void)compute;
-  msg = HashMessage(in, n);
+  msg = HashMessage(in, n, sizes);
   for (int k = 0; k < n; ++k) msg.put(k, in[k].slot, hash_bytes(in[k].data, in[k].count * dtype_size(in[k].t)));
   if (world.start_all_reduce(msg.m.data(), msg.m.data(), int64_t(msg.m.size()), DType::I32, ROp::Max)) return true;
-  compare_shared(world, in, n, world_rank, msg);
+  compare_shared(world, in, n, world_rank, msg, sizes);
   return false;
 }
 inline void finish_check_shared(Comm& world, Stream compute, const SharedInput<Comm>* in, int n, int32_t world_rank,
-                                const HashMessage& msg) {
+                                const HashMessage& msg, const StepSizes& sizes = {}) {
   (void)compute;
   world.finish_started();
-  compare_shared(world, in, n, world_rank, msg);
+  compare_shared(world, in, n, world_rank, msg, sizes);
 }
 inline void check_shared(Comm& world, Stream compute, const SharedInput<Comm>* in, int n, int32_t world_rank) {
   HashMessage msg;
   if (start_check_shared(world, compute, in, n, world_rank, msg))
     finish_check_shared(world, compute, in, n, world_rank, msg);
 }
-inline void compare_shared(Comm& world, const SharedInput<Comm>* in, int n, int32_t world_rank,
-                           const HashMessage& msg) {
+inline void compare_shared(Comm& world, const SharedInput<Comm>* in, int n, int32_t world_rank, const HashMessage& msg,
+                           const StepSizes& sizes) {
+  if (msg.sizes_differ()) sizes_differ(sizes);  // before the inputs, whose lengths may be the sizes'
   for (int k = 0; k < n; ++k) {
     if (!msg.differs(k)) continue;
     const SharedInput<Comm>& x = in[k];

@@ -193,10 +193,12 @@ static __global__ void hash_kernel(const unsigned char* p, int64_t bytes, unsign
 
 // The shared inputs' check (gradc_common.h): every input's hash in one all_reduce over
 // the world; for an input whose hashes differ, its data compared element by element.
-inline void check_shared(Comm& world, Stream compute, const SharedInput<Comm>* in, int n, int32_t world_rank) {
-  const char* where = n ? in[0].where : "check_shared";
-  GRADC_CUDA(cudaStreamSynchronize(compute), where);
-  HashMessage msg(in, n);
+// A class for any size adds its sizes (StepSizes: hashed on the host), compared first.
+inline void check_shared(Comm& world, Stream compute, const SharedInput<Comm>* in, int n, int32_t world_rank,
+                         const StepSizes& sizes = {}) {
+  const char* where = n ? in[0].where : sizes.n ? sizes.where : "check_shared";
+  if (n) GRADC_CUDA(cudaStreamSynchronize(compute), where);  // the inputs' producers (the sizes are the host's)
+  HashMessage msg(in, n, sizes);
   const int64_t bytes_msg = int64_t(msg.m.size()) * 4;
   char* dev = static_cast<char*>(alloc(8 * int64_t(n) + bytes_msg + kSharedRow * 4 * int64_t(world.size + 1)));
   unsigned long long* hashes = reinterpret_cast<unsigned long long*>(dev);
@@ -211,8 +213,10 @@ inline void check_shared(Comm& world, Stream compute, const SharedInput<Comm>* i
     GRADC_CUDA(cudaGetLastError(), where);
   }
   std::vector<uint64_t> h(static_cast<size_t>(n));
-  GRADC_CUDA(cudaMemcpyAsync(h.data(), hashes, 8 * size_t(n), cudaMemcpyDeviceToHost, world.stream), where);
-  GRADC_CUDA(cudaStreamSynchronize(world.stream), where);
+  if (n) {
+    GRADC_CUDA(cudaMemcpyAsync(h.data(), hashes, 8 * size_t(n), cudaMemcpyDeviceToHost, world.stream), where);
+    GRADC_CUDA(cudaStreamSynchronize(world.stream), where);
+  }
   for (int k = 0; k < n; ++k) msg.put(k, in[k].slot, h[size_t(k)] + uint64_t(in[k].count * dtype_size(in[k].t)));
   // on the stream the collective reads it on: a cudaMemcpy from pageable memory may
   // return before its copy lands, and the class's streams do not wait for it
@@ -220,6 +224,10 @@ inline void check_shared(Comm& world, Stream compute, const SharedInput<Comm>* i
   GRADC_NCCL(ncclAllReduce(m, m, msg.m.size(), ncclInt32, ncclMax, world.nccl, world.stream), where);
   GRADC_CUDA(cudaMemcpyAsync(msg.m.data(), m, size_t(bytes_msg), cudaMemcpyDeviceToHost, world.stream), where);
   GRADC_CUDA(cudaStreamSynchronize(world.stream), where);
+  if (msg.sizes_differ()) {  // before the inputs, whose lengths may be the sizes'
+    release(dev);
+    sizes_differ(sizes);
+  }
   for (int k = 0; k < n; ++k) {
     if (!msg.differs(k)) continue;
     const SharedInput<Comm>& x = in[k];
@@ -252,10 +260,11 @@ inline void check_shared(Comm& world, Stream compute, const SharedInput<Comm>* i
 // The check in one piece: the CPU target's can leave its all_reduce running while the
 // step's kernels do (gradc_cpu.h); NCCL's is ordered on the stream already.
 inline bool start_check_shared(Comm& world, Stream compute, const SharedInput<Comm>* in, int n, int32_t world_rank,
-                               HashMessage&) {
-  check_shared(world, compute, in, n, world_rank);
+                               HashMessage&, const StepSizes& sizes = {}) {
+  check_shared(world, compute, in, n, world_rank, sizes);
   return false;
 }
-inline void finish_check_shared(Comm&, Stream, const SharedInput<Comm>*, int, int32_t, const HashMessage&) {}
+inline void finish_check_shared(Comm&, Stream, const SharedInput<Comm>*, int, int32_t, const HashMessage&,
+                                const StepSizes& = {}) {}
 
 }  // namespace gradc

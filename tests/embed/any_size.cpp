@@ -3,8 +3,12 @@
 // shrinks back and grows again, and the inputs' defaults kept after the first run are
 // computed again at each new size. Prints rank 0's outputs at each size as one JSON line
 // ({"B": 5, "loss": [...], ...}), which any_size.test compares with the interpreter's.
+// `differ B`: rank r runs at B + r, which its run() refuses (every rank must run at the
+// same sizes): each rank prints the error and the program exits 1.
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +27,22 @@ static std::string list(const float* p, int64_t n) {
 
 int main(int argc, char** argv) {
   gradc::ThreadGroup group(any_size::world);
+  if (argc == 3 && std::strcmp(argv[1], "differ") == 0) {
+    std::vector<std::string> errors(any_size::world);
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < any_size::world; ++r)
+      ranks.emplace_back([&, r] {
+        any_size step(group, r);
+        try {
+          step.run(any_size::Sizes{std::atoll(argv[2]) + r});
+        } catch (const std::runtime_error& e) {
+          errors[size_t(r)] = e.what();
+        }
+      });
+    for (std::thread& t : ranks) t.join();
+    for (int r = 0; r < any_size::world; ++r) std::printf("rank %d: %s\n", r, errors[size_t(r)].c_str());
+    return 1;
+  }
   std::vector<std::string> lines(size_t(argc), "");
   std::vector<std::thread> ranks;
   for (int r = 0; r < any_size::world; ++r)

@@ -25,7 +25,9 @@ GRADC "-" then runs the op from them, where no gradc is (scripts/gpu_check.sh).
 
 --any-size=B=5,3,1 emits one package for any B (gradc emit --size B=any) and checks it
 at each of those values in turn, every rank calling the op at each in one process (the
-package compiled once); the reference is gradc run at each. On the CPU each rank also
+package compiled once); the reference is gradc run at each. Then the even ranks call it
+at the first size and the odd ones at the second: every rank's call must stop with a
+RuntimeError that names its own sizes, before the program's collectives. On the CPU each rank also
 calls torch.compile(op, dynamic=True, fullgraph=True) at each size: eager's outputs and
 gradients bit for bit, in at most two graphs (one for every size but 1, which PyTorch
 specializes).
@@ -238,6 +240,15 @@ def rank_main(rank, world, workdir, package, mesh_axes, device, cases):
                 assert same, f"torch.compile: {name} {value} against eager {want}"
         with open(os.path.join(case, f"result{rank}.json"), "w") as f:
             json.dump({name: y.tolist() for name, y in result.items()}, f)
+    if len(cases) > 1 and world > 1:  # a package for any size, its ranks at two sizes: each stops with its own
+        try:
+            step(op, cases[rank % 2])
+            message = None
+        except RuntimeError as e:
+            message = str(e)
+        assert message and "the sizes differ between ranks (this rank's: " in message, f"ranks at two sizes: {message}"
+        with open(os.path.join(workdir, f"differ{rank}.txt"), "w") as f:
+            f.write(message)
     if compiled is not None:
         from torch._dynamo.utils import counters
 
@@ -325,6 +336,9 @@ def main():
                 bad.append(f"{os.path.basename(case)} rank {r}: {name}: torch op {g.tolist()}, interpreter {w.tolist()}")
     for b in bad:
         print(b)
+    if len(cases) > 1 and world > 1:  # the ranks called at two sizes (rank_main)
+        for r in range(world):
+            print(f"rank {r} at another size than rank {(r + 1) % world}: {open(os.path.join(a.workdir, f'differ{r}.txt')).read()}")
     backend = "gloo" if a.device == "cpu" else "nccl (CUDA tensors)"
     at = f" at {a.any_size.replace('=', ' = ')} (one package for any size)" if a.any_size else ""
     print(f"{os.path.basename(a.program)} on {world} {backend} ranks{at}: {checked} values (outputs and gradients) "
