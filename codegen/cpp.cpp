@@ -1387,7 +1387,8 @@ class Emitter {
   // The array of the shared inputs `entries`, as the checks take them.
   static std::string shared_array(const std::vector<std::string>& entries, const char* indent) {
     if (entries.empty())
-      return fmt::format("{}const gradc::SharedInput<gradc::Comm>* const shared = nullptr;\n", indent);
+      return fmt::format("{}const gradc::SharedInput<gradc::Comm>* const shared = nullptr;  // no shared input\n",
+                         indent);
     return fmt::format("{}const gradc::SharedInput<gradc::Comm> shared[] = {{\n      {}}};\n", indent,
                        fmt::join(entries, ",\n      "));
   }
@@ -1397,26 +1398,31 @@ class Emitter {
   // checks its sizes in the same all_reduce, and finishes it before its first collective.
   std::string shared_check_start(const std::vector<std::string>& entries) const {
     if (entries.empty() && !any()) return "";
-    std::string sizes;
+    std::string s = entries.empty()
+                        ? "  // the sizes' check: one all_reduce of their hash; every rank's must be the same, or\n"
+                          "  // the collectives would exchange other lengths (finished before the first collective)\n"
+                        : "  // the shared inputs' check: one all_reduce of their hashes, under way while the\n"
+                          "  // step's kernels run where the communicator can (gradc::start_check_shared)\n";
+    s += shared_array(entries, "  ");
     if (any()) {
       std::vector<std::string> values, names;
       for (const AnySize& a : any_) {
         values.push_back("sz_." + a.name);
         names.push_back(fmt::format("\"{}\"", a.name));
       }
-      sizes = fmt::format(
-          "  // and the sizes: every rank's the same, or the collectives would exchange other lengths\n"
+      if (!entries.empty())
+        s += "  // and the sizes' hash: every rank's sizes must be the same, or the collectives would\n"
+             "  // exchange other lengths (the check finished before the first collective)\n";
+      s += fmt::format(
           "  const int64_t size_values[] = {{{}}};\n  static const char* const size_names[] = {{{}}};\n"
           "  const gradc::StepSizes sizes{{size_values, {}, size_names, \"{}\"}};\n",
           fmt::join(values, ", "), fmt::join(names, ", "), any_.size(), source_);
     }
-    return fmt::format(
-        "  // the shared inputs' check: one all_reduce of their hashes, under way while the\n"
-        "  // step's kernels run where the communicator can (gradc::start_check_shared)\n{}{}"
-        "  gradc::HashMessage hashes;\n"
-        "  const bool checking = check_shared && gradc::start_check_shared(comm_, stream_, shared, {}, rank_, "
-        "hashes{});\n",
-        shared_array(entries, "  "), sizes, entries.size(), any() ? ", sizes" : "");
+    return s + fmt::format(
+                   "  gradc::HashMessage hashes;\n"
+                   "  const bool checking = check_shared && gradc::start_check_shared(comm_, stream_, shared, {}, "
+                   "rank_, hashes{});\n",
+                   entries.size(), any() ? ", sizes" : "");
   }
   std::string shared_check_end(const std::vector<std::string>& entries) const {
     if (entries.empty() && !any()) return "";
