@@ -738,7 +738,12 @@ std::map<std::string, std::string> api_names(const Lowered& l, const std::string
   };
   auto name = [&](const std::string& n) {
     if (api.count(n)) return;
-    std::string a = n;
+    // a kernel's form (k0_x) takes a leading p, as the class's name: run() names the
+    // kernels' functors (k0_x, k0_x_check, k0_x_table0), which a member of that form
+    // (k0_x(), or k0_x_type of an output k0_x) would hide
+    size_t d = 1;
+    while (d < n.size() && std::isdigit(static_cast<unsigned char>(n[d]))) ++d;
+    std::string a = n[0] == 'k' && d > 1 && d < n.size() && n[d] == '_' ? "p" + n : n;
     for (;;) {
       std::vector<std::string> m = members(a, n);
       if (!cpp_reserved(a) &&
