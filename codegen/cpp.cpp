@@ -654,8 +654,10 @@ bool cpp_reserved(const std::string& n) {
 }
 
 namespace {
-// The class's own members, whatever its program (the API's names avoid them too), and
-// the parameters of its constructors, which name the class where they delegate.
+// The class's own members, whatever its program (the API's names avoid them too), the
+// parameters of its constructors, which name the class where they delegate, and the
+// locals of run(), which would hide an output's accessor of their name (spans, shared,
+// hashes, checking, check_shared, size_values, size_names).
 const std::set<std::string> kClassMembers = {"comm",
                                              "group",
                                              "rank",
@@ -685,7 +687,14 @@ const std::set<std::string> kClassMembers = {"comm",
                                              "sz_",
                                              "sized_",
                                              "off_",
-                                             "shared_checks_"};
+                                             "shared_checks_",
+                                             "check_shared",
+                                             "spans",
+                                             "shared",
+                                             "hashes",
+                                             "checking",
+                                             "size_values",
+                                             "size_names"};
 // The C library's headers, which a header of the program's name would hide (time.dg's
 // time.h, found by <ctime>), and those of the libraries the runtime includes.
 const std::set<std::string> kHeaderStems = {
