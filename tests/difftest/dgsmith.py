@@ -1230,12 +1230,14 @@ class Gen:
 
 
 # Names that generated code could trip over: its functors' parameters and index
-# variables, its own members and helpers, C++ keywords and macros, standard names.
+# variables, its own members, run()'s locals and its helpers, the functors' own names,
+# C++ keywords and macros, standard names.
 RISKY_NAMES = ["o", "r", "i", "j", "a0", "b0", "q0", "i0", "r0_", "b_x", "v1_x", "rank_", "int", "class",
                "new", "delete", "default", "template", "this", "register", "std", "gradc", "main", "NAN", "INFINITY",
                "assert", "errno", "int32_t", "size_t", "run", "keep_defaults", "check_shared_inputs", "ws", "ws_",
                "stream", "comm", "blas", "events", "partials", "workspace_bytes", "set_x", "x_type", "k0_x", "t12",
-               "program", "in_x", "out_x", "default_x"]
+               "program", "in_x", "out_x", "default_x", "spans", "hashes", "checking", "check_shared", "size_values",
+               "size_names", "k1_x", "k0_x_type"]
 
 
 def broadcastable(a, b):
