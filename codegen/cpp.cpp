@@ -1410,15 +1410,16 @@ class Emitter {
   // (shared_check_end), where the communicator can leave its all_reduce running
   // meanwhile (the torch target's), so that its latency is hidden. A class for any size
   // checks its sizes in the same all_reduce, and finishes it before its first collective.
-  std::string shared_check_start(const std::vector<std::string>& entries) const {
-    if (entries.empty() && !any()) return "";
+  // `sizes`: a class for any size checks its sizes in it (else before, sizes_check).
+  std::string shared_check_start(const std::vector<std::string>& entries, bool sizes) const {
+    if (entries.empty() && !sizes) return "";
     std::string s = entries.empty()
                         ? "  // the sizes' check: one all_reduce of their hash; every rank's must be the same, or\n"
                           "  // the collectives would exchange other lengths (finished before the first collective)\n"
                         : "  // the shared inputs' check: one all_reduce of their hashes, under way while the\n"
                           "  // step's kernels run where the communicator can (gradc::start_check_shared)\n";
     s += shared_array(entries, "  ");
-    if (any()) {
+    if (sizes) {
       std::vector<std::string> values, names;
       for (const AnySize& a : any_) {
         values.push_back("sz_." + a.name);
@@ -1436,12 +1437,18 @@ class Emitter {
                    "  gradc::HashMessage hashes;\n"
                    "  const bool checking = check_shared && gradc::start_check_shared(comm_, stream_, shared, {}, "
                    "rank_, hashes{});\n",
-                   entries.size(), any() ? ", sizes" : "");
+                   entries.size(), sizes ? ", sizes" : "");
   }
-  std::string shared_check_end(const std::vector<std::string>& entries) const {
-    if (entries.empty() && !any()) return "";
+  std::string shared_check_end(const std::vector<std::string>& entries, bool sizes) const {
+    if (entries.empty() && !sizes) return "";
     return fmt::format("  if (checking) gradc::finish_check_shared(comm_, stream_, shared, {}, rank_, hashes{});\n",
-                       entries.size(), any() ? ", sizes" : "");
+                       entries.size(), sizes ? ", sizes" : "");
+  }
+  // The sizes checked by themselves, in a block, before the first collective where that
+  // comes before a shared input's default (the shared inputs' check then follows it).
+  std::string sizes_check() const {
+    return "  {  // the first collective comes before a shared input's default: the sizes first\n" +
+           indent(shared_check_start({}, true) + shared_check_end({}, true)) + "  }\n";
   }
 
   // The memory the application gave for outputs must not overlap its inputs' or
@@ -1480,8 +1487,15 @@ class Emitter {
     for (size_t i = 0; i < l_.kernels.size(); ++i)
       if (const int b = l_.kernels[i].guard; b >= 0 && g_[l_.buffers[size_t(b)].value].attrs.has("shared"))
         last_default = i;
-    if (!last_default) s += shared_check_start(shared);
-    bool finished = false;  // the check (a class for any size finishes it before its first collective)
+    // A class for any size checks its sizes before its first collective: in the shared
+    // inputs' check, finished there, or by themselves where that collective comes before
+    // the check can start (after a shared input's default).
+    bool sizes_first = false;
+    for (size_t i = 0; any() && last_default && i < *last_default; ++i)
+      sizes_first |= l_.kernels[i].kind == LKernel::Comm;
+    const bool sizes = any() && !sizes_first;
+    if (!last_default) s += shared_check_start(shared, sizes);
+    bool finished = !any();  // the sizes checked (before the first collective)
     s += step_begin();
     for (size_t i = 0; i < l_.kernels.size(); ++i) {
       const LKernel& k = l_.kernels[i];
@@ -1494,8 +1508,8 @@ class Emitter {
       std::string call = waits(k, stream);
       const LBuffer& out = l_.buffers[size_t(k.out)];
       const int64_t n_out = out.type->size();
-      if (k.kind == LKernel::Comm && any() && !finished) {  // the sizes checked before any exchange
-        s += shared_check_end(shared);
+      if (k.kind == LKernel::Comm && !finished) {  // the sizes checked before the exchange
+        s += sizes_first ? sizes_check() : shared_check_end(shared, sizes);
         finished = true;
       }
       if (k.group >= 0) {  // a row group: one kernel, launched at its first member
@@ -1551,10 +1565,10 @@ class Emitter {
       }
       s += fmt::format("  // {} ({})\n", out.name, where) + call + finite_check(k.out, stream);
       s += record(i, stream, where);
-      if (last_default == i) s += shared_check_start(shared);
+      if (last_default == i) s += shared_check_start(shared, sizes);
     }
     s += step_end();
-    if (!finished) s += shared_check_end(shared);
+    if (!finished || !sizes) s += shared_check_end(shared, sizes);
     // Outputs no kernel writes in place (an input, a constant, a view, a second name
     // for one value) are copied where the caller asked for them.
     std::set<int> first;
