@@ -706,18 +706,22 @@ const std::set<std::string> kHeaderStems = {
     "cuda",   "cuda_runtime", "cuda_bf16", "cuda_fp16",   "omp"};
 }  // namespace
 
+// A name in the form of a kernel's functor (k0_x: k, digits, _), which run() names.
+static bool kernel_form(const std::string& n) {
+  size_t k = 1;
+  while (k < n.size() && std::isdigit(static_cast<unsigned char>(n[k]))) ++k;
+  return n.rfind("k", 0) == 0 && k > 1 && k < n.size() && n[k] == '_';
+}
+
 std::string class_name(std::string n) {
   for (char& c : n)
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   // a leading digit or _ (reserved at global scope), a kernel's name (k0_x) or a
   // member's form (in_x_, out_y_, default_x_) takes a leading p
-  auto digit = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; };
   auto starts = [&](const char* s) { return n.rfind(s, 0) == 0; };
-  size_t k = 1;
-  while (k < n.size() && digit(n[k])) ++k;
-  const bool kernel = starts("k") && k > 1 && k < n.size() && n[k] == '_';
   const bool member = !n.empty() && n.back() == '_' && (starts("in_") || starts("out_") || starts("default_"));
-  if (n.empty() || digit(n[0]) || n[0] == '_' || kernel || member) n = "p" + n;
+  if (n.empty() || std::isdigit(static_cast<unsigned char>(n[0])) || n[0] == '_' || kernel_form(n) || member)
+    n = "p" + n;
   while (cpp_reserved(n) || kClassMembers.count(n) || kHeaderStems.count(n)) n += "_";
   return n;
 }
@@ -750,9 +754,7 @@ std::map<std::string, std::string> api_names(const Lowered& l, const std::string
     // a kernel's form (k0_x) takes a leading p, as the class's name: run() names the
     // kernels' functors (k0_x, k0_x_check, k0_x_table0), which a member of that form
     // (k0_x(), or k0_x_type of an output k0_x) would hide
-    size_t d = 1;
-    while (d < n.size() && std::isdigit(static_cast<unsigned char>(n[d]))) ++d;
-    std::string a = n[0] == 'k' && d > 1 && d < n.size() && n[d] == '_' ? "p" + n : n;
+    std::string a = kernel_form(n) ? "p" + n : n;
     for (;;) {
       std::vector<std::string> m = members(a, n);
       if (!cpp_reserved(a) &&
