@@ -262,8 +262,8 @@ std::string python_ops(const Package& p) {
       "    program with a mesh.\n"
       "    \"\"\"\n"
       "    args = [{6}]\n"
-      "    _check(args)\n"
-      "    out = _call(args, _groups(group, mesh))\n"
+      "    sizes = _check(args)\n"
+      "    out = _call(args, _groups(group, mesh), sizes)\n"
       "    return {7}\n",
       name, fmt::join(defaults, ", "), ins.empty() ? "" : ", ", outs.size() > 1 ? " (a tuple)" : "", doc, odoc, a,
       outs.size() == 1 ? "out[0]" : fmt::format("tuple(out[:{}])", outs.size()));
