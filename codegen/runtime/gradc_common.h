@@ -348,6 +348,7 @@ struct StepSizes {
 struct HashMessage {
   std::vector<int32_t> m;
   std::vector<size_t> at;  // each input's first slot
+  double quick[2] = {0, 0};  // the CPU's first message (gradc_cpu.h, quick_sums)
   HashMessage() = default;
   template <class In>
   HashMessage(const In* in, int n, const StepSizes& sizes = {}) : at(size_t(n) + 1) {
