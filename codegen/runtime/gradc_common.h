@@ -347,7 +347,7 @@ struct StepSizes {
 // inputs: a step that does not check allocates nothing).
 struct HashMessage {
   std::vector<int32_t> m;
-  std::vector<size_t> at;  // each input's first slot
+  std::vector<size_t> at;    // each input's first slot
   double quick[2] = {0, 0};  // the CPU's first message (gradc_cpu.h, quick_sums)
   HashMessage() = default;
   template <class In>
