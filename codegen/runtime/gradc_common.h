@@ -281,7 +281,9 @@ inline void check_disjoint(const char* name, const Span (&spans)[N]) {
 // (hash_bytes: 64 bits) into its group's slot of one message, and one all_reduce(max)
 // over the world takes, per slot, the maximum of the hash and of its complement, equal
 // on every rank of the group exactly when the hashes are (ranks of other groups fill the
-// slot with INT32_MIN). Only for an input whose hashes differ are the data compared
+// slot with INT32_MIN). On the CPU that message's all_reduce follows only where a first
+// one, of two sums of the hashes, finds a difference (gradc_cpu.h, quick_sums). Only
+// for an input whose hashes differ are the data compared
 // element by element with the group's first rank's (compare_shared), and every rank stops
 // with the same words, the interpreter's (report_shared). A class checks every step
 // unless built with GRADC_CHECK_SHARED=0 or told otherwise (check_shared_inputs(steps));
