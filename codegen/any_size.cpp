@@ -297,6 +297,14 @@ AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vect
           fail("is in a constant's initializer, and depends on the sizes");
           return {{}, r.why};
         }
+        // a table's entries are computed when the program is loaded, at no size
+        const size_t table = text.rfind("\nconst gradc::Table16<");
+        if (table != std::string::npos && text.find("\n});", table) == std::string::npos) {
+          fail("is in a table of a 16-bit value's function, and depends on the sizes");
+          r.in_table = true;
+          r.files.clear();
+          return r;
+        }
       }
       std::string e = poly.cpp_str(here.context == Context::Functor  ? "sz."
                                    : here.context == Context::Python ? ""

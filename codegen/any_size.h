@@ -39,6 +39,9 @@ std::vector<std::vector<int64_t>> any_size_points(const std::vector<int64_t>& m)
 struct AnySizeResult {
   std::vector<GeneratedFile> files;  // the class for any size; empty where none fits
   std::string why;                   // else, what differs where
+  // a number in a table (gradc::Table16, computed once when the program is loaded)
+  // depends on the sizes: the files must be made again without tables
+  bool in_table = false;
 };
 
 // The files of `at` (generated at any_size_points(m), in that order) merged into one set

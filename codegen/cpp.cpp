@@ -412,10 +412,11 @@ class Body {
   // The 16-bit value v is a function of alone, reaching down through 16-bit values that
   // are themselves functions of one (tanh(x * 1.5 + 0.5) in bf16, each op rounded, is a
   // function of x), where the ops on the way hold a costly one: else -1. f32 and 16-bit
-  // results only, so that an entry is 32 bits.
+  // results only, so that an entry is 32 bits; of more than one element (one is computed
+  // once where read, as lower_kernels' of_one_16bit has it).
   ValueId table_leaf(ValueId v) {
     const DType t = g_.type(v).dtype;
-    if (t != DType::F32 && !is_low_precision(t)) return -1;
+    if ((t != DType::F32 && !is_low_precision(t)) || g_.type(v).size() <= 1) return -1;
     Cone c = cone(v);
     if (!c.ok || c.leaf < 0) return -1;
     for (Cone below; fused_.count(c.leaf) && (below = cone(c.leaf)).ok && below.leaf >= 0;)
@@ -1845,7 +1846,7 @@ class CpuEmitter final : public Emitter {
   }
   bool row_local_buffers() const override { return true; }
   bool prefetches() const override { return true; }
-  bool tables16() const override { return true; }
+  bool tables16() const override { return l_.tables16; }
   std::string bind_input(size_t i, const std::string& api, const char* t) override {  // host vectors, by pointer
     return fmt::format(
         "    if (!d.inputs[{0}].empty()) step.set_{1}(reinterpret_cast<const {2}*>(d.inputs[{0}].data()));\n", i, api,

@@ -88,6 +88,7 @@ struct Lowered {
   std::vector<int32_t> plan_steps;  // how the buffer plan placed them (runtime/plan.h)
   std::vector<std::pair<std::string, int>> inputs, outputs;  // by name, in program order
   bool check_finite = false;  // each float kernel result checked for NaN and infinity (unfused)
+  bool tables16 = true;       // the CPU's code may look functions of one 16-bit value up (Table16)
 };
 
 // The buffer whose memory buffer b is: b itself, or the end of its aliases' chain.

@@ -14,6 +14,7 @@ struct PipelineOptions {
   bool check_finite = false;               // lower: a kernel per value, checked (lower_kernels)
   int64_t max_folded = 4096;               // fold: larger results stay as ops
   bool any_size = false;                   // lower: waits for any buffer plan (lower_kernels)
+  bool tables16 = true;                    // codegen (the CPU): functions of one 16-bit value as tables
   std::vector<GradInfo>* grads = nullptr;  // grad: what autodiff made of each grad, in program order
 };
 

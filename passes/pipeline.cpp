@@ -49,6 +49,7 @@ Lowered lowered(Graph g, const PipelineOptions& opt, std::string* log) {
   g = run_passes(std::move(g), pipeline(Pipeline::Lower), opt, out);
   auto t0 = std::chrono::steady_clock::now();
   Lowered l = lower_kernels(std::move(g), opt.check_finite, opt.any_size);
+  l.tables16 = opt.tables16;
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (opt.time_passes) out += fmt::format("// pass lower-kernels: {:.3f} ms\n", ms);
   if (opt.print_after_all) {

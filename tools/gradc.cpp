@@ -951,27 +951,37 @@ std::vector<GeneratedFile> any_size_files(const Options& o, SourceFile& src, con
     any.push_back(std::move(a));
   }
   std::string first_why;
+  // functions of one 16-bit value as tables (the CPU's Table16), until one would depend
+  // on the sizes (its entries are computed when the program is loaded, at no size)
+  bool tables = true;
   auto attempt = [&](const std::vector<int64_t>& m) -> std::vector<GeneratedFile> {
-    std::vector<SizedFiles> at;
-    for (const std::vector<int64_t>& x : any_size_points(m)) {
-      std::vector<std::pair<std::string, int64_t>> sizes = o.sizes;
-      for (size_t i = 0; i < vars.size(); ++i) sizes.push_back({vars[i], x[i]});
-      try {
-        PipelineOptions po;
-        po.max_folded = kAnyMaxFolded;
-        po.any_size = true;
-        at.push_back({x, make(lower_program(p, LowerOptions{o.ranks, false, o.mesh, sizes}), po, any)});
-      } catch (const UserError& e) {
-        std::vector<std::string> point;
-        for (size_t i = 0; i < vars.size(); ++i) point.push_back(fmt::format("{} = {}", vars[i], x[i]));
-        if (first_why.empty())
-          first_why = fmt::format("at {} the program is none: {}", fmt::join(point, ", "), e.what());
-        return {};
+    for (;;) {
+      std::vector<SizedFiles> at;
+      for (const std::vector<int64_t>& x : any_size_points(m)) {
+        std::vector<std::pair<std::string, int64_t>> sizes = o.sizes;
+        for (size_t i = 0; i < vars.size(); ++i) sizes.push_back({vars[i], x[i]});
+        try {
+          PipelineOptions po;
+          po.max_folded = kAnyMaxFolded;
+          po.any_size = true;
+          po.tables16 = tables;
+          at.push_back({x, make(lower_program(p, LowerOptions{o.ranks, false, o.mesh, sizes}), po, any)});
+        } catch (const UserError& e) {
+          std::vector<std::string> point;
+          for (size_t i = 0; i < vars.size(); ++i) point.push_back(fmt::format("{} = {}", vars[i], x[i]));
+          if (first_why.empty())
+            first_why = fmt::format("at {} the program is none: {}", fmt::join(point, ", "), e.what());
+          return {};
+        }
       }
+      AnySizeResult r = fit_any_size(vars, m, at, name);
+      if (r.in_table && tables) {
+        tables = false;
+        continue;
+      }
+      if (first_why.empty()) first_why = r.why;
+      return std::move(r.files);
     }
-    AnySizeResult r = fit_any_size(vars, m, at, name);
-    if (first_why.empty()) first_why = r.why;
-    return std::move(r.files);
   };
   std::vector<GeneratedFile> files;
   const std::optional<std::vector<int64_t>> m =

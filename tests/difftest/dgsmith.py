@@ -18,7 +18,8 @@ and defaults), and for each one checks:
   * with --low-every, every K-th program with its float inputs in bf16 or f16 instead:
     the interpreter against PyTorch eager computing it in the same dtypes (no less
     accurate against the exact float64 values: low_against_torch), and every backend
-    against the interpreter, bit for bit in those types;
+    against the interpreter, bit for bit in those types (with --exe the executable for
+    any B, with --torch the op, as for f32 programs);
   * with --torch, the op of `gradc emit --target=torch` under multi-process PyTorch
     (on a DeviceMesh for a mesh program) against the interpreter (tests/torch/check_ops.py, its inputs and cotangents random,
     about half the ops emitted with --grad naming some of its float inputs;
@@ -1554,14 +1555,14 @@ def check(gradc, prog, folder, exe=False, torch_op=False, low=None, cuda=False):
             d = compare(as_ranks(json.loads(p.stdout))[0], got, dtypes, f"executable ({how}) against the interpreter", rtol=1e-6)
             if d:
                 return (f"exe-{how}", d)
-        r = check_any_size(gradc, path, ins, folder, prog, torch_op and not low, cuda)
+        r = check_any_size(gradc, path, ins, folder, prog, torch_op, cuda)
         if r:
             return r
     if cuda:
         r = cuda_build(gradc, path, [], os.path.join(folder, "p.cuda"))
         if r:
             return r
-    if torch_op and not low:
+    if torch_op:
         return check_torch(gradc, prog, folder, cuda)
     return None
 
@@ -1593,7 +1594,7 @@ def check_any_size(gradc, path, ins, folder, prog, torch_op=False, cuda=False):
     executable, which runs one size."""
     world = prog.world
     text = open(path).read()
-    decl = r"^(input\s+(\w+)\s*:\s*(?:f32|f64))\[(\d+)((?:,[^\]]*)?)\]"
+    decl = r"^(input\s+(\w+)\s*:\s*(?:f32|f64|bf16|f16))\[(\d+)((?:,[^\]]*)?)\]"
     first = re.search(decl, text, re.M)
     if not first:
         return None
@@ -1640,12 +1641,14 @@ def check_any_size(gradc, path, ins, folder, prog, torch_op=False, cuda=False):
         shutil.rmtree(d, ignore_errors=True)
         shutil.copytree(ins, d)
         for name, (rest, shared) in sized.items():
-            dtype = np.float64 if re.search(rf"^input\s+{name}\s*:\s*f64", new, re.M) else np.float32
+            dtype = re.search(rf"^input\s+{name}\s*:\s*(\w+)", new, re.M).group(1)
             for r in [None] if shared else range(world):
                 a = np.sin(np.arange(v * int(np.prod(rest, dtype=np.int64))) * 0.7 + (r or 0)).reshape([v] + rest)
                 where = d if r is None else os.path.join(d, f"rank{r}")
                 os.makedirs(where, exist_ok=True)
-                np.save(os.path.join(where, name + ".npy"), a.astype(dtype))
+                a = bf16_array(a) if dtype == "bf16" else a.astype({"f64": np.float64, "f32": np.float32,
+                                                                     "f16": np.float16}[dtype])
+                np.save(os.path.join(where, name + ".npy"), a)
         want, err = run_gradc(gradc, any_path, d, ["--backend=interp"])
         if err:
             continue  # bad data at this B (an index the new values put out of range)
