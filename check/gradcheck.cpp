@@ -329,7 +329,9 @@ std::vector<PrecisionRow> check_precision(const Graph& low, const Graph& wide, c
       const Tensor &a = lo[r][o].second, &b = hi[r][o].second;
       for (int64_t i = 0; i < b.size(); ++i) {
         err = std::max(err, std::fabs(a.get(i) - b.get(i)));
-        scale = std::max(scale, std::fabs(b.get(i)));
+        // the larger of the two: a value about 0 in f64 (a difference of two ways to the
+        // same number) that rounding made larger reads 1, all rounding, not 10^13
+        scale = std::max({scale, std::fabs(b.get(i)), std::fabs(a.get(i))});
       }
     }
     row.rel_err = scale > 0 ? err / scale : err;
@@ -345,7 +347,8 @@ std::string precision_table(const std::vector<PrecisionRow>& rows) {
                               "roundings", "estimate");
   for (const PrecisionRow& r : rows)
     s += fmt::format("{:<25} {:<16} {:>12.3e} {:>10} {:>12.3e}\n", r.name, r.type, r.rel_err, r.roundings, r.estimate);
-  s += "each output and gradient against the program widened to f64 on the same inputs: max |err| / max |value|; "
+  s += "each output and gradient against the program widened to f64 on the same inputs: max |err| / max |value| (of "
+       "either); "
        "estimate: roundings on the longest path times the unit roundoff\n";
   return s;
 }
