@@ -290,10 +290,12 @@ AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vect
       }
       if (here.context == Context::Class || here.context == Context::Functor) {
         // a static's initializer is computed at the first call only, and a constant
-        // array at the file's scope has no sizes to read: either at one size only
+        // array at the file's scope (the CUDA target's in device memory) has no sizes to
+        // read: either at one size only
         const size_t bol = text.rfind('\n') + 1, code = text.find_first_not_of(' ', bol);
-        if (code != std::string::npos &&
-            (text.compare(code, 7, "static ") == 0 || (code == bol && text.compare(code, 6, "const ") == 0))) {
+        if (code != std::string::npos && (text.compare(code, 7, "static ") == 0 ||
+                                          (code == bol && (text.compare(code, 6, "const ") == 0 ||
+                                                           text.compare(code, 17, "__device__ const ") == 0)))) {
           fail("is in a constant's initializer, and depends on the sizes");
           return {{}, r.why};
         }
