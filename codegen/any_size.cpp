@@ -304,7 +304,7 @@ AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vect
         if (table != std::string::npos && text.find("\n});", table) == std::string::npos) {
           fail("is in a table of a 16-bit value's function, and depends on the sizes");
           r.in_table = true;
-          r.files.clear();
+          r.files.clear();  // the files before this one
           return r;
         }
       }

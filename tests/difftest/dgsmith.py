@@ -279,7 +279,7 @@ def low_precision(prog, dtype):
             continue
         data = default = None
         if i.data is not None:
-            data = [bf16_array(d) if dtype == "bf16" else np.asarray(d, dtype=np.float16) for d in i.data]
+            data = [npy_data(d, dtype) for d in i.data]
         else:
             default = f"cast({i.default}, {dtype})"
         q.inputs.append(Input(i.name, i.shape, dtype, i.shared, data, default, i.default_sim, i.shape_text))
@@ -287,6 +287,11 @@ def low_precision(prog, dtype):
 
 
 NP = {"f64": np.float64, "f32": np.float32, "i32": np.int32}
+
+
+def npy_data(a, dtype):
+    """a as the .npy data of an input of `dtype` (bf16: bf16_array's 2-byte values)."""
+    return bf16_array(a) if dtype == "bf16" else np.asarray(a, dtype={**NP, "f16": np.float16}[dtype])
 
 
 def promote(a, b):
@@ -630,12 +635,10 @@ class Gen:
             rows = t.permute(kept + list(axes)).reshape(-1, math.prod(t.shape[d] for d in axes))
             if rows.shape[1] < 2 or rows.shape[0] == 0:
                 continue
-            top = rows.topk(2, dim=1).values
-            if bool(((top[:, 0] - top[:, 1]).abs() <= tol * (1 + top[:, 0].abs())).any()):
-                raise Skip("a tie among values of a vector math function")
-            low = rows.topk(2, dim=1, largest=False).values
-            if bool(((low[:, 0] - low[:, 1]).abs() <= tol * (1 + low[:, 0].abs())).any()):
-                raise Skip("a tie among values of a vector math function")
+            for largest in (True, False):
+                top = rows.topk(2, dim=1, largest=largest).values
+                if bool(((top[:, 0] - top[:, 1]).abs() <= tol * (1 + top[:, 0].abs())).any()):
+                    raise Skip("a tie among values of a vector math function")
 
     def binary(self):
         a = self.pick()
@@ -1679,9 +1682,7 @@ def check_any_size(gradc, path, ins, folder, prog, torch_op=False, cuda=False):
                 a = np.sin(np.arange(v * int(np.prod(rest, dtype=np.int64))) * 0.7 + (r or 0)).reshape([v] + rest)
                 where = d if r is None else os.path.join(d, f"rank{r}")
                 os.makedirs(where, exist_ok=True)
-                a = bf16_array(a) if dtype == "bf16" else a.astype({"f64": np.float64, "f32": np.float32,
-                                                                     "f16": np.float16}[dtype])
-                np.save(os.path.join(where, name + ".npy"), a)
+                np.save(os.path.join(where, name + ".npy"), npy_data(a, dtype))
         want, err = run_gradc(gradc, any_path, d, ["--backend=interp"])
         if err:
             continue  # bad data at this B (an index the new values put out of range)
