@@ -226,7 +226,7 @@ struct BackendDiff {
   double err = 0;
   int64_t at = -1;
 };
-BackendDiff backend_diff(const Tensor& got, const Tensor& want) {
+BackendDiff backend_diff(const Tensor& got, const Tensor& want, double allowance) {
   BackendDiff d;
   double scale = 1;
   for (int64_t i = 0; i < want.size(); ++i)
@@ -235,7 +235,7 @@ BackendDiff backend_diff(const Tensor& got, const Tensor& want) {
     const double a = got.get(i), b = want.get(i);
     if ((std::isnan(a) && std::isnan(b)) || a == b) continue;
     const double e = std::fabs(a - b);
-    if (!(e <= 1e-4 * std::fabs(b) + 1e-5 * scale)) return {HUGE_VAL, i};
+    if (!(e <= 1e-4 * std::fabs(b) + 1e-5 * scale + allowance)) return {HUGE_VAL, i};
     d.err = std::max(d.err, e);
   }
   return d;
@@ -264,7 +264,7 @@ Graph with_gradient_outputs(const Graph& g, size_t* outputs) {
 }  // namespace
 
 std::vector<std::string> check_backend(const Graph& g, const RankInputs& inputs, std::vector<GradCheckRow>& rows,
-                                       const GradCheckOptions& opt) {
+                                       const GradCheckOptions& opt, const std::vector<double>& rounding) {
   if (!opt.run_default) return {};
   size_t outputs = 0;
   const Graph run = with_gradient_outputs(g, &outputs);
@@ -274,7 +274,8 @@ std::vector<std::string> check_backend(const Graph& g, const RankInputs& inputs,
     BackendDiff worst;
     int worst_rank = 0;
     for (size_t r = 0; r < want.size() && std::isfinite(worst.err); ++r) {
-      const BackendDiff d = backend_diff(got[r][o].second, want[r][o].second);
+      const BackendDiff d =
+          backend_diff(got[r][o].second, want[r][o].second, o < rounding.size() ? 2 * rounding[o] : 0);
       if (d.err > worst.err) worst = d, worst_rank = int(r);
     }
     const std::string at = worst.at >= 0 ? element_str(worst.at, want[0][o].second.type.shape) : "";
@@ -296,7 +297,8 @@ namespace {
 bool rounds(const Node& n) { return !moves_values(n.op) && n.op != Op::Pad && n.op != Op::Where; }
 }  // namespace
 
-std::vector<PrecisionRow> check_precision(const Graph& low, const Graph& wide, const RankInputs& inputs) {
+std::vector<PrecisionRow> check_precision(const Graph& low, const Graph& wide, const RankInputs& inputs,
+                                          std::vector<double>* abs_err) {
   size_t outputs = 0;
   const Graph lg = with_gradient_outputs(low, &outputs), wg = with_gradient_outputs(wide, &outputs);
   RankInputs win = inputs;
@@ -316,14 +318,8 @@ std::vector<PrecisionRow> check_precision(const Graph& low, const Graph& wide, c
     }
   }
   std::vector<PrecisionRow> rows;
+  if (abs_err) abs_err->assign(lg.outputs.size(), 0);
   for (size_t o = 0; o < lg.outputs.size() && o < wg.outputs.size(); ++o) {
-    const ValueId v = lg.outputs[o].second;  // a gradient the program outputs has its row already
-    if (o >= outputs && std::any_of(lg.outputs.begin(), lg.outputs.begin() + long(outputs),
-                                    [&](const auto& out) { return out.second == v; }))
-      continue;
-    PrecisionRow row;
-    row.name = lg.outputs[o].first;
-    row.type = type_str(lg.type(lg.outputs[o].second));
     double err = 0, scale = 0;
     for (size_t r = 0; r < lo.size(); ++r) {
       const Tensor &a = lo[r][o].second, &b = hi[r][o].second;
@@ -334,6 +330,14 @@ std::vector<PrecisionRow> check_precision(const Graph& low, const Graph& wide, c
         scale = std::max({scale, std::fabs(b.get(i)), std::fabs(a.get(i))});
       }
     }
+    if (abs_err && std::isfinite(err)) (*abs_err)[o] = err;
+    const ValueId v = lg.outputs[o].second;  // a gradient the program outputs has its row already
+    if (o >= outputs && std::any_of(lg.outputs.begin(), lg.outputs.begin() + long(outputs),
+                                    [&](const auto& out) { return out.second == v; }))
+      continue;
+    PrecisionRow row;
+    row.name = lg.outputs[o].first;
+    row.type = type_str(lg.type(lg.outputs[o].second));
     row.rel_err = scale > 0 ? err / scale : err;
     row.roundings = depth[size_t(lg.outputs[o].second)];
     row.estimate = row.roundings * u;

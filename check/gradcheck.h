@@ -64,9 +64,15 @@ std::vector<GradCheckRow> check_gradients(const Graph& g, const RankInputs& inpu
 // it) on the default backend against the interpreter, on the same inputs. Each row's
 // gradient is compared (backend_err; the row fails where they differ), and so is every
 // output: the outputs that differ are returned, one line each (empty: they agree).
-// Equal means |a - b| <= 1e-4 |b| + 1e-5 max(1, max |b|) per element, NaN for NaN.
+// Equal means |a - b| <= 1e-4 |b| + 1e-5 max(1, max |b|) + 2 rounding[o] per element of
+// the o-th output (of the program, then its gradients), NaN for NaN. `rounding`, for a
+// program with bf16 or f16 values, is each output's own rounding error (check_precision's
+// abs_err): a sum in another order, or an f32 result a last bit apart, turns the
+// rounding of a 16-bit value that sits on a boundary the other way, a whole ulp of the
+// 16-bit type, which the values after it carry; each backend is then as close to the
+// exact value, so at most twice that from the other, and a wrong kernel is far further.
 std::vector<std::string> check_backend(const Graph& g, const RankInputs& inputs, std::vector<GradCheckRow>& rows,
-                                       const GradCheckOptions& opt);
+                                       const GradCheckOptions& opt, const std::vector<double>& rounding = {});
 // The precision of a program with bf16 or f16 values (docs/language.md, "Low
 // precision"): each output and gradient of the program as written (`low`, grad nodes
 // still in it) against the same of `wide`, the program widened to f64, on the same
@@ -80,7 +86,10 @@ struct PrecisionRow {
   double rel_err = 0, estimate = 0;
   int roundings = 0;
 };
-std::vector<PrecisionRow> check_precision(const Graph& low, const Graph& wide, const RankInputs& inputs);
+// `abs_err`, when given, gets max |low - wide| of every output and gradient, in
+// check_backend's order (0 where it is not finite).
+std::vector<PrecisionRow> check_precision(const Graph& low, const Graph& wide, const RankInputs& inputs,
+                                          std::vector<double>* abs_err = nullptr);
 std::string precision_table(const std::vector<PrecisionRow>& rows);
 std::string precision_json(const std::vector<PrecisionRow>& rows);  // a JSON list
 

@@ -640,12 +640,14 @@ int cmd_verify(const Options& o, SourceFile& src) {
         for (size_t r = 0; r < written_inputs.size(); ++r)
           written_inputs[r][n.attr_sym("name")] = inputs[r].at(n.attr_sym("name")).cast(n.type->dtype);
   }
-  const std::vector<std::string> differ = check_backend(written, written_inputs, rows, opt);
-  opt.source = src.path;
-  // bf16 and f16: how far the program as written is from the same in f64
+  // bf16 and f16: how far the program as written is from the same in f64, which tells
+  // how far apart two backends may be (check_backend)
   std::vector<PrecisionRow> precision;
+  std::vector<double> rounding;
   if (has_low_precision(written))
-    precision = check_precision(written, g, complete_inputs(written, written_inputs, true));
+    precision = check_precision(written, g, complete_inputs(written, written_inputs, true), &rounding);
+  const std::vector<std::string> differ = check_backend(written, written_inputs, rows, opt, rounding);
+  opt.source = src.path;
   if (o.format == "json") {
     std::string j = gradcheck_json(rows, opt, differ);
     if (!precision.empty()) j.insert(j.rfind('}'), ",\n \"precision\": " + precision_json(precision));

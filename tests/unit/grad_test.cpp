@@ -449,5 +449,36 @@ TEST_CASE("verify checks the torch op's gradient under each convention") {
   }
 }
 
+TEST_CASE("verify: a backend may differ from the interpreter by a 16-bit program's own rounding, no more") {
+  // The native backend sums some f32 values in another order, or its vector cosf differs
+  // from the scalar one in the last bit; where such a value sits on a bf16 rounding
+  // boundary the two backends round it to its two neighbours, and every value after it
+  // carries that. Here y = 1 + 2^-8 exactly, a tie, which rounds to 1 (even); the stand-in
+  // backend gives the interpreter's outputs with y moved to the other neighbour, 1 + 2^-7,
+  // or 64 ulps further.
+  const std::string src =
+      "input x : bf16[1, 2]\ninput w : f32[2, 1]\ny = x @ cast(w, bf16)\n"
+      "loss = sum(cast(y, f32) * cast(y, f32))\ndw = grad(loss, w)\noutput y, dw\n";
+  const Graph low = compile(src, 1), wide = lower_program(parse_program(src), LowerOptions{0, true});
+  RankInputs in(1);
+  in[0]["x"] = Tensor::from(Type{DType::BF16, {1, 2}}, {1, 0x1p-8});
+  in[0]["w"] = Tensor::from(Type{DType::F32, {2, 1}}, {1});
+  std::vector<double> rounding;
+  REQUIRE(check_precision(low, wide, in, &rounding).size() == 2);
+  REQUIRE(rounding.size() == 3);  // y, dw, and dw again as the gradient
+  CHECK(rounding[0] == 0x1p-8);   // y is 1, half an ulp from 1 + 2^-8
+  for (const double to : {1 + 0x1p-7, 1 + 0x1p-7 * 65}) {
+    GradCheckOptions opt;
+    opt.run_default = [to](const Graph& p, const RankInputs& ins) {
+      RankOutputs o = interpret(p, ins);
+      o[0][0].second = Tensor::from(o[0][0].second.type, {to});
+      return o;
+    };
+    std::vector<GradCheckRow> rows(1);
+    CHECK(check_backend(low, in, rows, opt).size() == 1);  // an ulp is past f32's tolerance
+    CHECK(check_backend(low, in, rows, opt, rounding).size() == (to < 1.01 ? 0 : 1));
+  }
+}
+
 }  // namespace
 }  // namespace gradc::test
