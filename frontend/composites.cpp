@@ -81,7 +81,7 @@ ValueId one_hot(Builder& b, ValueId labels, int64_t n) {
 // The mean over the rows whose label is not ignore_index of -log_softmax at the
 // label. The label's entry is selected (a where, not a product with one_hot: a -inf
 // logit elsewhere stays out).
-ValueId cross_entropy(Builder& b, ValueId logits, ValueId labels, int64_t ignore_index) {
+ValueId cross_entropy(Builder& b, ValueId logits, ValueId labels, int64_t ignore_index, double label_smoothing) {
   const Type lt = b.type(logits);
   const int cls = lt.rank() - 1;
   std::vector<int64_t> rows;
@@ -94,7 +94,11 @@ ValueId cross_entropy(Builder& b, ValueId logits, ValueId labels, int64_t ignore
   const Ex count = reduce_sum(cast(b[kept], lt.dtype), rows);  // 0 when every row is ignored: NaN, as PyTorch's
   b(count);
   const ValueId ls = log_softmax(b, logits, cls);
-  return b(-(reduce_sum(reduce_sum(where(b[hit], b[ls], 0.0), {cls}), rows) / count));
+  const Ex nll = -(reduce_sum(reduce_sum(where(b[hit], b[ls], 0.0), {cls}), rows) / count);
+  if (label_smoothing == 0) return b(nll);
+  // every class's term, an ignored row's masked out (a -inf logit there gives no NaN)
+  const Ex smooth = -(reduce_sum(where(b[kept], reduce_sum(b[ls], {cls}), 0.0), rows) / count);
+  return b(nll * (1 - label_smoothing) + smooth * (label_smoothing / double(lt.shape.back())));
 }
 
 // (x - mean(x)) / sqrt(var(x) + eps), the variance biased; no affine part, as PyTorch's functional form.

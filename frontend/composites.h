@@ -23,7 +23,9 @@ ValueId normalize(Builder& b, ValueId x, int axis, double eps);
 ValueId arg_extremum(Builder& b, ValueId x, int axis, bool keep, bool max);
 ValueId one_hot(Builder& b, ValueId labels, int64_t n);
 // PyTorch's cross_entropy of logits [..., C] and labels [...] (checked, i32).
-ValueId cross_entropy(Builder& b, ValueId logits, ValueId labels, int64_t ignore_index);
+// With label_smoothing e, (1 - e) times that plus e / C times the same mean of the
+// rows' -sum(log_softmax) (PyTorch's, ignored rows left out of both).
+ValueId cross_entropy(Builder& b, ValueId logits, ValueId labels, int64_t ignore_index, double label_smoothing = 0);
 ValueId layer_norm(Builder& b, ValueId x, const std::vector<int64_t>& axes, double eps);
 ValueId rms_norm(Builder& b, ValueId x, const std::vector<int64_t>& axes, double eps);
 ValueId dropout(Builder& b, ValueId x, double p, ValueId seed);

@@ -1059,7 +1059,7 @@ V Lowerer::softmax_builtin(const Expr& e) {  // softmax, log_softmax, normalize
 }
 
 V Lowerer::cross_entropy_builtin(const Expr& e) {
-  Call c = bind_args(e, {"logits", "labels", "ignore_index"}, 2);
+  Call c = bind_args(e, {"logits", "labels", "ignore_index", "label_smoothing"}, 2);
   ValueId logits = float_tensor(arg(c, "logits"), e.loc);
   ValueId labels = targ(c, "labels");
   const Type lt = g_.type(logits);
@@ -1073,12 +1073,15 @@ V Lowerer::cross_entropy_builtin(const Expr& e) {
   if (ignore != int32_t(ignore))  // compared with i32 labels: it must be one (else it wraps onto a class)
     user_error(c.loc_of("ignore_index"), "cross_entropy: ignore_index {} does not fit in i32 ({} to {})", ignore,
                INT32_MIN, INT32_MAX);
+  const double smoothing = static_number(c, "label_smoothing", 0);
+  if (!(smoothing >= 0 && smoothing <= 1))  // PyTorch's range
+    user_error(c.loc_of("label_smoothing"), "cross_entropy: label_smoothing must be from 0 to 1, got {}", smoothing);
   Attrs ca;
   ca.set("n", Attr::of_int(lt.shape.back()));
   ca.set("ignore", Attr::of_int(ignore));
   labels = op(Op::CheckLabels, {labels}, e.loc, ca).id;
   At b = at(e.loc);
-  return V{composite::cross_entropy(b, logits, labels, ignore)};
+  return V{composite::cross_entropy(b, logits, labels, ignore, smoothing)};
 }
 
 V Lowerer::one_hot_builtin(const Expr& e) {

@@ -945,9 +945,11 @@ class Gen:
         rows, c = s
         a = self.rng.randrange(1, 4)
         lab = lambda r: (torch.arange(rows) * a + r) % c
-        return self.add(f"cross_entropy({x}, (iota({rows}) * {a} + rank) % {c})", [x],
-                        lambda env, w: Val([F.cross_entropy(env[x].ranks[r], lab(r)) for r in range(w)], dt,
-                                           live()))
+        eps = self.rng.choice([0.0, 0.0, 0.1, 0.25])
+        smooth = f", label_smoothing={eps}" if eps else ""
+        return self.add(f"cross_entropy({x}, (iota({rows}) * {a} + rank) % {c}{smooth})", [x],
+                        lambda env, w: Val([F.cross_entropy(env[x].ranks[r], lab(r), label_smoothing=eps)
+                                            for r in range(w)], dt, live()))
 
     def random_op(self):
         """dropout of a value, or rand or randn of a value's shape: a seed of its own or one
