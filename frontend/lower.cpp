@@ -391,9 +391,16 @@ class Lowerer {
       vs = call(e);
     else
       vs.push_back(single(e));
-    if (vs.size() != want)
-      user_error(e.loc, "{} gives {} value{}, but {} name{} to bind", e.kind == Expr::Call ? e.text : "this expression",
-                 vs.size(), vs.size() == 1 ? "" : "s", want, want == 1 ? " is" : "s are");
+    if (vs.size() != want) {  // (split's number is a size, not NumPy's and JAX's count of pieces)
+      const std::string f = e.kind == Expr::Call && !prog_.funcs.count(e.text) ? e.text : "";
+      user_error(e.loc, "{} gives {} value{}, but {} name{} to bind{}", e.kind == Expr::Call ? e.text : "this expression",
+                 vs.size(), vs.size() == 1 ? "" : "s", want, want == 1 ? " is" : "s are",
+                 f == "split"   ? " (split's number or list is the pieces' sizes, as PyTorch's, not NumPy's count of "
+                                  "pieces or points to split at; chunk(x, n) makes n pieces)"
+                 : f == "chunk" ? " (chunk(x, n) makes pieces of ceil(size / n), as PyTorch's: fewer than n where "
+                                  "they run out)"
+                                : "");
+    }
     return vs;
   }
 
@@ -648,8 +655,11 @@ class Lowerer {
       c.locs[params[i]] = e.args[i]->loc;
     }
     for (const ast::KwArg& kw : e.kwargs) {
-      if (std::find(params.begin(), params.end(), kw.name) == params.end())
-        user_error(kw.loc, "{}: unknown argument '{}' (expected {})", e.text, kw.name, fmt::join(params, ", "));
+      if (std::find(params.begin(), params.end(), kw.name) == params.end()) {
+        const bool dim = kw.name == "dim" && std::find(params.begin(), params.end(), "axis") != params.end();
+        user_error(kw.loc, "{}: unknown argument '{}' (expected {}){}", e.text, kw.name, fmt::join(params, ", "),
+                   dim ? ": gradc calls PyTorch's dim= axis=" : "");
+      }
       if (c.args.count(kw.name)) user_error(kw.loc, "{}: argument '{}' is given twice", e.text, kw.name);
       c.args[kw.name] = kw.value.get();
       c.locs[kw.name] = kw.loc;
@@ -680,6 +690,7 @@ class Lowerer {
     if (f != prog_.funcs.end()) return inline_call(e, f->second);
     if (e.text == "grad") return grad(e);
     if (e.text == "sort" || e.text == "topk") return sort_builtin(e);
+    if (e.text == "chunk" || e.text == "split") return split_builtin(e);
     return {builtin(e)};
   }
 
@@ -822,7 +833,10 @@ class Lowerer {
   V take_along_axis_builtin(const Expr& e);
   V scatter_builtin(const Expr& e);
   V argsort_builtin(const Expr& e);
-  std::vector<V> sort_builtin(const Expr& e);  // sort, topk: values and indices
+  std::vector<V> sort_builtin(const Expr& e);   // sort, topk: values and indices
+  std::vector<V> split_builtin(const Expr& e);  // chunk, split: the pieces
+  V stack_builtin(const Expr& e);
+  V repeat_interleave_builtin(const Expr& e);
   V einsum_builtin(const Expr& e);
   // The indices of op `what` (i32, each in 0..n-1: checked where they are made).
   ValueId checked_indices(const Call& c, const char* param, int64_t n);
@@ -911,6 +925,7 @@ const std::map<std::string, BuiltinFn>& builtins() {
         {"cumsum", &Lowerer::cumsum_builtin},       {"take_along_axis", &Lowerer::take_along_axis_builtin},
         {"scatter_add", &Lowerer::scatter_builtin}, {"index_add", &Lowerer::scatter_builtin},
         {"argsort", &Lowerer::argsort_builtin},     {"einsum", &Lowerer::einsum_builtin},
+        {"stack", &Lowerer::stack_builtin},         {"repeat_interleave", &Lowerer::repeat_interleave_builtin},
     };
     for (int i = 0; i < kNumOps; ++i) {
       const Op op = Op(i);
@@ -1534,6 +1549,103 @@ std::vector<V> Lowerer::sort_builtin(const Expr& e) {
   return {V{b.transpose(values, back)}, V{b.transpose(indices, back)}};
 }
 
+// PyTorch's chunk(x, chunks, axis=0): pieces of ceil(n / chunks) along the axis, the
+// last smaller, so fewer than `chunks` of them where they run out (7 in 4: 2, 2, 2, 1;
+// 6 in 4: 2, 2, 2); an empty axis gives `chunks` empty pieces. split(x, sizes, axis=0):
+// pieces of the sizes in a list, which add up to the axis, or of one size, the last
+// smaller (PyTorch's; NumPy's and JAX's split take a number of pieces or split points).
+std::vector<V> Lowerer::split_builtin(const Expr& e) {
+  const bool chunk = e.text == "chunk";
+  const char* what = chunk ? "chunks" : "sizes";
+  Call c = bind_args(e, {"x", what, "axis"}, 2);
+  const ValueId x = targ(c, "x");
+  const Type t = g_.type(x);
+  if (t.rank() == 0) user_error(e.loc, "{}: needs an axis, got a scalar", e.text);
+  const int axis = axis1(c, "axis", t, 0);
+  const int64_t n = t.shape[size_t(axis)];
+  const Expr& arg = *c.get(what);
+  std::vector<int64_t> sizes;
+  if (!chunk && arg.kind == Expr::List) {
+    sizes = static_ints(arg, "sizes");
+    int64_t total = 0;
+    for (int64_t k : sizes) {
+      if (k < 0) user_error(arg.loc, "split: a size is negative ({})", k);
+      total += k;
+    }
+    if (sizes.empty() || total != n)
+      user_error(arg.loc,
+                 "split: the sizes {} add up to {}, not axis {}'s {} (the sizes of the pieces, as PyTorch's "
+                 "split; NumPy's takes the points to split at)",
+                 fmt::format("[{}]", fmt::join(sizes, ", ")), total, axis, n);
+  } else {
+    const int64_t k = static_int(arg, what);
+    if (k < 1) user_error(arg.loc, "{}: {}={} must be at least 1", e.text, chunk ? "chunks" : "the size", k);
+    const int64_t piece = chunk ? (n + k - 1) / k : k;
+    if (n == 0) sizes.assign(size_t(chunk ? k : 1), 0);
+    for (int64_t at = 0; at < n; at += piece) sizes.push_back(std::min(piece, n - at));
+  }
+  std::vector<V> out;
+  std::vector<int64_t> starts(size_t(t.rank()), 0), ends(t.shape.begin(), t.shape.end());
+  for (const int64_t k : sizes) {
+    ends[size_t(axis)] = starts[size_t(axis)] + k;
+    Attrs a;
+    a.set("starts", Attr::of_ints(starts));
+    a.set("ends", Attr::of_ints(ends));
+    out.push_back(op(Op::Slice, {x}, e.loc, a));
+    starts[size_t(axis)] = ends[size_t(axis)];
+  }
+  return out;
+}
+
+// stack(xs, axis=0): concat of the values, each with a new axis of 1 there (same shapes)
+V Lowerer::stack_builtin(const Expr& e) {
+  Call c = bind_args(e, {"xs", "axis"}, 1);
+  const Expr* list = c.get("xs");
+  if (list->kind != Expr::List || list->args.empty())
+    user_error(list->loc, "stack: expects a list of values, such as [a, b]");
+  std::vector<V> vs;
+  DType dt = DType::I32;
+  for (const auto& x : list->args) {
+    vs.push_back(expr(*x));
+    dt = promote(dt, dtype(vs.back()));
+  }
+  std::vector<ValueId> ids;
+  for (size_t i = 0; i < vs.size(); ++i) ids.push_back(tensor(vs[i], dt, list->args[i]->loc));
+  const Shape s = g_.type(ids[0]).shape;
+  for (size_t i = 1; i < ids.size(); ++i)
+    if (g_.type(ids[i]).shape != s)
+      user_error(list->args[i]->loc, "stack: every value must have the first one's shape {}, got {}", shape_str(s),
+                 shape_str(g_.type(ids[i]).shape));
+  const Type grown{dt, Shape(s.size() + 1, 1)};
+  const int axis = c.get("axis") ? norm_axis(c.loc_of("axis"), "stack", static_int(*c.get("axis"), "axis"), grown) : 0;
+  Shape one = s;
+  one.insert(one.begin() + axis, 1);
+  At b = at(e.loc);
+  for (ValueId& id : ids) id = b.reshape(id, one);
+  if (ids.size() == 1) return V{ids[0]};
+  Attrs a;
+  a.set("axis", Attr::of_int(axis));
+  return op(Op::Concat, ids, e.loc, a);
+}
+
+// repeat_interleave(x, repeats, axis): each element `repeats` times in a row along the
+// axis (PyTorch's, with an int and an axis): [a, b] -> [a, a, b, b]
+V Lowerer::repeat_interleave_builtin(const Expr& e) {
+  Call c = bind_args(e, {"x", "repeats", "axis"}, 3);
+  const ValueId x = targ(c, "x");
+  const Type t = g_.type(x);
+  if (t.rank() == 0) user_error(e.loc, "repeat_interleave: needs an axis, got a scalar");
+  const int axis = axis1(c, "axis", t, 0);
+  const int64_t k = static_int(*c.get("repeats"), "repeats");
+  if (k < 0) user_error(c.loc_of("repeats"), "repeat_interleave: repeats={} is negative", k);
+  Shape one = t.shape, many = t.shape, out = t.shape;
+  one.insert(one.begin() + axis + 1, 1);
+  many.insert(many.begin() + axis + 1, k);
+  out[size_t(axis)] *= k;
+  At b = at(e.loc);
+  return V{b.reshape(b.broadcast(b.reshape(x, one), many), out)};
+}
+
 V Lowerer::argsort_builtin(const Expr& e) {
   return sort_builtin(e)[1];  // its indices
 }
@@ -1774,7 +1886,8 @@ void Lowerer::unknown_function(const Expr& e) {
   // The nearest known names: within a third of the name's length in edits. A collective
   // only for a typo of its name (two edits): scatter_add is no misspelt scatter, and
   // a collective offered for a local op would move data between ranks.
-  std::vector<std::string> known = {"grad", "sort", "topk"};  // the builtins with several values, and builtins()
+  // the builtins with several values, and builtins()
+  std::vector<std::string> known = {"grad", "sort", "topk", "chunk", "split"};
   for (const auto& [k, fn] : builtins()) {
     const std::optional<Op> op = op_by_name(k);
     if (!op || !is_collective(*op) || edit_distance(f, k) <= 2) known.push_back(k);

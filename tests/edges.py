@@ -106,6 +106,21 @@ ROWS = [
      [[0.5, 0.25, 0.0], [1.0, 2.0, 3.0]], lambda x, b: b.scatter_add(1, torch.tensor([[0, 2, 2], [1, 1, 1]]), x)),
     ("index_add, repeated index", "index_add(b, 0, [2, 0, 2], x)", [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]],
      [[0.5, 0.25], [0.0, 1.0], [2.0, 3.0]], lambda x, b: b.index_add(0, torch.tensor([2, 0, 2]), x)),
+    # pieces put back in another order, each scaled by its own number: a piece out of place shows
+    ("chunk, 7 in 4 (2, 2, 2, 1)", "a_, b_, c_, d_ = chunk(x, 4, axis=1); concat([d_ * 4, c_ * 3, b_ * 2, a_], axis=1)",
+     [[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0], [8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0]], None,
+     lambda x, b: (lambda a, b_, c, d: torch.cat([d * 4, c * 3, b_ * 2, a], 1))(*x.chunk(4, 1))),
+    ("split by sizes and by a size", "a_, b_, c_ = split(x, [1, 3, 1]); d_, e_, f_ = split(x, 2, axis=-1); "
+     "concat([c_ * 3, a_, b_ * 2], axis=0) + concat([f_, e_ * 5, d_ * 7], axis=1)",
+     [[1.0, 2.0, 3.0, 4.0, 5.0], [6.0, 7.0, 8.0, 9.0, 10.0], [1.5, 2.5, 3.5, 4.5, 5.5], [0.0, -1.0, -2.0, -3.0, -4.0],
+      [7.0, 8.0, 9.0, 10.0, 11.0]], None,
+     lambda x, b: (lambda a, b_, c: torch.cat([c * 3, a, b_ * 2], 0))(*x.split([1, 3, 1]))
+     + (lambda d, e, f: torch.cat([f, e * 5, d * 7], 1))(*x.split(2, -1))),
+    ("stack along a middle axis", "stack([x, x * x, 2 * x], axis=1)", [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], None,
+     lambda x, b: torch.stack([x, x * x, 2 * x], 1)),
+    ("repeat_interleave (GQA's heads)", "repeat_interleave(x, 3, axis=0) * reshape(cast(iota(12), f64), [6, 2])",
+     [[1.0, 2.0], [3.0, 4.0]], None,
+     lambda x, b: x.repeat_interleave(3, 0) * torch.arange(12.0).reshape(6, 2)),
     # indices join the values as 1000 * index, so that a wrong index shows in y
     ("sort with ties, NaN and -inf", "v_, i_ = sort(x); v_ + 1000 * cast(i_, f64)", [3.0, NAN, 1.0, 3.0, -INF, 0.0], None,
      lambda x, b: (lambda r: r.values + 1000 * r.indices)(torch.sort(x, stable=True))),
