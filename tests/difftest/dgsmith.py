@@ -817,7 +817,8 @@ class Gen:
             raise Skip("no tensor")
         s = self.env[x].shape
         r = len(s)
-        kind = self.rng.choice(["reshape", "transpose", "slice", "index", "expand", "squeeze", "broadcast", "concat"])
+        kind = self.rng.choice(["reshape", "transpose", "slice", "index", "expand", "squeeze", "broadcast", "concat",
+                                "pieces", "stack", "repeat"])
         dt = self.env[x].dtype
         if kind == "reshape":
             n = int(np.prod(s))
@@ -856,6 +857,37 @@ class Gen:
             new = [self.dims()] + list(s)
             return self.add(f"broadcast_to({x}, [{', '.join(map(str, new))}])", [x],
                             lambda env, w: local(lambda t: t.broadcast_to(new), dt, env[x]))
+        if kind == "pieces":  # chunk or split, the pieces put back in another order, each scaled by its place
+            ax = self.rng.randrange(r)
+            if s[ax] < 2:
+                raise Skip("short axis")
+            if self.rng.random() < 0.5:
+                c = self.rng.randrange(2, min(s[ax], 4) + 1)
+                call, cut = f"chunk(t, {c}, axis={ax})", lambda t: t.chunk(c, ax)
+            else:
+                k = self.rng.randrange(1, s[ax])
+                sizes = [k, s[ax] - k] if self.rng.random() < 0.5 else None
+                call = f"split(t, {sizes if sizes else k}, axis={ax})"
+                cut = lambda t: t.split(sizes if sizes else k, ax)
+            count = len(cut(torch.zeros(s)))
+            order = list(range(count))
+            self.rng.shuffle(order)
+            names = [f"p{i}_" for i in range(count)]
+            fname = self.fresh("f")
+            back = ", ".join(f"{names[i]} * {i + 1}" for i in order)
+            prologue = f"def {fname}(t) {{\n  {', '.join(names)} = {call}\n  return concat([{back}], axis={ax})\n}}"
+            return self.add(f"{fname}({x})", [x], lambda env, w: local(
+                lambda t: torch.cat([cut(t)[i] * (i + 1) for i in order], ax), dt, env[x]), prologue=prologue)
+        if kind == "repeat":
+            ax, k = self.rng.randrange(r), self.rng.randrange(1, 4)
+            return self.add(f"repeat_interleave({x}, {k}, axis={ax})", [x],
+                            lambda env, w: local(lambda t: t.repeat_interleave(k, ax), dt, env[x]))
+        if kind == "stack":
+            ax = self.rng.randrange(r + 1)
+            cands = [n for n, v in self.env.items() if v.dtype == dt and list(v.shape) == list(s)]
+            y = self.rng.choice(cands)
+            return self.add(f"stack([{x}, {y}], axis={ax})", [x, y],
+                            lambda env, w: local(lambda a, b: torch.stack([a, b], ax), dt, env[x], env[y]))
         ax = self.rng.randrange(r)
         cands = [n for n, v in self.env.items() if v.dtype == dt and len(v.shape) == r and
                  all(v.shape[d] == s[d] for d in range(r) if d != ax)]
