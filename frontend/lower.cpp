@@ -393,8 +393,9 @@ class Lowerer {
       vs.push_back(single(e));
     if (vs.size() != want) {  // (split's number is a size, not NumPy's and JAX's count of pieces)
       const std::string f = e.kind == Expr::Call && !prog_.funcs.count(e.text) ? e.text : "";
-      user_error(e.loc, "{} gives {} value{}, but {} name{} to bind{}", e.kind == Expr::Call ? e.text : "this expression",
-                 vs.size(), vs.size() == 1 ? "" : "s", want, want == 1 ? " is" : "s are",
+      user_error(e.loc, "{} gives {} value{}, but {} name{} to bind{}",
+                 e.kind == Expr::Call ? e.text : "this expression", vs.size(), vs.size() == 1 ? "" : "s", want,
+                 want == 1 ? " is" : "s are",
                  f == "split"   ? " (split's number or list is the pieces' sizes, as PyTorch's, not NumPy's count of "
                                   "pieces or points to split at; chunk(x, n) makes n pieces)"
                  : f == "chunk" ? " (chunk(x, n) makes pieces of ceil(size / n), as PyTorch's: fewer than n where "
@@ -836,6 +837,7 @@ class Lowerer {
   std::vector<V> sort_builtin(const Expr& e);   // sort, topk: values and indices
   std::vector<V> split_builtin(const Expr& e);  // chunk, split: the pieces
   V stack_builtin(const Expr& e);
+  std::vector<ValueId> value_list(const Call& c);
   V repeat_interleave_builtin(const Expr& e);
   V einsum_builtin(const Expr& e);
   // The indices of op `what` (i32, each in 0..n-1: checked where they are made).
@@ -1166,12 +1168,11 @@ V Lowerer::transpose_builtin(const Expr& e) {
   return op(Op::Transpose, {x}, loc, a);
 }
 
-V Lowerer::concat_builtin(const Expr& e) {
-  const Loc loc = e.loc;
-  Call c = bind_args(e, {"xs", "axis"}, 1);
+// concat's and stack's list of values, as tensors of their promoted dtype
+std::vector<ValueId> Lowerer::value_list(const Call& c) {
   const Expr* list = c.get("xs");
   if (list->kind != Expr::List || list->args.empty())
-    user_error(list->loc, "concat: expects a list of values, such as [a, b]");
+    user_error(list->loc, "{}: expects a list of values, such as [a, b]", c.name);
   std::vector<V> vs;
   DType dt = DType::I32;
   for (const auto& x : list->args) {
@@ -1180,6 +1181,13 @@ V Lowerer::concat_builtin(const Expr& e) {
   }
   std::vector<ValueId> ids;
   for (size_t i = 0; i < vs.size(); ++i) ids.push_back(tensor(vs[i], dt, list->args[i]->loc));
+  return ids;
+}
+
+V Lowerer::concat_builtin(const Expr& e) {
+  const Loc loc = e.loc;
+  Call c = bind_args(e, {"xs", "axis"}, 1);
+  const std::vector<ValueId> ids = value_list(c);
   Attrs a;
   a.set("axis", Attr::of_int(axis1(c, "axis", g_.type(ids[0]), 0)));
   return op(Op::Concat, ids, loc, a);
@@ -1600,23 +1608,13 @@ std::vector<V> Lowerer::split_builtin(const Expr& e) {
 // stack(xs, axis=0): concat of the values, each with a new axis of 1 there (same shapes)
 V Lowerer::stack_builtin(const Expr& e) {
   Call c = bind_args(e, {"xs", "axis"}, 1);
-  const Expr* list = c.get("xs");
-  if (list->kind != Expr::List || list->args.empty())
-    user_error(list->loc, "stack: expects a list of values, such as [a, b]");
-  std::vector<V> vs;
-  DType dt = DType::I32;
-  for (const auto& x : list->args) {
-    vs.push_back(expr(*x));
-    dt = promote(dt, dtype(vs.back()));
-  }
-  std::vector<ValueId> ids;
-  for (size_t i = 0; i < vs.size(); ++i) ids.push_back(tensor(vs[i], dt, list->args[i]->loc));
+  std::vector<ValueId> ids = value_list(c);
   const Shape s = g_.type(ids[0]).shape;
   for (size_t i = 1; i < ids.size(); ++i)
     if (g_.type(ids[i]).shape != s)
-      user_error(list->args[i]->loc, "stack: every value must have the first one's shape {}, got {}", shape_str(s),
-                 shape_str(g_.type(ids[i]).shape));
-  const Type grown{dt, Shape(s.size() + 1, 1)};
+      user_error(c.get("xs")->args[i]->loc, "stack: every value must have the first one's shape {}, got {}",
+                 shape_str(s), shape_str(g_.type(ids[i]).shape));
+  const Type grown{g_.type(ids[0]).dtype, Shape(s.size() + 1, 1)};
   const int axis = c.get("axis") ? norm_axis(c.loc_of("axis"), "stack", static_int(*c.get("axis"), "axis"), grown) : 0;
   Shape one = s;
   one.insert(one.begin() + axis, 1);
