@@ -124,13 +124,27 @@ std::optional<int64_t> int_value(const std::string& s) {
 }
 
 // How a number that differs between the points is read as an integer: an integer
-// literal as written, a float as the whole number it is, as the whole number it is one
-// over (a mean's 1/n), or as a whole number times 2^-shift (a mean over 4 ranks of a
-// sum over B is B / 4; shift 1 to 16), where double(k) / 2^shift is exact.
+// literal as written, a float as the whole number it is, as a whole number times
+// 2^-shift (a mean over 4 ranks of a sum over B is B / 4; shift 1 to 16), where double(k)
+// / 2^shift is exact, or as the whole number k of `num / k` for one float `num` at every
+// point: a mean's 1 / n, and a constant divided by a size and folded into one number
+// (label smoothing's 0.1 / C, C = 4 B, is 0.025 / B; 0.1f / B in f32).
 struct Reading {
-  enum Kind { Int, Whole, Reciprocal, Scaled } kind = Int;
+  enum Kind { Int, Whole, Scaled, Ratio } kind = Int;
   int shift = 0;
+  double num = 0;  // Ratio's numerator
 };
+
+// A double as a C++ expression of the same value: the shortest literal that round-trips,
+// with a point or an exponent ("0.025", "3.0", "1e-05"), or an f32 literal's value where
+// that is shorter ("double(0.3f)" for 0.30000001192092896).
+std::string double_literal(double x) {
+  auto literal = [](const std::string& t) { return t.find_first_of(".eEn") == std::string::npos ? t + ".0" : t; };
+  const std::string d = literal(fmt::format("{}", x));
+  if (double(float(x)) != x) return d;
+  const std::string f = literal(fmt::format("{}", float(x)));
+  return f.size() + 9 < d.size() ? "double(" + f + "f)" : d;
+}
 
 // `n` read as an integer the way `r` says; nothing where it is not one so.
 std::optional<int64_t> read_as(const std::string& n, Reading r) {
@@ -138,23 +152,72 @@ std::optional<int64_t> read_as(const std::string& n, Reading r) {
   const bool single = !n.empty() && (n.back() == 'f' || n.back() == 'F');
   double v = single ? double(std::strtof(n.c_str(), nullptr)) : std::strtod(n.c_str(), nullptr);
   if (r.kind == Reading::Scaled) v = std::ldexp(v, r.shift);  // exact
-  if (r.kind != Reading::Reciprocal) {
+  if (r.kind == Reading::Whole || r.kind == Reading::Scaled) {
     if (std::fabs(v) < 9e15 && v == std::floor(v)) return int64_t(v);
     return std::nullopt;
   }
-  if (v == 0 || !std::isfinite(1 / v)) return std::nullopt;
-  const int64_t k = std::llround(1 / v);
-  if (k != 0 && (single ? double(float(1.0 / double(k))) == v : 1.0 / double(k) == v)) return k;
+  const double num = r.num;
+  if (v == 0 || !std::isfinite(num / v) || std::fabs(num / v) > 9e15) return std::nullopt;
+  const int64_t k = std::llround(num / v);
+  if (k != 0 && (single ? double(float(num / double(k))) == v : num / double(k) == v)) return k;
   return std::nullopt;
 }
 
+// The Ratio reading of `numbers` (floats, the first point's first), if any: over each
+// whole k at the first point, at most 2^20, for which the others' values over the first
+// one's make each of theirs whole too (to their precision), the numerators that give
+// every value exactly, k at the first point included: 1, a decimal of 1 to 9 significant
+// digits near k times the first value, that product or a double next to it; of an f32
+// value, f32 numbers only (an f32 program's constants are folded in f32: 0.3 / B is
+// 0.3f / B, 0.3f being 0.30000001192092896). The numerator of the fewest digits, then the
+// least k: 0.1f / (B^2 + 1), not 1 / (10 B^2 + 10), and 0.5 / (3 B), not 0.16666667 / B,
+// which give the same f32 values at the points tried and others elsewhere. A numerator
+// 2^-j is written as 1 over 2^j k (the same doubles): 1 / (16 B), not 0.5 / (8 B).
+std::optional<Reading> ratio_reading(const std::vector<std::string>& numbers) {
+  const bool single = numbers[0].back() == 'f' || numbers[0].back() == 'F';
+  std::vector<double> v;
+  for (const std::string& n : numbers) v.push_back(std::strtod(n.c_str(), nullptr));
+  for (double x : v)
+    if (x == 0 || !std::isfinite(x)) return std::nullopt;
+  std::optional<std::pair<int, Reading>> best;  // (digits, reading)
+  for (int64_t k = 1; k <= (int64_t(1) << 20) && !(best && best->first == 1); ++k) {
+    const double tol = std::min(0.01, double(k) * (single ? 1e-6 : 1e-13));
+    bool whole = true;
+    for (size_t s = 1; s < v.size() && whole; ++s) {
+      const double ks = double(k) * (v[0] / v[s]);
+      whole = std::fabs(ks - std::round(ks)) < tol;
+    }
+    if (!whole) continue;
+    const double num = v[0] * double(k);
+    std::vector<std::pair<double, int>> candidates = {{1.0, 1}};  // by their digits
+    for (int digits = 1; digits <= 9; ++digits) {
+      const double x = std::strtod(fmt::format("{:.{}g}", num, digits).c_str(), nullptr);
+      candidates.push_back({single ? double(float(x)) : x, digits});
+    }
+    for (const double c : {num, std::nextafter(num, HUGE_VAL), std::nextafter(num, -HUGE_VAL)})
+      candidates.push_back({c, 17});
+    for (const auto& [c, digits] : candidates) {
+      const Reading r{Reading::Ratio, 0, c};
+      if ((best && digits >= best->first) || (single && double(float(c)) != c) || std::llround(c / v[0]) != k ||
+          !std::all_of(numbers.begin(), numbers.end(), [&](const std::string& n) { return read_as(n, r).has_value(); }))
+        continue;
+      int e = 0;
+      best = {digits,
+              std::frexp(std::fabs(c), &e) == 0.5 && e <= 0 ? Reading{Reading::Ratio, 0, c < 0 ? -1.0 : 1.0} : r};
+      break;
+    }
+  }
+  if (!best) return std::nullopt;
+  return best->second;
+}
+
 // The readings under which each of `numbers` is an integer, in this order: an integer
-// literal's one; a float's whole value, its reciprocal's, and its value times the least
-// 2^shift that makes every one whole. Each with those integers.
+// literal's one; a float's whole value, its value times the least 2^shift that makes
+// every one whole, and where neither is, its Ratio reading. Each with those integers.
 std::vector<std::pair<Reading, std::vector<int64_t>>> read_all(const std::vector<std::string>& numbers) {
   std::vector<Reading> readings = {{Reading::Int, 0}};
   if (is_float_literal(numbers[0])) {
-    readings = {{Reading::Whole, 0}, {Reading::Reciprocal, 0}};
+    readings = {{Reading::Whole, 0}};
     for (int shift = 1; shift <= 16; ++shift) readings.push_back({Reading::Scaled, shift});
   }
   std::vector<std::pair<Reading, std::vector<int64_t>>> out;
@@ -166,6 +229,12 @@ std::vector<std::pair<Reading, std::vector<int64_t>>> read_all(const std::vector
     out.push_back({r, std::move(values)});
     if (r.kind == Reading::Scaled) break;  // the least shift (a larger one fits the same way)
   }
+  if (out.empty() && is_float_literal(numbers[0]))
+    if (const std::optional<Reading> r = ratio_reading(numbers)) {
+      std::vector<int64_t> values;
+      for (const std::string& n : numbers) values.push_back(*read_as(n, *r));
+      out.push_back({*r, std::move(values)});
+    }
   return out;
 }
 
@@ -185,8 +254,14 @@ std::optional<std::pair<Reading, Polynomial>> fit_numbers(
     Polynomial poly = fit_on_grid(vars, m, kAnyDegree, fit_values, kAnyFirst);
     size_t s = 0;
     while (s < points.size() && poly.at(points[s]) == Rational(values[s])) ++s;
-    if (s == points.size()) return std::pair{reads[k].first, std::move(poly)};
-    if (k == 0 && misfit) *misfit = s;
+    // a Ratio's denominator has whole coefficients: an f32 value has other numerators over
+    // other k that give it at the points by chance (0.1f / (B / 3) for 0.3f / B at B a
+    // multiple of 3), and elsewhere an f32 ulp apart
+    const bool whole =
+        reads[k].first.kind != Reading::Ratio ||
+        std::all_of(poly.terms.begin(), poly.terms.end(), [](const auto& t) { return t.second.den == 1; });
+    if (s == points.size() && whole) return std::pair{reads[k].first, std::move(poly)};
+    if (k == 0 && misfit) *misfit = std::min(s, points.size() - 1);  // (all fit: a Ratio not whole)
   }
   return std::nullopt;
 }
@@ -270,7 +345,8 @@ AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vect
       for (size_t s = 0; s < cut.size(); ++s) numbers.push_back(cut[s][p].number);
       const auto reads = read_all(numbers);
       if (reads.empty()) {
-        fail(is_float ? "is not a whole number, nor one over one, nor one over a power of 2 times one, at every size"
+        fail(is_float ? "is not a whole number, nor one over a power of 2 times one, nor one constant over "
+                        "one, at every size"
                       : "is not an integer");
         return {{}, r.why};
       }
@@ -331,8 +407,9 @@ AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vect
       if (!plain && !alone && !is_float) e = "(" + e + ")";
       if (!is_float)
         text += e;
-      else if (how.kind == Reading::Reciprocal)
-        text += single ? fmt::format("float(1.0 / double({}))", e) : fmt::format("(1.0 / double({}))", e);
+      else if (how.kind == Reading::Ratio)  // the numerator as the double it is: {} round-trips
+        text += single ? fmt::format("float({} / double({}))", double_literal(how.num), e)
+                       : fmt::format("({} / double({}))", double_literal(how.num), e);
       else if (how.kind == Reading::Scaled)  // exact: a whole number over a power of 2
         text += single ? fmt::format("float(double({}) / {}.0)", e, int64_t(1) << how.shift)
                        : fmt::format("(double({}) / {}.0)", e, int64_t(1) << how.shift);

@@ -98,7 +98,9 @@ ValueId cross_entropy(Builder& b, ValueId logits, ValueId labels, int64_t ignore
   if (label_smoothing == 0) return b(nll);
   // every class's term, an ignored row's masked out (a -inf logit there gives no NaN)
   const Ex smooth = -(reduce_sum(where(b[kept], reduce_sum(b[ls], {cls}), 0.0), rows) / count);
-  return b(nll * (1 - label_smoothing) + smooth * (label_smoothing / double(lt.shape.back())));
+  // / C last: a constant e / C would be no whole number nor one over one at every C, so no
+  // class for any batch size could take it (codegen/any_size.cpp)
+  return b(nll * (1 - label_smoothing) + smooth * label_smoothing / double(lt.shape.back()));
 }
 
 // (x - mean(x)) / sqrt(var(x) + eps), the variance biased; no affine part, as PyTorch's functional form.

@@ -90,7 +90,7 @@ def reference_program(meta):
         along = [a.strip(" []") for a in m.group(2)[1:-1].split(",")] if m.group(2) else axes
         return f"{m.group(1)} {shared_list([a for a in one if a in along], bool(meta['_MESH']))}"
 
-    text = re.sub(r"^(input\s+\w+\s*:\s*\w+\[[^\]]*\])\s+shared(\([^)]*\)|\b)", keep, meta["_TEXT"], flags=re.M)
+    text = re.sub(r"^(input\s+\w+\s*:\s*\w+(?:\[[^\]]*\])?)\s+shared(\([^)]*\)|\b)", keep, meta["_TEXT"], flags=re.M)
     lines = [text.rstrip("\n"), "# the torch op's objective (tests/torch/check_ops.py)"]
     terms = []
     for name, dtype, shape in meta["_OUTPUTS"]:
@@ -147,7 +147,7 @@ def make_data(meta, world, seed, workdir):
         data.append(d)
     # a shared input has one value: rank 0's, or along its axes that of its group's first rank
     shared = {}
-    for m in re.finditer(r"^input\s+(\w+)\s*:\s*\w+\[[^\]]*\]\s+shared(?:\(([^)]*)\))?", meta["_TEXT"], re.M):
+    for m in re.finditer(r"^input\s+(\w+)\s*:\s*\w+(?:\[[^\]]*\])?\s+shared(?:\(([^)]*)\))?", meta["_TEXT"], re.M):
         shared[m.group(1)] = [a.strip(" []") for a in m.group(2).split(",")] if m.group(2) else None
     for name, along in meta["_ONE_LOSS"].items():  # a cotangent that is one value along them
         shared["ct_" + name] = along

@@ -404,8 +404,9 @@ TEST_CASE("a class for any size: a float that is a whole number over a power of 
   CHECK(r.files[0].text ==
         "void c::run() {\n  double q = (double(sz_.B) / 4.0);\n  float e = float(double(3*sz_.B) / 8.0);\n"
         "  double t = double(sz_.B);\n}\n");
-  CHECK(fit_any_size({"B"}, {1}, tenth, "c").why.find("nor one over a power of 2 times one, at every size") !=
-        std::string::npos);
+  CHECK(fit_any_size({"B"}, {1}, tenth, "c")
+            .why.find("nor one over a power of 2 times one, nor one constant over "
+                      "one, at every size") != std::string::npos);
 }
 
 TEST_CASE("least_sizes: the least size at which the program's numbers are the formulas'") {
