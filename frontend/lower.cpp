@@ -1819,6 +1819,22 @@ V Lowerer::collective_builtin(const Expr& e) {  // every collective, by its op's
   const std::string& f = e.text;
   const Loc loc = e.loc;
   if (in_default_) user_error(loc, "{}: an input's default value cannot use collectives", f);
+  // PyTorch's torch.gather(x, dim, index) and x.scatter_add(dim, index, src) are local
+  // ops, gradc's gather and scatter collectives: a tensor where the collective has its
+  // axis, or PyTorch's names, say which op is which
+  if (f == "gather" || f == "scatter") {
+    const bool torch_names = std::any_of(e.kwargs.begin(), e.kwargs.end(), [](const ast::KwArg& k) {
+      return k.name == "dim" || k.name == "index" || k.name == "src";
+    });
+    if (torch_names || (e.args.size() >= 3 && !expr(*e.args[2]).is_int_lit()))  // (a literal: no nodes)
+      user_error(loc, "{}",
+                 f == "gather" ? "gather: gradc's gather is the collective (every rank's x gathered on the root: "
+                                 "gather(x, root, axis)); PyTorch's torch.gather(x, dim, index) is "
+                                 "take_along_axis(x, index, axis=dim)"
+                               : "scatter: gradc's scatter is the collective (the root's x split among the ranks: "
+                                 "scatter(x, root, axis)); PyTorch's x.scatter_add(dim, index, src) is "
+                                 "scatter_add(x, dim, index, src)");
+  }
   const Op o = *op_by_name(f);
   std::vector<std::string> params = {"x"};  // then its own (ir/collectives.h), then over
   for (const std::string& p : collective_rules()[o].params) params.push_back(p);
