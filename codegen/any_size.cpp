@@ -254,11 +254,12 @@ std::optional<std::pair<Reading, Polynomial>> fit_numbers(
     Polynomial poly = fit_on_grid(vars, m, kAnyDegree, fit_values, kAnyFirst);
     size_t s = 0;
     while (s < points.size() && poly.at(points[s]) == Rational(values[s])) ++s;
-    // a Ratio's denominator has whole coefficients: an f32 value has other numerators over
-    // other k that give it at the points by chance (0.1f / (B / 3) for 0.3f / B at B a
-    // multiple of 3), and elsewhere an f32 ulp apart
+    // a Ratio's denominator has whole coefficients, but for one over it (1 / (B / 2) at
+    // even B): an f32 value has other numerators over other k that give it at the points
+    // by chance (0.1f / (B / 3) for 0.3f / B at B a multiple of 3), and elsewhere an f32
+    // ulp apart
     const bool whole =
-        reads[k].first.kind != Reading::Ratio ||
+        reads[k].first.kind != Reading::Ratio || std::fabs(reads[k].first.num) == 1 ||
         std::all_of(poly.terms.begin(), poly.terms.end(), [](const auto& t) { return t.second.den == 1; });
     if (s == points.size() && whole) return std::pair{reads[k].first, std::move(poly)};
     if (k == 0 && misfit) *misfit = std::min(s, points.size() - 1);  // (all fit: a Ratio not whole)
