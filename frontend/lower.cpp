@@ -1594,12 +1594,10 @@ std::vector<V> Lowerer::split_builtin(const Expr& e) {
   }
   std::vector<V> out;
   std::vector<int64_t> starts(size_t(t.rank()), 0), ends(t.shape.begin(), t.shape.end());
+  At b = at(e.loc);
   for (const int64_t k : sizes) {
     ends[size_t(axis)] = starts[size_t(axis)] + k;
-    Attrs a;
-    a.set("starts", Attr::of_ints(starts));
-    a.set("ends", Attr::of_ints(ends));
-    out.push_back(op(Op::Slice, {x}, e.loc, a));
+    out.push_back(V{b.slice(x, starts, ends)});
     starts[size_t(axis)] = ends[size_t(axis)];
   }
   return out;
