@@ -969,21 +969,6 @@ const std::map<std::string, std::string> kAliases = {{"mm", "matmul (or a @ b)"}
                                                      {"layernorm", "layer_norm"},
                                                      {"rmsnorm", "rms_norm"}};
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
 V Lowerer::builtin(const Expr& e) {
   const std::string& f = e.text;
   if (auto it = builtins().find(f); it != builtins().end()) {

@@ -77,6 +77,21 @@ std::string call_chain(const std::string& path, Loc loc, bool col) {
   return out;
 }
 
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
 std::string loc_str(const std::string& path, Loc loc, bool col) {
   return (col ? fmt::format("{}:{}:{}", path, loc.line, loc.col) : fmt::format("{}:{}", path, loc.line)) +
          call_chain(path, loc, col);

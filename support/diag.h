@@ -51,6 +51,10 @@ std::string call_chain(const std::string& path, Loc loc, bool col = true);
 // starts at the line); `used` is how many characters it read. Loc{} where it is none.
 Loc parse_loc_str(const std::string& path, const char* s, size_t* used);
 
+// Levenshtein's distance between two names: the edits (insert, delete, replace one
+// character) from one to the other, for "did you mean" hints.
+size_t edit_distance(const std::string& a, const std::string& b);
+
 struct UserError : std::runtime_error {
   Loc loc;
   std::vector<std::pair<Loc, std::string>> notes;  // printed after the error, as clang's "note:"

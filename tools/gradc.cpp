@@ -1348,6 +1348,32 @@ UsageError needs_value(const char* flag) {
   return UsageError(fmt::format("{}{} needs a value", std::string(flag) == "o" ? "-" : "--", flag));
 }
 
+// "unknown option --out; did you mean --outputs?": the command's flags that the name
+// begins (a shortened flag) or is two edits from.
+UsageError unknown_option(const Command& c, const std::string& arg) {
+  const bool two = arg.rfind("--", 0) == 0;
+  std::string key = arg.substr(two ? 2 : 1);
+  key = key.substr(0, key.find('='));
+  std::vector<std::string> near;
+  for (const Flag& f : c.flags) {
+    const std::string name = f.name;
+    if (name.size() > 1 && !key.empty() && (name.rfind(key, 0) == 0 || edit_distance(key, name) <= 2))
+      near.push_back("--" + name);
+  }
+  std::string msg = fmt::format("unknown option {}{}", two ? "--" : "-", key);
+  if (!near.empty()) msg += fmt::format("; did you mean {}?", fmt::join(near, " or "));
+  return UsageError(msg);
+}
+
+bool known_option(const Command& c, const std::string& arg) {
+  if (arg == "-h" || arg == "--help" || arg == "-v") return true;
+  std::string key = arg.substr(arg.rfind("--", 0) == 0 ? 2 : 1);
+  key = key.substr(0, key.find('='));
+  for (const Flag& f : c.flags)
+    if (key == f.name) return true;
+  return false;
+}
+
 // Parses a command's arguments with CLI11 into Options: `--key=value`, `--key value`,
 // switches, -o, positional files. A mistake is a UsageError (exit 2) in gradc's words.
 Options parse_command(const Command& c, int argc, char** argv, bool& help) {
@@ -1387,6 +1413,12 @@ Options parse_command(const Command& c, int argc, char** argv, bool& help) {
     std::cout << app.help();
     return o;
   } catch (const CLI::ParseError& e) {
+    // an unknown option first: `--out o1` left `o1` a second FILE, and CLI11 said
+    // "FILE: At Most 1 required but received 2"
+    for (int i = 2; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a.size() > 1 && a[0] == '-' && a != "--" && !known_option(c, a)) throw unknown_option(c, a);
+    }
     // "--ranks: 1 required TEXT missing" and the like
     std::string what = e.what();
     for (const Flag& f : c.flags)
@@ -1395,11 +1427,7 @@ Options parse_command(const Command& c, int argc, char** argv, bool& help) {
     throw UsageError(what);
   }
   for (const std::string& extra : app.remaining()) {
-    if (extra.rfind("-", 0) == 0 && extra != "-") {
-      std::string key = extra.substr(extra.rfind("--", 0) == 0 ? 2 : 1);
-      key = key.substr(0, key.find('='));
-      throw UsageError(fmt::format("unknown option {}{}", extra.rfind("--", 0) == 0 ? "--" : "-", key));
-    }
+    if (extra.rfind("-", 0) == 0 && extra != "-") throw unknown_option(c, extra);
     o.files.push_back(extra);
   }
   return o;

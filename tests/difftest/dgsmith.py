@@ -1553,14 +1553,13 @@ def check_torch(gradc, prog, folder, cuda=False):
 def rounded_f32(stmt, env):
     """Whether the statement computes an f32 value from float values: gradc rounds it to
     f32, where the float64 simulation keeps every bit. So does a statement that binds an
-    f32 value, and one of several ops (a call of a def, a loop, a grad) that reads one: its
-    ops on that value compute in f32 before a promotion meets an f64 value
-    (`sin(p) * q` in a def called with an f32 p, rand's, and an f64 q)."""
+    f32 value, and one that reads one: its ops on that value compute in f32 before a
+    promotion meets an f64 value (`in1 / (abs(p) + 0.5)` with rand's p and an f64 in1;
+    `sin(p) * q` in a def called with an f32 p)."""
     names = getattr(stmt, "names", None) or [stmt.name]
     floats = any(a in env and env[a].dtype != "i32" for a in stmt.args)
-    several = bool(stmt.prologue) or stmt.kind != "let" or "\n" in stmt.text
     reads_f32 = any(a in env and env[a].dtype == "f32" for a in stmt.args)
-    return floats and (any(n in env and env[n].dtype == "f32" for n in names) or (several and reads_f32))
+    return floats and (any(n in env and env[n].dtype == "f32" for n in names) or reads_f32)
 
 
 def check(gradc, prog, folder, exe=False, torch_op=False, low=None, cuda=False):
