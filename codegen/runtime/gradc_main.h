@@ -487,12 +487,25 @@ GRADC_MAIN_ENTRY std::string find_sizes(const Program& p, int argc, char** argv,
 }
 
 // The start of every main: the world size the executable was built for.
+// A mesh program is rebuilt with --mesh (gradc build refuses --ranks there): its first
+// axis scaled to the ranks where the others' sizes divide them.
 inline bool wrong_size(const Program& p, int world, const char* how) {
   if (world == p.world) return false;
-  fprintf(stderr,
-          "%s: error: built for %d ranks, %s %d (shapes depend on the world size); rebuild with `gradc build %s "
-          "--ranks=%d`\n",
-          p.name, p.world, how, world, p.source, world);
+  std::string flag = "--ranks=" + std::to_string(world), note;
+  if (!p.mesh.empty()) {
+    const int rest = p.world / p.mesh[0].second;
+    flag = "--mesh=";
+    for (size_t i = 0; i < p.mesh.size(); ++i)
+      flag += std::string(i ? "," : "") + p.mesh[i].first + "=" +
+              (i              ? std::to_string(p.mesh[i].second)
+               : world % rest ? "?"
+                              : std::to_string(world / rest));
+    if (world % rest) note = " (sizes whose product is " + std::to_string(world) + ")";
+  }
+  fprintf(
+      stderr,
+      "%s: error: built for %d ranks, %s %d (shapes depend on the world size); rebuild with `gradc build %s %s`%s\n",
+      p.name, p.world, how, world, p.source, flag.c_str(), note.c_str());
   return true;
 }
 
