@@ -358,18 +358,32 @@ class Lowerer {
                  "for integer division",
                  what);
     user_error(e.loc,
-               "{} must be a static integer (integer literals, world, loop variables and names bound to "
-               "them, with + - * // %)",
+               "{} must be a static integer (integer literals, world, loop variables, shape(x)[i] and names "
+               "bound to them, with + - * // %)",
                what);
   }
   std::vector<int64_t> static_ints(const Expr& e, const char* what) {
     std::vector<int64_t> out;
+    if (is_shape_call(e)) return shape_of(e);
     if (e.kind == Expr::List)
       for (const auto& x : e.args) out.push_back(static_int(*x, what));
     else
       out.push_back(static_int(e, what));
     return out;
   }
+  // `shape(x)`: a value's shape, a list of static integers (PyTorch's x.shape), where a
+  // shape or a list of integers goes; `shape(x)[i]` is one of them. Its argument is a
+  // name, so that asking a shape never adds an op (a collective in it would still run).
+  bool is_shape_call(const Expr& e) const {
+    return e.kind == Expr::Call && e.text == "shape" && !prog_.funcs.count("shape");
+  }
+  Shape shape_of(const Expr& e) {
+    if (e.args.size() != 1 || !e.kwargs.empty() || e.args[0]->kind != Expr::Name)
+      user_error(e.loc, "shape takes one value's name: shape(x)");
+    V v = lookup(e.args[0]->text, e.args[0]->loc);
+    return v.is_lit() ? Shape{} : type(v).shape;
+  }
+
   // An enum-like argument: a bare name (op=sum, dtype=f32); `example` is one of its names.
   std::string symbol(const Expr& e, const char* what, const char* example) {
     if (e.kind != Expr::Name) user_error(e.loc, "{} must be a name, such as {}", what, example);
@@ -546,6 +560,15 @@ class Lowerer {
   }
 
   V subscript(const Expr& e) {
+    if (is_shape_call(*e.args[0])) {  // shape(x)[i]: a static integer
+      const Shape s = shape_of(*e.args[0]);
+      if (e.index.size() != 1 || e.index[0].is_slice)
+        user_error(e.loc, "shape(x) takes one index: shape(x)[0] (it is a list of {} integers)", s.size());
+      const int64_t n = int64_t(s.size());
+      int64_t i = static_int(*e.index[0].start, "an index of shape(x)");
+      if (i < -n || i >= n) user_error(e.loc, "index {} is out of range for shape(x) = {}", i, shape_str(s));
+      return V::integer(s[size_t(i < 0 ? i + n : i)], e.loc);
+    }
     V base = expr(*e.args[0]);
     if (base.is_lit()) user_error(e.loc, "cannot index a scalar");
     const Type t = type(base);
@@ -828,6 +851,7 @@ class Lowerer {
   V logaddexp_builtin(const Expr& e);
   V clamp_builtin(const Expr& e);
   V masked_fill_builtin(const Expr& e);
+  V shape_builtin(const Expr& e);
   V triangle_builtin(const Expr& e);
   V variance_builtin(const Expr& e);
   V cumsum_builtin(const Expr& e);
@@ -928,6 +952,7 @@ const std::map<std::string, BuiltinFn>& builtins() {
         {"scatter_add", &Lowerer::scatter_builtin}, {"index_add", &Lowerer::scatter_builtin},
         {"argsort", &Lowerer::argsort_builtin},     {"einsum", &Lowerer::einsum_builtin},
         {"stack", &Lowerer::stack_builtin},         {"repeat_interleave", &Lowerer::repeat_interleave_builtin},
+        {"shape", &Lowerer::shape_builtin},
     };
     for (int i = 0; i < kNumOps; ++i) {
       const Op op = Op(i);
@@ -952,15 +977,18 @@ const std::map<std::string, std::string> kAliases = {{"mm", "matmul (or a @ b)"}
                                                      {"amin", "min"},
                                                      {"embedding", "take"},
                                                      {"index_select", "take"},
-                                                     {"clamp", "maximum and minimum"},
-                                                     {"clip", "maximum and minimum"},
+                                                     {"clip", "clamp(x, min=, max=)"},
                                                      {"swapaxes", "transpose"},
                                                      {"sigmoid_", "sigmoid"},
                                                      {"average", "mean"},
                                                      {"expand", "broadcast_to"},
-                                                     {"full_like", "full"},
-                                                     {"zeros_like", "zeros"},
-                                                     {"ones_like", "ones"},
+                                                     {"full_like", "full(shape(x), v)"},
+                                                     {"zeros_like", "zeros(shape(x))"},
+                                                     {"ones_like", "ones(shape(x))"},
+                                                     {"randn_like", "randn(shape(x), seed=)"},
+                                                     {"rand_like", "rand(shape(x), seed=)"},
+                                                     {"len", "shape(x)[0]"},
+                                                     {"numel", "the product of shape(x)"},
                                                      {"arange", "iota"},
                                                      {"normal", "randn"},
                                                      {"uniform", "rand"},
@@ -1397,6 +1425,13 @@ V Lowerer::clamp_builtin(const Expr& e) {
     r = where(r > m, m, r);
   }
   return V{b(r)};
+}
+
+V Lowerer::shape_builtin(const Expr& e) {  // shape(x) where a tensor is wanted
+  shape_of(e);                             // its own mistakes first
+  user_error(e.loc,
+             "shape(x) is a list of static integers: use it where a shape goes (zeros(shape(x)), "
+             "reshape(y, shape(x))), or take one, shape(x)[0]");
 }
 
 V Lowerer::masked_fill_builtin(const Expr& e) {  // where(mask, value, x): x's shape and dtype
@@ -1911,6 +1946,9 @@ void Lowerer::unknown_function(const Expr& e) {
 
 std::string method_advice(const std::string& attr) {
   if (attr == "sort" || attr == "topk") return fmt::format("call a function instead, such as {}(x)", attr);
+  // size is the mesh's (size(tp)); a tensor's sizes are shape(x)
+  if (attr == "size" || attr == "dim" || attr == "ndim")
+    return "write shape(x), a list of static integers, or shape(x)[0] for one axis";
   if (auto a = kAliases.find(attr); a != kAliases.end()) return "call gradc's " + a->second + " instead";
   const bool known = builtins().count(attr) || attr == "grad";
   if (known) return fmt::format("call a function instead, such as {}(x)", attr);
