@@ -115,7 +115,10 @@ Token Lexer::scan() {
       if (p.size() == 1 &&
           std::string_view(syntax_ == Syntax::Dg ? "()[]{},:;=+-*/<>%@" : "()[]{},:;=+-*/<>").find(c) ==
               std::string_view::npos)
-        user_error(loc, "unexpected character '{}'", c);
+        user_error(loc, "unexpected character '{}'{}", c,
+                   s.compare(i, 3, "...") == 0 && syntax_ == Syntax::Dg
+                       ? ": gradc has no `...` (Ellipsis): write each axis, as x[:, :, 0]"
+                       : "");
       if (c == '(' || c == '[') ++depth;
       if ((c == ')' || c == ']') && depth > 0) --depth;
       Token t{Tok::Punct, std::string(p), loc};

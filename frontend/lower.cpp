@@ -569,6 +569,9 @@ class Lowerer {
       if (i < -n || i >= n) user_error(e.loc, "index {} is out of range for shape(x) = {}", i, shape_str(s));
       return V::integer(s[size_t(i < 0 ? i + n : i)], e.loc);
     }
+    for (size_t d = 0; d < e.index.size(); ++d)  // NumPy's x[:, None]
+      if (const ast::Index& ix = e.index[d]; !ix.is_slice && ix.start->kind == Expr::Name && ix.start->text == "None")
+        user_error(ix.loc, "an index of None adds an axis in NumPy and PyTorch: write expand_dims(x, axis={})", d);
     V base = expr(*e.args[0]);
     if (base.is_lit()) user_error(e.loc, "cannot index a scalar");
     const Type t = type(base);
