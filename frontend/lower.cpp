@@ -357,10 +357,23 @@ class Lowerer {
                  "{} must be a static integer, but '/' is true division and gives a float: write '//' "
                  "for integer division",
                  what);
+    if (mentions_rank(e))
+      user_error(e.loc,
+                 "{} must be a static integer, and rank is a value (it differs by rank): this rank's block "
+                 "of n rows of x is take(x, iota(n) + rank * n, axis=0)",
+                 what);
     user_error(e.loc,
                "{} must be a static integer (integer literals, world, loop variables, shape(x)[i] and names "
                "bound to them, with + - * // %)",
                what);
+  }
+  // Whether `e` reads the rank (`rank`, `rank(tp)`), directly.
+  static bool mentions_rank(const Expr& e) {
+    if ((e.kind == Expr::Name || e.kind == Expr::Call) && e.text == "rank") return true;
+    if (e.kind != Expr::Unary && e.kind != Expr::Binary) return false;
+    for (const auto& a : e.args)
+      if (mentions_rank(*a)) return true;
+    return false;
   }
   std::vector<int64_t> static_ints(const Expr& e, const char* what) {
     std::vector<int64_t> out;
