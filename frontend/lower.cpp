@@ -186,11 +186,11 @@ class Lowerer {
     if (!v.is_lit() && g_[v.id].name.empty()) g_[v.id].name = n.text;
     if (&scope() == scopes_.front()) note_static(n.text, *bound);
   }
-  // The program's static integers (top-level names bound to one), which defaults and
-  // functions see too.
+  // The program's constants (top-level names bound to a static integer or a float
+  // literal: `D = 64 // world`, `lr = 0.01`), which defaults and functions see too.
   Binding* find_top(const std::string& name) { return scopes_.front()->names.find(name); }
   void note_static(const std::string& name, const Binding& b) {
-    if (b.first.is_int_lit())
+    if (b.first.is_lit())
       statics_.set(name, b);
     else if (!statics_.empty())
       statics_.erase(name);
@@ -212,13 +212,15 @@ class Lowerer {
     if (name == "None")
       user_error(loc, "unknown name 'None': gradc has no None; leave an optional argument out to get its default");
     if (in_default_)
-      user_error(loc, "unknown name '{}' (a default value may use only rank, world, literals and static integers)",
+      user_error(loc,
+                 "unknown name '{}' (a default value may use only rank, world, literals and the program's constants: "
+                 "static integers and names bound to a number)",
                  name);
     if (scope().in_function)
-      user_error(
-          loc,
-          "unknown name '{}' (a function sees only its parameters, its own names and the program's static integers)",
-          name);
+      user_error(loc,
+                 "unknown name '{}' (a function sees only its parameters, its own names and the program's constants: "
+                 "static integers and names bound to a number)",
+                 name);
     user_error(loc, "unknown name '{}'", name);
   }
 
@@ -920,7 +922,7 @@ class Lowerer {
   const std::vector<std::pair<std::string, int64_t>>& given_sizes_;
   Graph g_;
   std::vector<Scope*> scopes_;
-  NameMap<Binding> statics_;  // the program's static integers, kept by bind
+  NameMap<Binding> statics_;  // the program's constants, kept by bind
   std::vector<std::string> stack_;
   bool in_default_ = false;
   // While a composite's operands are read: F32, or the bf16 or f16 type of the first

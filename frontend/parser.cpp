@@ -104,6 +104,12 @@ class Parser {
     skip_separators();
   }
 
+  // A body's `{`: Python's `:` and indentation say how gradc writes it.
+  void body_brace(const char* whose, const char* example) {
+    if (peek().is(":")) user_error(peek().loc, "{} body is in braces, not after ':' as in Python: {}", whose, example);
+    open("{");
+  }
+
   Func func() {
     next();  // def
     Func f;
@@ -114,7 +120,7 @@ class Parser {
       separator(")");
     }
     close(")");
-    open("{");
+    body_brace("a def's", "def f(x) { y = x * 2; return y }");
     skip_separators();
     while (!peek().is_ident("return")) {
       if (peek().is("}") || peek().kind == Tok::End)
@@ -205,7 +211,7 @@ class Parser {
     if (!peek().is_ident("range") || !peek(1).is("("))
       user_error(peek().loc, "a loop runs over range(K) or range(A, B), got {}", describe(peek()));
     s.value = postfix();
-    open("{");
+    body_brace("a loop's", "for i in range(3) { ... }");
     skip_separators();
     while (!peek().is("}")) {
       if (peek().kind == Tok::End) user_error(peek().loc, "expected '}}' to end the loop, got end of file");
