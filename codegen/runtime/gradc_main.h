@@ -342,8 +342,13 @@ inline Options parse(const Program& p, int argc, char** argv) {
       o.format = value;
     else if (a == "--quiet")
       o.quiet = true;
-    else
-      usage(p, "unknown option " + key);
+    else {  // `--out DIR`, `--rank=2`: the options it shortens
+      std::string near;
+      for (const char* opt : {"--ranks", "--inputs", "--outputs", "--iters", "--format", "--quiet"})
+        if (key.size() > 2 && key.rfind("--", 0) == 0 && std::string(opt).rfind(key, 0) == 0)
+          near += std::string(near.empty() ? "; did you mean " : " or ") + opt;
+      usage(p, "unknown option " + key + (near.empty() ? "" : near + "?"));
+    }
   }
   if (o.format != "text" && o.format != "json") usage(p, "--format must be text or json, got '" + o.format + "'");
   return o;
