@@ -1005,8 +1005,9 @@ class Gen:
                 return Val([torch.where(k, t / (1 - p), torch.zeros((), dtype=t.dtype)) for k, t in zip(keep, v.ranks)],
                            dt, v.vary | vary)
             return self.add(f"dropout({x}, {p}, seed={seed_text})", [x], sim)
-        dims = ", ".join(map(str, s))
-        return self.add(f"{kind}([{dims}], seed={seed_text})", [],
+        by_shape = self.rng.random() < 0.3  # rand(shape(x)): PyTorch's rand_like
+        dims = f"shape({x})" if by_shape else "[" + ", ".join(map(str, s)) + "]"
+        return self.add(f"{kind}({dims}, seed={seed_text})", [x] if by_shape else [],
                         lambda env, w: Val([torch.from_numpy(philox(seed + r * by_rank, n, kind == "randn")).float()
                                             .reshape(s) for r in range(w)], "f32", vary))
 
