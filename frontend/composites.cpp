@@ -141,6 +141,16 @@ Ex softplus(Ex x, double beta, double threshold) {
 // max(a, b) + log1p(exp(-|a - b|)), the difference taken as 0 where a == b: equal
 // infinities give themselves (not inf - inf), and a tie's derivative is 1/2 to each.
 Ex logaddexp(Ex a, Ex b) { return maximum(a, b) + log1p(exp(-abs(where(eq(a, b), 0.0, a - b)))); }
+// Its derivative, through the minimum (half to each at 0) and abs (0 at 0), is
+// sigmoid(-x): 1/2 at 0, 1 at -inf, 0 at inf, as PyTorch's.
+Ex log_sigmoid(Ex x) { return minimum(x, 0.0) - log1p(exp(-abs(x))); }
+ValueId bce_with_logits(Builder& b, ValueId x, ValueId target) {
+  const Ex X = b[x];
+  const ValueId terms = b((1.0 - b[target]) * X - log_sigmoid(X));
+  std::vector<int64_t> all;
+  for (int64_t d = 0; d < int64_t(b.shape(x).size()); ++d) all.push_back(d);
+  return mean(b, terms, all, false);
+}
 
 namespace {
 Shape ones(size_t n) { return Shape(n, 1); }

@@ -32,6 +32,11 @@ ValueId dropout(Builder& b, ValueId x, double p, ValueId seed);
 Ex silu(Ex x);
 Ex softplus(Ex x, double beta = 1, double threshold = 20);
 Ex logaddexp(Ex a, Ex b);
+// PyTorch's logsigmoid: min(x, 0) - log1p(exp(-|x|)), which never overflows.
+Ex log_sigmoid(Ex x);
+// PyTorch's binary_cross_entropy_with_logits(x, target) (no weights, the mean):
+// mean((1 - target) x - log_sigmoid(x)).
+ValueId bce_with_logits(Builder& b, ValueId x, ValueId target);
 // tril (upper false) and triu of the last two axes, diagonal k.
 ValueId triangle(Builder& b, ValueId x, int64_t k, bool upper);
 ValueId cumsum(Builder& b, ValueId x, int axis);

@@ -867,6 +867,7 @@ class Lowerer {
   V collective_builtin(const Expr& e);
   V mesh_builtin(const Expr& e);
   V logaddexp_builtin(const Expr& e);
+  V bce_builtin(const Expr& e);
   V clamp_builtin(const Expr& e);
   V masked_fill_builtin(const Expr& e);
   V shape_builtin(const Expr& e);
@@ -931,8 +932,10 @@ class Lowerer {
   // The builtins that expand into several ops, each of which counts as one op for
   // bf16 and f16: one rounding of its result.
   static inline const std::set<std::string> kComposites = {
-      "mean", "logsumexp", "softmax",    "log_softmax", "normalize", "cross_entropy", "gelu",
-      "silu", "softplus",  "layer_norm", "rms_norm",    "logaddexp", "var",           "std"};
+      "mean",      "logsumexp",     "softmax",     "log_softmax",
+      "normalize", "cross_entropy", "gelu",        "silu",
+      "softplus",  "layer_norm",    "rms_norm",    "logaddexp",
+      "var",       "std",           "log_sigmoid", "binary_cross_entropy_with_logits"};
 };
 
 using BuiltinFn = V (Lowerer::*)(const Expr& e);
@@ -944,33 +947,61 @@ using BuiltinFn = V (Lowerer::*)(const Expr& e);
 const std::map<std::string, BuiltinFn>& builtins() {
   static const std::map<std::string, BuiltinFn> table = [] {
     std::map<std::string, BuiltinFn> t = {
-        {"where", &Lowerer::where_builtin},         {"sum", &Lowerer::reduction_builtin},
-        {"mean", &Lowerer::reduction_builtin},      {"max", &Lowerer::reduction_builtin},
-        {"min", &Lowerer::reduction_builtin},       {"logsumexp", &Lowerer::reduction_builtin},
-        {"argmax", &Lowerer::arg_builtin},          {"argmin", &Lowerer::arg_builtin},
-        {"softmax", &Lowerer::softmax_builtin},     {"log_softmax", &Lowerer::softmax_builtin},
-        {"normalize", &Lowerer::softmax_builtin},   {"cross_entropy", &Lowerer::cross_entropy_builtin},
-        {"one_hot", &Lowerer::one_hot_builtin},     {"cast", &Lowerer::cast_builtin},
-        {"reshape", &Lowerer::reshape_builtin},     {"broadcast_to", &Lowerer::reshape_builtin},
-        {"transpose", &Lowerer::transpose_builtin}, {"concat", &Lowerer::concat_builtin},
-        {"slice", &Lowerer::slice_builtin},         {"expand_dims", &Lowerer::expand_dims_builtin},
-        {"squeeze", &Lowerer::squeeze_builtin},     {"matmul", &Lowerer::matmul_builtin},
-        {"zeros", &Lowerer::filled_builtin},        {"ones", &Lowerer::filled_builtin},
-        {"full", &Lowerer::full_builtin},           {"iota", &Lowerer::iota_builtin},
-        {"randn", &Lowerer::random_builtin},        {"rand", &Lowerer::random_builtin},
-        {"take", &Lowerer::take_builtin},           {"gelu", &Lowerer::activation_builtin},
-        {"silu", &Lowerer::activation_builtin},     {"softplus", &Lowerer::activation_builtin},
-        {"dropout", &Lowerer::dropout_builtin},     {"layer_norm", &Lowerer::norm_builtin},
-        {"rms_norm", &Lowerer::norm_builtin},       {"rank", &Lowerer::mesh_builtin},
-        {"size", &Lowerer::mesh_builtin},           {"logaddexp", &Lowerer::logaddexp_builtin},
-        {"clamp", &Lowerer::clamp_builtin},         {"masked_fill", &Lowerer::masked_fill_builtin},
-        {"tril", &Lowerer::triangle_builtin},       {"triu", &Lowerer::triangle_builtin},
-        {"var", &Lowerer::variance_builtin},        {"std", &Lowerer::variance_builtin},
-        {"cumsum", &Lowerer::cumsum_builtin},       {"take_along_axis", &Lowerer::take_along_axis_builtin},
-        {"scatter_add", &Lowerer::scatter_builtin}, {"index_add", &Lowerer::scatter_builtin},
-        {"argsort", &Lowerer::argsort_builtin},     {"einsum", &Lowerer::einsum_builtin},
-        {"stack", &Lowerer::stack_builtin},         {"repeat_interleave", &Lowerer::repeat_interleave_builtin},
+        {"where", &Lowerer::where_builtin},
+        {"sum", &Lowerer::reduction_builtin},
+        {"mean", &Lowerer::reduction_builtin},
+        {"max", &Lowerer::reduction_builtin},
+        {"min", &Lowerer::reduction_builtin},
+        {"logsumexp", &Lowerer::reduction_builtin},
+        {"argmax", &Lowerer::arg_builtin},
+        {"argmin", &Lowerer::arg_builtin},
+        {"softmax", &Lowerer::softmax_builtin},
+        {"log_softmax", &Lowerer::softmax_builtin},
+        {"normalize", &Lowerer::softmax_builtin},
+        {"cross_entropy", &Lowerer::cross_entropy_builtin},
+        {"one_hot", &Lowerer::one_hot_builtin},
+        {"cast", &Lowerer::cast_builtin},
+        {"reshape", &Lowerer::reshape_builtin},
+        {"broadcast_to", &Lowerer::reshape_builtin},
+        {"transpose", &Lowerer::transpose_builtin},
+        {"concat", &Lowerer::concat_builtin},
+        {"slice", &Lowerer::slice_builtin},
+        {"expand_dims", &Lowerer::expand_dims_builtin},
+        {"squeeze", &Lowerer::squeeze_builtin},
+        {"matmul", &Lowerer::matmul_builtin},
+        {"zeros", &Lowerer::filled_builtin},
+        {"ones", &Lowerer::filled_builtin},
+        {"full", &Lowerer::full_builtin},
+        {"iota", &Lowerer::iota_builtin},
+        {"randn", &Lowerer::random_builtin},
+        {"rand", &Lowerer::random_builtin},
+        {"take", &Lowerer::take_builtin},
+        {"gelu", &Lowerer::activation_builtin},
+        {"silu", &Lowerer::activation_builtin},
+        {"softplus", &Lowerer::activation_builtin},
+        {"dropout", &Lowerer::dropout_builtin},
+        {"layer_norm", &Lowerer::norm_builtin},
+        {"rms_norm", &Lowerer::norm_builtin},
+        {"rank", &Lowerer::mesh_builtin},
+        {"size", &Lowerer::mesh_builtin},
+        {"logaddexp", &Lowerer::logaddexp_builtin},
+        {"clamp", &Lowerer::clamp_builtin},
+        {"masked_fill", &Lowerer::masked_fill_builtin},
+        {"tril", &Lowerer::triangle_builtin},
+        {"triu", &Lowerer::triangle_builtin},
+        {"var", &Lowerer::variance_builtin},
+        {"std", &Lowerer::variance_builtin},
+        {"cumsum", &Lowerer::cumsum_builtin},
+        {"take_along_axis", &Lowerer::take_along_axis_builtin},
+        {"scatter_add", &Lowerer::scatter_builtin},
+        {"index_add", &Lowerer::scatter_builtin},
+        {"argsort", &Lowerer::argsort_builtin},
+        {"einsum", &Lowerer::einsum_builtin},
+        {"stack", &Lowerer::stack_builtin},
+        {"repeat_interleave", &Lowerer::repeat_interleave_builtin},
         {"shape", &Lowerer::shape_builtin},
+        {"log_sigmoid", &Lowerer::activation_builtin},
+        {"binary_cross_entropy_with_logits", &Lowerer::bce_builtin},
     };
     for (int i = 0; i < kNumOps; ++i) {
       const Op op = Op(i);
@@ -1013,7 +1044,9 @@ const std::map<std::string, std::string> kAliases = {{"mm", "matmul (or a @ b)"}
                                                      {"rsqrt_", "rsqrt"},
                                                      {"detach", "stop_gradient"},
                                                      {"layernorm", "layer_norm"},
-                                                     {"rmsnorm", "rms_norm"}};
+                                                     {"rmsnorm", "rms_norm"},
+                                                     {"logsigmoid", "log_sigmoid"},
+                                                     {"bce_with_logits", "binary_cross_entropy_with_logits"}};
 
 V Lowerer::builtin(const Expr& e) {
   const std::string& f = e.text;
@@ -1359,7 +1392,7 @@ V Lowerer::take_builtin(const Expr& e) {
   return op(Op::Take, {x, tensor(ix, c.loc_of("indices"))}, loc, a);
 }
 
-V Lowerer::activation_builtin(const Expr& e) {  // gelu, silu, softplus
+V Lowerer::activation_builtin(const Expr& e) {  // gelu, silu, softplus, log_sigmoid
   const std::string& f = e.text;
   Call c = bind_args(e,
                      f == "gelu"       ? std::vector<std::string>{"x", "approximate"}
@@ -1375,6 +1408,7 @@ V Lowerer::activation_builtin(const Expr& e) {  // gelu, silu, softplus
   }
   At b = at(e.loc);
   if (f == "silu") return V{b(composite::silu(b[x]))};
+  if (f == "log_sigmoid") return V{b(composite::log_sigmoid(b[x]))};
   std::string form = c.get("approximate") ? symbol(*c.get("approximate"), "approximate", "tanh") : "none";
   if (form != "none" && form != "tanh")
     user_error(c.loc_of("approximate"), "gelu: unknown approximate={} (expected none or tanh)", form);
@@ -1418,6 +1452,22 @@ V Lowerer::logaddexp_builtin(const Expr& e) {  // log(exp(a) + exp(b)), as PyTor
   const ValueId x = tensor(a, dt, c.loc_of("a")), y = tensor(bv, dt, c.loc_of("b"));
   At b = at(e.loc);
   return V{b(composite::logaddexp(b[x], b[y]))};
+}
+
+// PyTorch's binary_cross_entropy_with_logits(x, target): the mean; target has x's shape.
+V Lowerer::bce_builtin(const Expr& e) {
+  Call c = bind_args(e, {"x", "target"}, 2);
+  V xv = arg(c, "x");
+  V tv = arg(c, "target");
+  const DType dt = flt(common(xv, tv));
+  const ValueId x = tensor(xv, dt, c.loc_of("x")), t = tensor(tv, dt, c.loc_of("target"));
+  if (g_.type(t).shape != g_.type(x).shape)
+    user_error(c.loc_of("target"),
+               "binary_cross_entropy_with_logits: the target is {}, but x is {}: they have one shape, as "
+               "PyTorch's (broadcast_to(t, shape(x)) if you mean it)",
+               type_str(g_.type(t)), type_str(g_.type(x)));
+  At b = at(e.loc);
+  return V{composite::bce_with_logits(b, x, t)};
 }
 
 // min(max(x, min), max) as PyTorch's clamp (max wins where min > max), as wheres: the

@@ -452,12 +452,12 @@ def grad_sim(loss, ws, mode, over, create_graph=True):
 
 COMPARE = {"<": torch.lt, "<=": torch.le, ">": torch.gt, ">=": torch.ge, "==": torch.eq, "!=": torch.ne}
 UNARY = ["neg", "exp", "log", "sqrt", "rsqrt", "abs", "relu", "sigmoid", "tanh", "sin", "cos", "square",
-         "reciprocal", "erf", "silu", "softplus", "gelu", "gelu_tanh", "sign", "log1p", "expm1"]
+         "reciprocal", "erf", "silu", "softplus", "gelu", "gelu_tanh", "sign", "log1p", "expm1", "log_sigmoid"]
 
 
 # the ops whose value the native backend computes with libmvec's vector functions in a
 # loop's body and glibc's scalar ones in its tail (or from them: randn's Box-Muller)
-VECTOR_MATH = re.compile(r"\b(exp|log|log1p|expm1|sin|cos|tanh|sigmoid|softplus|silu|gelu|erf|pow|logsumexp|"
+VECTOR_MATH = re.compile(r"\b(exp|log|log1p|expm1|sin|cos|tanh|sigmoid|softplus|silu|gelu|erf|pow|logsumexp|log_sigmoid|"
                          r"softmax|log_softmax|cross_entropy|randn|rand)\(|\*\*")
 
 
@@ -469,6 +469,7 @@ def torch_unary(name):
         "cos": torch.cos, "square": torch.square, "reciprocal": torch.reciprocal, "erf": torch.erf,
         "silu": F.silu, "softplus": F.softplus, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
         "sign": lambda x: torch.sign(x).detach(), "log1p": torch.log1p, "expm1": torch.expm1,
+        "log_sigmoid": F.logsigmoid,
     }[name]
 
 
