@@ -1046,6 +1046,13 @@ const std::map<std::string, std::string> kAliases = {{"mm", "matmul (or a @ b)"}
                                                      {"layernorm", "layer_norm"},
                                                      {"rmsnorm", "rms_norm"},
                                                      {"logsigmoid", "log_sigmoid"},
+                                                     {"mse_loss", "mean(square(x - y))"},
+                                                     {"l1_loss", "mean(abs(x - y))"},
+                                                     {"cosine_similarity", "sum(normalize(a) * normalize(b), axis=-1)"},
+                                                     {"nll_loss",
+                                                      "cross_entropy of the logits (or -mean(take_along_axis(logp, "
+                                                      "expand_dims(labels, axis=1), 1)))"},
+                                                     {"linear", "x @ transpose(w) + b"},
                                                      {"bce_with_logits", "binary_cross_entropy_with_logits"}};
 
 V Lowerer::builtin(const Expr& e) {
@@ -1982,7 +1989,7 @@ V Lowerer::collective_builtin(const Expr& e) {  // every collective, by its op's
 void Lowerer::unknown_function(const Expr& e) {
   const std::string& f = e.text;
   if (auto a = kAliases.find(f); a != kAliases.end())
-    user_error(e.loc, "unknown function '{}': gradc calls it {}", f, a->second);
+    user_error(e.loc, "unknown function '{}': gradc writes it as {}", f, a->second);
   // The nearest known names: within a third of the name's length in edits. A collective
   // only for a typo of its name (two edits): scatter_add is no misspelt scatter, and
   // a collective offered for a local op would move data between ranks.
