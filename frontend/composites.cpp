@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace gradc::composite {
 
@@ -166,6 +167,29 @@ Ex iota_along(int64_t n, int at, int rank) {
   return reshape(iota(n), s);
 }
 }  // namespace
+
+ValueId causal_bias(Builder& b, int64_t rows, int64_t cols, DType dt) {
+  const Ex diag = iota_along(cols, 1, 2) - iota_along(rows, 0, 2);
+  return b(where(diag <= 0.0, b[b.scalar(0, dt)], -std::numeric_limits<double>::infinity()));
+}
+
+ValueId attention(Builder& b, ValueId q, ValueId k, ValueId v, ValueId bias, double scale) {
+  const int r = int(b.shape(k).size());
+  std::vector<int64_t> perm;  // the last two axes swapped
+  for (int d = 0; d < r; ++d) perm.push_back(d < r - 2 ? d : d == r - 2 ? r - 1 : r - 2);
+  const ValueId kt = b.transpose(k, perm);
+  Ex s = Ex(Op::Matmul, {b[q], b[kt]}) * scale;
+  if (bias >= 0) s = s + b[bias];
+  const ValueId scores = b(s);
+  const Shape keep = keep_shape(b.shape(scores), {int64_t(b.shape(scores).size()) - 1});
+  const int last = int(b.shape(scores).size()) - 1;
+  // every key masked: the row's maximum is -inf (NaN is not, and stays NaN)
+  const Ex none =
+      stop_gradient(eq(reshape(reduce_max(b[scores], {last}), keep), -std::numeric_limits<double>::infinity()));
+  const ValueId safe = b(where(none, 0.0, b[scores]));
+  const ValueId p = b(where(none, 0.0, b[softmax(b, safe, last)]));
+  return b.emit(Op::Matmul, {p, v});
+}
 
 // x where col - row <= k (tril) or >= k (triu) in its last two axes, else 0.
 ValueId triangle(Builder& b, ValueId x, int64_t k, bool upper) {

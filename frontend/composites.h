@@ -37,6 +37,13 @@ Ex log_sigmoid(Ex x);
 // PyTorch's binary_cross_entropy_with_logits(x, target) (no weights, the mean):
 // mean((1 - target) x - log_sigmoid(x)).
 ValueId bce_with_logits(Builder& b, ValueId x, ValueId target);
+// PyTorch's scaled_dot_product_attention (no dropout): softmax(q k^T * scale + bias) v,
+// q [..., L, E], k [..., S, E], v [..., S, Ev]; `bias` (or -1: none) broadcasts to
+// [..., L, S] (-inf where a key is masked). A row whose every score is -inf gives 0 and
+// no gradient (PyTorch's _safe_softmax), not NaN.
+ValueId attention(Builder& b, ValueId q, ValueId k, ValueId v, ValueId bias, double scale);
+// [L, S]: 0 where col <= row (a query sees itself and the keys before it), else -inf.
+ValueId causal_bias(Builder& b, int64_t rows, int64_t cols, DType dt);
 // tril (upper false) and triu of the last two axes, diagonal k.
 ValueId triangle(Builder& b, ValueId x, int64_t k, bool upper);
 ValueId cumsum(Builder& b, ValueId x, int axis);

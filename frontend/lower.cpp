@@ -868,6 +868,7 @@ class Lowerer {
   V mesh_builtin(const Expr& e);
   V logaddexp_builtin(const Expr& e);
   V bce_builtin(const Expr& e);
+  V attention_builtin(const Expr& e);
   V clamp_builtin(const Expr& e);
   V masked_fill_builtin(const Expr& e);
   V shape_builtin(const Expr& e);
@@ -931,11 +932,23 @@ class Lowerer {
   DType composite_low_ = DType::I32;
   // The builtins that expand into several ops, each of which counts as one op for
   // bf16 and f16: one rounding of its result.
-  static inline const std::set<std::string> kComposites = {
-      "mean",      "logsumexp",     "softmax",     "log_softmax",
-      "normalize", "cross_entropy", "gelu",        "silu",
-      "softplus",  "layer_norm",    "rms_norm",    "logaddexp",
-      "var",       "std",           "log_sigmoid", "binary_cross_entropy_with_logits"};
+  static inline const std::set<std::string> kComposites = {"mean",
+                                                           "logsumexp",
+                                                           "softmax",
+                                                           "log_softmax",
+                                                           "normalize",
+                                                           "cross_entropy",
+                                                           "gelu",
+                                                           "silu",
+                                                           "softplus",
+                                                           "layer_norm",
+                                                           "rms_norm",
+                                                           "logaddexp",
+                                                           "var",
+                                                           "std",
+                                                           "log_sigmoid",
+                                                           "binary_cross_entropy_with_logits",
+                                                           "scaled_dot_product_attention"};
 };
 
 using BuiltinFn = V (Lowerer::*)(const Expr& e);
@@ -1002,6 +1015,7 @@ const std::map<std::string, BuiltinFn>& builtins() {
         {"shape", &Lowerer::shape_builtin},
         {"log_sigmoid", &Lowerer::activation_builtin},
         {"binary_cross_entropy_with_logits", &Lowerer::bce_builtin},
+        {"scaled_dot_product_attention", &Lowerer::attention_builtin},
     };
     for (int i = 0; i < kNumOps; ++i) {
       const Op op = Op(i);
@@ -1475,6 +1489,56 @@ V Lowerer::bce_builtin(const Expr& e) {
                type_str(g_.type(t)), type_str(g_.type(x)));
   At b = at(e.loc);
   return V{composite::bce_with_logits(b, x, t)};
+}
+
+// PyTorch's scaled_dot_product_attention(query, key, value, attn_mask=, is_causal=,
+// scale=), without dropout: an i32 mask is PyTorch's bool one (0: masked), a float
+// mask is added to the scores.
+V Lowerer::attention_builtin(const Expr& e) {
+  const char* f = "scaled_dot_product_attention";
+  Call c = bind_args(e, {"query", "key", "value", "attn_mask", "is_causal", "scale"}, 3);
+  V qv = arg(c, "query"), kv = arg(c, "key"), vv = arg(c, "value");
+  const DType dt = flt(promote(common(qv, kv), dtype(vv)));
+  const ValueId q = tensor(qv, dt, c.loc_of("query")), k = tensor(kv, dt, c.loc_of("key")),
+                v = tensor(vv, dt, c.loc_of("value"));
+  const Shape qs = g_.type(q).shape, ks = g_.type(k).shape, vs = g_.type(v).shape;
+  if (qs.size() < 2 || ks.size() < 2 || vs.size() < 2)
+    user_error(e.loc, "{}: query, key and value are [..., L, E], [..., S, E] and [..., S, Ev], got {}, {} and {}", f,
+               type_str(g_.type(q)), type_str(g_.type(k)), type_str(g_.type(v)));
+  if (qs.back() != ks.back() || ks[ks.size() - 2] != vs[vs.size() - 2])
+    user_error(e.loc,
+               "{}: the query's and key's last axes (E) and the key's and value's next to last (S) must agree: "
+               "query {}, key {}, value {}",
+               f, type_str(g_.type(q)), type_str(g_.type(k)), type_str(g_.type(v)));
+  const int64_t L = qs[qs.size() - 2], S = ks[ks.size() - 2];
+  const bool causal = c.get("is_causal") && static_int(*c.get("is_causal"), "is_causal") != 0;
+  double scale = 1 / std::sqrt(double(qs.back()));
+  if (const Expr* se = c.get("scale")) {
+    V sv = expr(*se);
+    if (!sv.is_lit()) user_error(se->loc, "{}: scale must be a constant", f);
+    scale = sv.num;
+  }
+  At b = at(e.loc);
+  ValueId bias = -1;
+  if (const Expr* me = c.get("attn_mask")) {
+    if (causal) user_error(me->loc, "{}: give attn_mask or is_causal=true, not both (as PyTorch)", f);
+    V mv = arg(c, "attn_mask");
+    ValueId m = tensor(mv, c.loc_of("attn_mask"));
+    const Shape scores = [&] {
+      Shape s = qs;
+      s.back() = S;
+      return s;
+    }();
+    if (!broadcasts_to(g_.type(m).shape, Shape{L, S}) && !broadcasts_to(g_.type(m).shape, scores))
+      user_error(me->loc, "{}: attn_mask {} does not broadcast to the scores' [..., L, S] = {}", f,
+                 type_str(g_.type(m)), shape_str(scores));
+    bias = g_.type(m).dtype == DType::I32
+               ? b(where(ne(b[m], Ex(0.0)), b[b.scalar(0, dt)], -std::numeric_limits<double>::infinity()))
+               : m;
+    if (g_.type(bias).dtype != dt) bias = b.cast(bias, dt);
+  }
+  if (causal) bias = composite::causal_bias(b, L, S, dt);
+  return V{composite::attention(b, q, k, v, bias, scale)};
 }
 
 // min(max(x, min), max) as PyTorch's clamp (max wins where min > max), as wheres: the

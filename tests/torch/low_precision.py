@@ -67,6 +67,8 @@ OPS = {
     "std": ("std(x, axis=1)", lambda x: torch.std(x, 1), 1),
     "logaddexp": ("logaddexp(x, y)", torch.logaddexp, 2),
     "log_sigmoid": ("log_sigmoid(x)", torch.nn.functional.logsigmoid, 1),
+    "scaled_dot_product_attention": ("scaled_dot_product_attention(x, y, y, is_causal=true)",
+                                     lambda x, y: torch.nn.functional.scaled_dot_product_attention(x, y, y, is_causal=True), 2),
     "binary_cross_entropy_with_logits": ("expand_dims(binary_cross_entropy_with_logits(x, y), axis=0)",
                                          lambda x, y: torch.nn.functional.binary_cross_entropy_with_logits(x, y)[None], 2),
     "clamp": ("clamp(x, min=-0.5, max=0.7)", lambda x: torch.clamp(x, -0.5, 0.7), 1),
