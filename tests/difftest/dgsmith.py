@@ -458,7 +458,7 @@ UNARY = ["neg", "exp", "log", "sqrt", "rsqrt", "abs", "relu", "sigmoid", "tanh",
 # the ops whose value the native backend computes with libmvec's vector functions in a
 # loop's body and glibc's scalar ones in its tail (or from them: randn's Box-Muller)
 VECTOR_MATH = re.compile(r"\b(exp|log|log1p|expm1|sin|cos|tanh|sigmoid|softplus|silu|gelu|erf|pow|logsumexp|log_sigmoid|"
-                         r"softmax|log_softmax|cross_entropy|randn|rand)\(|\*\*")
+                         r"softmax|log_softmax|cross_entropy|scaled_dot_product_attention|binary_cross_entropy_with_logits|randn|rand)\(|\*\*")
 
 
 def torch_unary(name):
@@ -1014,14 +1014,15 @@ class Gen:
 
     def model_op(self):
         """The ops of MoE routers and attention: cumsum, tril/triu, clamp, var/std, logaddexp,
-        softplus(beta, threshold), masked_fill, einsum (one, two or three operands); and on an input (whose values are the
+        softplus(beta, threshold), masked_fill, einsum (one, two or three operands),
+        scaled_dot_product_attention, binary_cross_entropy_with_logits; and on an input (whose values are the
         same bits in PyTorch, so that near ties cannot reorder) sort, topk, argsort with
         take_along_axis, scatter_add, index_add."""
         inputs = {i.name for i in self.p.inputs}
         kind = self.rng.choice(["cumsum", "tril", "clamp", "var", "logaddexp", "softplus", "masked_fill", "einsum",
-                                "sort", "topk", "take_along_axis", "scatter_add", "index_add"])
+                                "sort", "topk", "take_along_axis", "scatter_add", "index_add", "attention", "bce"])
         ordered = kind in ("sort", "topk", "take_along_axis", "scatter_add")
-        x = self.pick(lambda v: len(v.shape) >= (2 if kind in ("tril", "einsum") else 1))
+        x = self.pick(lambda v: len(v.shape) >= (2 if kind in ("tril", "einsum", "attention") else 1))
         if ordered:
             x = self.rng.choice(sorted(n for n in inputs if self.env[n].dtype != "i32"))
         if x is None:
@@ -1050,6 +1051,13 @@ class Gen:
             return one(f"logaddexp({x}, {x} * 0.5 + 0.25)", lambda t: torch.logaddexp(t, t * 0.5 + 0.25))
         if kind == "softplus":
             return one(f"softplus({x}, beta=2, threshold=1)", lambda t: F.softplus(t, beta=2, threshold=1))
+        if kind == "attention":  # self-attention of x's rows, causal or not
+            causal = self.rng.random() < 0.5
+            return one(f"scaled_dot_product_attention({x}, {x}, {x}{', is_causal=true' if causal else ''})",
+                       lambda t: F.scaled_dot_product_attention(t, t, t, is_causal=causal))
+        if kind == "bce":
+            return one(f"binary_cross_entropy_with_logits({x}, sigmoid({x} * 0.5))",
+                       lambda t: F.binary_cross_entropy_with_logits(t, torch.sigmoid(t * 0.5)))
         if kind == "masked_fill":
             return one(f"masked_fill({x}, {x} > 0.5, 0.125)", lambda t: t.masked_fill(t > 0.5, 0.125))
         if kind == "einsum":
