@@ -174,15 +174,12 @@ ValueId causal_bias(Builder& b, int64_t rows, int64_t cols, DType dt) {
 }
 
 ValueId attention(Builder& b, ValueId q, ValueId k, ValueId v, ValueId bias, double scale) {
-  const int r = int(b.shape(k).size());
-  std::vector<int64_t> perm;  // the last two axes swapped
-  for (int d = 0; d < r; ++d) perm.push_back(d < r - 2 ? d : d == r - 2 ? r - 1 : r - 2);
-  const ValueId kt = b.transpose(k, perm);
-  Ex s = Ex(Op::Matmul, {b[q], b[kt]}) * scale;
+  Ex s = Ex(Op::Matmul, {b[q], b[b.swap_last_two(k)]}) * scale;
   if (bias >= 0) s = s + b[bias];
   const ValueId scores = b(s);
-  const Shape keep = keep_shape(b.shape(scores), {int64_t(b.shape(scores).size()) - 1});
-  const int last = int(b.shape(scores).size()) - 1;
+  const Shape shape = b.shape(scores);
+  const int last = int(shape.size()) - 1;
+  const Shape keep = keep_shape(shape, {last});
   // every key masked: the row's maximum is -inf (NaN is not, and stays NaN)
   const Ex none =
       stop_gradient(eq(reshape(reduce_max(b[scores], {last}), keep), -std::numeric_limits<double>::infinity()));

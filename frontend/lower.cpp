@@ -1524,11 +1524,8 @@ V Lowerer::attention_builtin(const Expr& e) {
     if (causal) user_error(me->loc, "{}: give attn_mask or is_causal=true, not both (as PyTorch)", f);
     V mv = arg(c, "attn_mask");
     ValueId m = tensor(mv, c.loc_of("attn_mask"));
-    const Shape scores = [&] {
-      Shape s = qs;
-      s.back() = S;
-      return s;
-    }();
+    Shape scores = qs;
+    scores.back() = S;
     if (!broadcasts_to(g_.type(m).shape, Shape{L, S}) && !broadcasts_to(g_.type(m).shape, scores))
       user_error(me->loc, "{}: attn_mask {} does not broadcast to the scores' [..., L, S] = {}", f,
                  type_str(g_.type(m)), shape_str(scores));

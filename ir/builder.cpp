@@ -158,6 +158,14 @@ ValueId Builder::transpose(ValueId a, const std::vector<int64_t>& perm) {
   return emit(Op::Transpose, {a}, at);
 }
 
+ValueId Builder::swap_last_two(ValueId a) {
+  const int r = type(a).rank();
+  std::vector<int64_t> perm;
+  for (int d = 0; d < r; ++d) perm.push_back(d);
+  std::swap(perm[size_t(r - 1)], perm[size_t(r - 2)]);
+  return transpose(a, perm);
+}
+
 ValueId Builder::slice(ValueId a, const std::vector<int64_t>& starts, const std::vector<int64_t>& ends) {
   Attrs at;
   at.set("starts", Attr::of_ints(starts));

@@ -125,6 +125,7 @@ class Builder {
   ValueId reshape(ValueId a, Shape s);  // shapes by value: adding nodes may move the graph
   ValueId broadcast(ValueId a, Shape s);
   ValueId transpose(ValueId a, const std::vector<int64_t>& perm);
+  ValueId swap_last_two(ValueId a);  // a^T of a matrix, of each matrix of a batch
   ValueId slice(ValueId a, const std::vector<int64_t>& starts, const std::vector<int64_t>& ends);
   ValueId pad(ValueId a, const std::vector<int64_t>& lo, const std::vector<int64_t>& hi);
   ValueId reduce_sum(ValueId a, const std::vector<int64_t>& axes);

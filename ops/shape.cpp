@@ -222,15 +222,8 @@ void vjp_pad(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
 // back where they were broadcast)
 void vjp_matmul(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
   ValueId a = ad.arg(0), b = ad.arg(1);
-  auto swap_last = [&](ValueId v) {
-    std::vector<int64_t> perm;
-    int r = ad.type(v).rank();
-    for (int d = 0; d < r; ++d) perm.push_back(d);
-    std::swap(perm[size_t(r - 1)], perm[size_t(r - 2)]);
-    return ad.transpose(v, perm);
-  };
-  if (ad.needs(0)) ct[0] = ad.sum_to(ad.emit(Op::Matmul, {g, swap_last(b)}), ad.shape(a));
-  if (ad.needs(1)) ct[1] = ad.sum_to(ad.emit(Op::Matmul, {swap_last(a), g}), ad.shape(b));
+  if (ad.needs(0)) ct[0] = ad.sum_to(ad.emit(Op::Matmul, {g, ad.swap_last_two(b)}), ad.shape(a));
+  if (ad.needs(1)) ct[1] = ad.sum_to(ad.emit(Op::Matmul, {ad.swap_last_two(a), g}), ad.shape(b));
 }
 
 }  // namespace

@@ -1348,12 +1348,17 @@ UsageError needs_value(const char* flag) {
   return UsageError(fmt::format("{}{} needs a value", std::string(flag) == "o" ? "-" : "--", flag));
 }
 
+// An option's name: `--outputs=DIR` and `-o` without their dashes and value.
+std::string option_name(const std::string& arg) {
+  const std::string key = arg.substr(arg.rfind("--", 0) == 0 ? 2 : 1);
+  return key.substr(0, key.find('='));
+}
+
 // "unknown option --out; did you mean --outputs?": the command's flags that the name
 // begins (a shortened flag) or is two edits from.
 UsageError unknown_option(const Command& c, const std::string& arg) {
   const bool two = arg.rfind("--", 0) == 0;
-  std::string key = arg.substr(two ? 2 : 1);
-  key = key.substr(0, key.find('='));
+  const std::string key = option_name(arg);
   std::vector<std::string> near;
   for (const Flag& f : c.flags) {
     const std::string name = f.name;
@@ -1367,8 +1372,7 @@ UsageError unknown_option(const Command& c, const std::string& arg) {
 
 bool known_option(const Command& c, const std::string& arg) {
   if (arg == "-h" || arg == "--help" || arg == "-v") return true;
-  std::string key = arg.substr(arg.rfind("--", 0) == 0 ? 2 : 1);
-  key = key.substr(0, key.find('='));
+  const std::string key = option_name(arg);
   for (const Flag& f : c.flags)
     if (key == f.name) return true;
   return false;
