@@ -31,13 +31,22 @@ ValueId mean(Builder& b, ValueId x, const std::vector<int64_t>& axes, bool keep)
   return finish_reduce(b, b(reduce_sum(b[x], axes) / double(count(s, axes))), s, axes, keep);
 }
 
+namespace {
 // m + log(sum(exp(x - m))), m = max(x). The shift by the maximum is for range only: its
 // derivative cancels exactly, so it is a stop_gradient (as JAX's logsumexp): no
-// gradient through the max, its ties and its mask in the backward graph.
-ValueId logsumexp(Builder& b, ValueId x, const std::vector<int64_t>& axes, bool keep) {
+// gradient through the max, its ties and its mask in the backward graph. Where
+// `finite_shift`, an infinite maximum shifts by 0 instead (PyTorch's logsumexp: every x
+// -inf gives -inf, an x +inf gives +inf); PyTorch's log_softmax does not (NaN there).
+ValueId shifted_logsumexp(Builder& b, ValueId x, const std::vector<int64_t>& axes, bool keep, bool finite_shift) {
   const Shape s = b.shape(x);
-  const Ex m = stop_gradient(reduce_max(b[x], axes));
+  Ex m = stop_gradient(reduce_max(b[x], axes));
+  if (finite_shift) m = where(abs(m) < std::numeric_limits<double>::infinity(), m, 0.0);
   return finish_reduce(b, b(log(reduce_sum(exp(b[x] - reshape(m, keep_shape(s, axes))), axes)) + m), s, axes, keep);
+}
+}  // namespace
+
+ValueId logsumexp(Builder& b, ValueId x, const std::vector<int64_t>& axes, bool keep) {
+  return shifted_logsumexp(b, x, axes, keep, true);
 }
 
 // exp(x - max(x)) / sum(exp(x - max(x)))
@@ -48,15 +57,18 @@ ValueId softmax(Builder& b, ValueId x, int axis) {
 }
 
 // x - logsumexp(x)
-ValueId log_softmax(Builder& b, ValueId x, int axis) { return b(b[x] - b[logsumexp(b, x, {axis}, true)]); }
+ValueId log_softmax(Builder& b, ValueId x, int axis) {
+  return b(b[x] - b[shifted_logsumexp(b, x, {axis}, true, false)]);
+}
 
 // x / max(||x||, eps), as PyTorch's. The norm's derivative is 0 where it is 0 (as
-// torch.norm's): sqrt(where(s > 0, s, 1)) * (s > 0), so a zero row's gradient is
-// g / eps, finite, and not 0 * inf.
+// torch.norm's): sqrt(where(s != 0, s, 1)) * (s != 0), so a zero row's gradient is
+// g / eps, finite, and not 0 * inf; a row with a NaN has a NaN norm (s != 0 holds for
+// NaN, s > 0 would not), so it is NaN, not x / eps.
 ValueId normalize(Builder& b, ValueId x, int axis, double eps) {
   const Ex X = b[x];
   const Ex s = reshape(reduce_sum(X * X, {axis}), keep_shape(b.shape(x), {axis}));
-  const Ex some = cast(s > 0.0, b.dtype(x));
+  const Ex some = cast(ne(s, 0.0), b.dtype(x));
   return b(X / maximum(sqrt(where(some, s, 1.0)) * some, eps));
 }
 

@@ -1552,13 +1552,14 @@ V Lowerer::clamp_builtin(const Expr& e) {
     if (bound) dt = promote(dt, common(xv, *bound));
   At b = at(e.loc);
   Ex r = b[tensor(xv, dt, c.loc_of("x"))];
+  // where x or a bound is NaN, neither comparison holds: NaN, with no derivative (PyTorch's)
   if (lo) {
     const Ex m = b[tensor(*lo, dt, c.loc_of("min"))];
-    r = where(r < m, m, r);
+    r = where(r >= m, r, where(r < m, m, stop_gradient(r + m)));
   }
   if (hi) {
     const Ex m = b[tensor(*hi, dt, c.loc_of("max"))];
-    r = where(r > m, m, r);
+    r = where(r <= m, r, where(r > m, m, stop_gradient(r + m)));
   }
   return V{b(r)};
 }

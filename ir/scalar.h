@@ -216,8 +216,8 @@ GRADC_HD T abs(T x) {
   return x < 0 ? neg(x) : x;
 }
 template <class T>
-GRADC_HD T relu(T x) {
-  return x > 0 ? x : T(0);
+GRADC_HD T relu(T x) {  // NaN stays NaN, as PyTorch's
+  return x <= 0 ? T(0) : x;
 }
 template <class T>
 GRADC_HD T sigmoid(T x) {
@@ -320,13 +320,14 @@ template <class T>
 GRADC_HD T erf(T x) {
   return T(erf_(x));
 }
+// A NaN operand gives NaN, as PyTorch's maximum and minimum (not fmax's rule).
 template <class T>
 GRADC_HD T maximum(T a, T b) {
-  return a > b ? a : b;
+  return (a > b || a != a) ? a : b;
 }
 template <class T>
 GRADC_HD T minimum(T a, T b) {
-  return a < b ? a : b;
+  return (a < b || a != a) ? a : b;
 }
 // Comparisons give 1 or 0 in the result's float type R.
 template <class R, class T>

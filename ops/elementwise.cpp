@@ -194,8 +194,10 @@ void vjp_rsqrt(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) {
 }
 // d/dx |x| = sign(x)   (0 at 0, as in PyTorch)
 void vjp_abs(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad(ad[g] * sign(ad[ad.arg(0)])); }
-// d/dx relu(x) = [x > 0]   (0 at 0, as in PyTorch)
-void vjp_relu(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) { ct[0] = ad(ad[g] * (ad[ad.arg(0)] > 0.0)); }
+// d/dx relu(x) = [not x <= 0]   (0 at 0, 1 at NaN: PyTorch's threshold_backward)
+void vjp_relu(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
+  ct[0] = ad(where(ad[ad.arg(0)] <= 0.0, 0.0, ad[g]));
+}
 // d/dx sigmoid(x) = y (1 - y)
 void vjp_sigmoid(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) {
   const Ex Y = ad[y];
@@ -257,25 +259,27 @@ void vjp_div(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
   if (ad.needs(1)) ct[1] = ad.sum_to(ad(-(gb * (ad[a] / ad[b]))), ad.shape(b));
 }
 // d/da a^b = b a^(b-1), taken as 0 where b = 0 (0^0 is 1: no 0 * inf);
-// d/db a^b = a^b log(a), taken as 0 where a = 0 (as PyTorch does both)
+// d/db a^b = a^b log(a), taken as 0 where a = 0 and b >= 0 (as PyTorch does both; at
+// a = 0 and b < 0 it is inf * -inf = -inf); log reads 1 where it is taken as 0, so that
+// a derivative of this one has no 0 * inf either
 void vjp_pow(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) {
   const ValueId a = ad.arg(0), b = ad.arg(1);
   const Ex A = ad[a], B = ad[b], G = ad[g];
   if (ad.needs(0)) ct[0] = ad.sum_to(ad(G * where(eq(B, 0.0), 0.0, B * pow(A, B - 1.0))), ad.shape(a));
   if (ad.needs(1)) {
-    const Ex a_is_0 = eq(A, 0.0);
-    ct[1] = ad.sum_to(ad(G * where(a_is_0, 0.0, ad[y] * log(where(a_is_0, 1.0, A)))), ad.shape(b));
+    const Ex zero = minimum(eq(A, 0.0), B >= 0.0);
+    ct[1] = ad.sum_to(ad(G * where(zero, 0.0, ad[y] * log(where(zero, 1.0, A)))), ad.shape(b));
   }
 }
-// d/da max(a, b) = [a > b] + 1/2 [a = b]: a tie splits the derivative evenly
-// (likewise min with <), as PyTorch does.
+// d/da max(a, b) = 1 - [a < b] - 1/2 [a = b]: a tie splits the derivative evenly
+// (likewise min with >), and where a or b is NaN both get all of it, as PyTorch does.
 void vjp_extremum(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
   const ValueId a = ad.arg(0), b = ad.arg(1);
   const Ex A = ad[a], B = ad[b];
   const bool max = ad.y().op == Op::Maximum;
   const Ex half_tie = eq(A, B) * 0.5;
-  if (ad.needs(0)) ct[0] = ad.sum_to(ad(ad[g] * ((max ? A > B : A < B) + half_tie)), ad.shape(a));
-  if (ad.needs(1)) ct[1] = ad.sum_to(ad(ad[g] * ((max ? B > A : B < A) + half_tie)), ad.shape(b));
+  if (ad.needs(0)) ct[0] = ad.sum_to(ad(ad[g] * (1.0 - (max ? A < B : A > B) - half_tie)), ad.shape(a));
+  if (ad.needs(1)) ct[1] = ad.sum_to(ad(ad[g] * (1.0 - (max ? B < A : B > A) - half_tie)), ad.shape(b));
 }
 // d/da where(c, a, b) = [c], d/db where(c, a, b) = [not c]; nothing flows to c
 void vjp_where(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {

@@ -181,11 +181,11 @@ void combine_into(Tensor& acc, const Tensor& x, Combine how) {
       case Combine::Prod:
         for (int64_t i = 0; i < n; ++i) a[i] = op::mul(a[i], b[i]);
         break;
-      case Combine::Max:
-        for (int64_t i = 0; i < n; ++i) a[i] = std::max(a[i], b[i]);
+      case Combine::Max:  // a NaN on any rank gives NaN, as max over an axis
+        for (int64_t i = 0; i < n; ++i) a[i] = max_step(a[i], b[i]);
         break;
       case Combine::Min:
-        for (int64_t i = 0; i < n; ++i) a[i] = std::min(a[i], b[i]);
+        for (int64_t i = 0; i < n; ++i) a[i] = min_step(a[i], b[i]);
         break;
     }
   });

@@ -145,15 +145,78 @@ GRADC_HD inline void label_error(const char* where, int rank, int64_t label, int
 
 // ---- reductions over ranks, in rank order (as the interpreter combines them) ---
 // Sums and products in T (f32, f64 or i32): op::add and op::mul, an i32 wrapping
-// around on overflow (gradc_scalar.h).
+// around on overflow (gradc_scalar.h); max and min by max_step and min_step, so that a
+// NaN on any rank gives NaN, as a max over an axis does.
 template <class T>
 GRADC_HD inline T combine(ROp op, T a, T b) {
   switch (op) {
     case ROp::Prod: return op::mul(a, b);
-    case ROp::Max: return a > b ? a : b;
-    case ROp::Min: return a < b ? a : b;
+    case ROp::Max: return max_step(a, b);
+    case ROp::Min: return min_step(a, b);
     default: return op::add(a, b);
   }
+}
+
+// Float max and min over ranks on a transport whose own drop a NaN or keep it by its
+// place (NCCL's is fmaxf; MPI's and gloo's are a > b ? a : b, which keeps a NaN only on
+// one side): each value as an integer of its width in the same order, NaN above +inf
+// for a max and below -inf for a min, then the transport's integer max or min, then
+// back. A NaN on any rank gives NaN, as combine does; -0 is below +0 (combine keeps the
+// first rank's: which zero a max of zeros gives is not fixed, as over an axis).
+template <class F>
+struct OrderKey;
+template <>
+struct OrderKey<float> {
+  using type = int32_t;
+};
+template <>
+struct OrderKey<double> {
+  using type = int64_t;
+};
+template <class F, class K = typename OrderKey<F>::type>
+GRADC_HD inline K order_key(F x, bool max) {
+  const K top = K(~K(0) ^ (K(1) << (8 * sizeof(K) - 1)));  // 0x7f...f
+  if (x != x) return max ? top : K(~top);
+  K k;
+  memcpy(&k, &x, sizeof k);
+  return k < 0 ? K(k ^ top) : k;  // the negative floats' order reversed, -0 just below +0
+}
+template <class F, class K = typename OrderKey<F>::type>
+GRADC_HD inline F from_order_key(K k) {
+  const K top = K(~K(0) ^ (K(1) << (8 * sizeof(K) - 1)));
+  k = k < 0 ? K(k ^ top) : k;  // a NaN's key gives a NaN: 0x7f...f or 0xff...f
+  F x;
+  memcpy(&x, &k, sizeof x);
+  return x;
+}
+// Whether a collective of op on t goes by order keys: a max or min of floats.
+inline bool by_order_keys(ROp op, DType t) {
+  return (op == ROp::Max || op == ROp::Min) && (t == DType::F32 || t == DType::F64);
+}
+// n values of t at p to their keys (to_keys) or back, in place (the host's loop).
+inline void order_keys(void* p, int64_t n, DType t, ROp op, bool to_keys) {
+  auto go = [&](auto f) {
+    using F = decltype(f);
+    using K = typename OrderKey<F>::type;
+    char* b = static_cast<char*>(p);
+    for (int64_t i = 0; i < n; ++i, b += sizeof(F)) {
+      F x;
+      K k;
+      if (to_keys) {
+        memcpy(&x, b, sizeof x);
+        k = order_key(x, op == ROp::Max);
+        memcpy(b, &k, sizeof k);
+      } else {
+        memcpy(&k, b, sizeof k);
+        x = from_order_key<F>(k);
+        memcpy(b, &x, sizeof x);
+      }
+    }
+  };
+  if (t == DType::F32)
+    go(0.0f);
+  else
+    go(0.0);
 }
 
 // Reductions over axes accumulate in double (int64 for i32), as the interpreter does:

@@ -45,6 +45,13 @@ class MpiComm : public Comm {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   void all_reduce(const void* in, void* out, int64_t count, DType t, ROp op) override {
+    if (by_order_keys(op, t)) {  // a float max or min: its NaN rule (gradc_common.h)
+      if (in != out) memmove(out, in, size_t(count * dtype_size(t)));
+      order_keys(out, count, t, op, true);
+      check(MPI_Allreduce(MPI_IN_PLACE, out, int(count), key_type(t), mpi_op(op), c_), "MPI_Allreduce");
+      order_keys(out, count, t, op, false);
+      return;
+    }
     check(MPI_Allreduce(in == out ? MPI_IN_PLACE : in, out, int(count), type(t), mpi_op(op), c_), "MPI_Allreduce");
     if (op == ROp::Avg) divide(out, count, t);
   }
@@ -57,8 +64,11 @@ class MpiComm : public Comm {
   void reduce_scatter(const void* in, void* out, Blocks b, DType t, ROp op) override {
     std::vector<char> parts(size_t(b.count() * size_ * dtype_size(t)));
     regroup(in, parts.data(), b.outer, size_, b.dim * b.inner * dtype_size(t), true);
-    check(MPI_Reduce_scatter_block(parts.data(), out, int(b.count()), type(t), mpi_op(op), c_),
+    const bool keys = by_order_keys(op, t);
+    if (keys) order_keys(parts.data(), b.count() * size_, t, op, true);
+    check(MPI_Reduce_scatter_block(parts.data(), out, int(b.count()), keys ? key_type(t) : type(t), mpi_op(op), c_),
           "MPI_Reduce_scatter_block");
+    if (keys) order_keys(out, b.count(), t, op, false);
     if (op == ROp::Avg) divide(out, b.count(), t);
   }
   void broadcast(const void* in, void* out, int64_t count, DType t, int root) override {
@@ -66,7 +76,15 @@ class MpiComm : public Comm {
     check(MPI_Bcast(out, int(count), type(t), root, c_), "MPI_Bcast");
   }
   void reduce(const void* in, void* out, int64_t count, DType t, ROp op, int root) override {
-    check(MPI_Reduce(in, out, int(count), type(t), mpi_op(op), root, c_), "MPI_Reduce");
+    if (by_order_keys(op, t)) {  // a float max or min: its NaN rule (gradc_common.h)
+      std::vector<char> keys(size_t(count * dtype_size(t)));
+      memcpy(keys.data(), in, keys.size());
+      order_keys(keys.data(), count, t, op, true);
+      check(MPI_Reduce(keys.data(), out, int(count), key_type(t), mpi_op(op), root, c_), "MPI_Reduce");
+      if (rank_ == root) order_keys(out, count, t, op, false);
+    } else {
+      check(MPI_Reduce(in, out, int(count), type(t), mpi_op(op), root, c_), "MPI_Reduce");
+    }
     if (rank_ != root)
       memset(out, 0, size_t(count * dtype_size(t)));
     else if (op == ROp::Avg)
@@ -140,6 +158,8 @@ class MpiComm : public Comm {
     }
     return MPI_INT32_T;
   }
+  // the integers a float max or min goes by (order_keys)
+  static MPI_Datatype key_type(DType t) { return t == DType::F64 ? MPI_INT64_T : MPI_INT32_T; }
   static MPI_Op mpi_op(ROp op) {
     return op == ROp::Prod ? MPI_PROD : op == ROp::Max ? MPI_MAX : op == ROp::Min ? MPI_MIN : MPI_SUM;
   }

@@ -80,7 +80,44 @@ inline void regroup(cudaStream_t s, const void* src, void* dst, int64_t outer, i
   GRADC_CUDA(cudaGetLastError(), where);
 }
 
+// A float max or min goes by order keys (gradc_common.h): NCCL's own is fmaxf, which
+// drops a NaN. from -> to (the same buffer, or not), n values of t, to the keys or back.
+template <class F>
+__global__ void order_keys_kernel(const F* from, F* to, int64_t n, bool max, bool to_keys) {
+  using K = typename OrderKey<F>::type;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(blockDim.x) * gridDim.x) {
+    K k;
+    F x = from[i];
+    if (to_keys) {
+      k = order_key(x, max);
+      memcpy(&x, &k, sizeof x);
+    } else {
+      memcpy(&k, &x, sizeof k);
+      x = from_order_key<F>(k);
+    }
+    to[i] = x;
+  }
+}
+inline void order_keys(cudaStream_t s, const void* from, void* to, int64_t n, DType t, ROp op, bool to_keys,
+                       const char* where) {
+  if (n == 0) return;
+  if (t == DType::F32)
+    order_keys_kernel<float>
+        <<<grid(n), 256, 0, s>>>(static_cast<const float*>(from), static_cast<float*>(to), n, op == ROp::Max, to_keys);
+  else
+    order_keys_kernel<double><<<grid(n), 256, 0, s>>>(static_cast<const double*>(from), static_cast<double*>(to), n,
+                                                      op == ROp::Max, to_keys);
+  GRADC_CUDA(cudaGetLastError(), where);
+}
+inline ncclDataType_t key_type(DType t) { return t == DType::F64 ? ncclInt64 : ncclInt32; }
+
 inline void all_reduce(Comm& c, const void* in, void* out, int64_t count, DType t, ROp op, const char* where) {
+  if (by_order_keys(op, t)) {
+    order_keys(c.stream, in, out, count, t, op, true, where);
+    GRADC_NCCL(ncclAllReduce(out, out, size_t(count), key_type(t), nccl_op(op), c.nccl, c.stream), where);
+    order_keys(c.stream, out, out, count, t, op, false, where);
+    return;
+  }
   GRADC_NCCL(ncclAllReduce(in, out, size_t(count), nccl_type(t), nccl_op(op), c.nccl, c.stream), where);
 }
 inline void all_gather(Comm& c, const void* in, void* out, Blocks b, DType t, const char* where) {
@@ -99,13 +136,25 @@ inline void reduce_scatter(Comm& c, const void* in, void* out, Blocks b, DType t
     regroup(c.stream, in, c.scratch, b.outer, c.size, b.dim * b.inner * es, true, where);
     src = c.scratch;
   }
+  if (by_order_keys(op, t)) {  // the operand's keys in the scratch (twice its bytes)
+    order_keys(c.stream, src, c.scratch, b.count() * c.size, t, op, true, where);
+    GRADC_NCCL(ncclReduceScatter(c.scratch, out, size_t(b.count()), key_type(t), nccl_op(op), c.nccl, c.stream), where);
+    order_keys(c.stream, out, out, b.count(), t, op, false, where);
+    return;
+  }
   GRADC_NCCL(ncclReduceScatter(src, out, size_t(b.count()), nccl_type(t), nccl_op(op), c.nccl, c.stream), where);
 }
 inline void broadcast(Comm& c, const void* in, void* out, int64_t count, DType t, int root, const char* where) {
   GRADC_NCCL(ncclBroadcast(in, out, size_t(count), nccl_type(t), root, c.nccl, c.stream), where);
 }
 inline void reduce_to(Comm& c, const void* in, void* out, int64_t count, DType t, ROp op, int root, const char* where) {
-  GRADC_NCCL(ncclReduce(in, out, size_t(count), nccl_type(t), nccl_op(op), root, c.nccl, c.stream), where);
+  if (by_order_keys(op, t)) {
+    order_keys(c.stream, in, c.scratch, count, t, op, true, where);
+    GRADC_NCCL(ncclReduce(c.scratch, out, size_t(count), key_type(t), nccl_op(op), root, c.nccl, c.stream), where);
+    if (c.rank == root) order_keys(c.stream, out, out, count, t, op, false, where);
+  } else {
+    GRADC_NCCL(ncclReduce(in, out, size_t(count), nccl_type(t), nccl_op(op), root, c.nccl, c.stream), where);
+  }
   if (c.rank != root) fill_zero(c.stream, out, count * dtype_size(t));
 }
 inline void gather(Comm& c, const void* in, void* out, Blocks b, DType t, int root, const char* where) {

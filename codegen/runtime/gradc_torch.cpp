@@ -53,10 +53,13 @@ class TorchComm : public Comm {
 
   void all_reduce(const void* in, void* out, int64_t count, DType t, ROp op) override {
     copy(out, in, count, t);
-    std::vector<at::Tensor> ts = {tensor(out, count, t)};
+    const bool keys = by_order_keys(op, t);  // a float max or min: its NaN rule (gradc_common.h)
+    if (keys) order_keys(out, count, t, op, true);
+    std::vector<at::Tensor> ts = {keys ? key_tensor(out, count, t) : tensor(out, count, t)};
     c10d::AllreduceOptions o;
     o.reduceOp = reduce_op(op);
     pg_->allreduce(ts, o)->wait();
+    if (keys) order_keys(out, count, t, op, false);
     if (op == ROp::Avg) divide(out, count, t);
   }
   void all_gather(const void* in, void* out, Blocks b, DType t) override {
@@ -98,11 +101,14 @@ class TorchComm : public Comm {
   }
   void reduce(const void* in, void* out, int64_t count, DType t, ROp op, int root) override {
     copy(out, in, count, t);
-    std::vector<at::Tensor> ts = {tensor(out, count, t)};
+    const bool keys = by_order_keys(op, t);
+    if (keys) order_keys(out, count, t, op, true);
+    std::vector<at::Tensor> ts = {keys ? key_tensor(out, count, t) : tensor(out, count, t)};
     c10d::ReduceOptions o;
     o.reduceOp = reduce_op(op);
     o.rootRank = order_[size_t(root)];
     pg_->reduce(ts, o)->wait();
+    if (keys && rank_ == root) order_keys(out, count, t, op, false);
     if (rank_ != root)
       memset(out, 0, size_t(count * dtype_size(t)));
     else if (op == ROp::Avg)
@@ -254,6 +260,10 @@ class TorchComm : public Comm {
     return at::TensorOptions().dtype(at::kInt);
   }
   static at::Tensor tensor(void* p, int64_t count, DType t) { return at::from_blob(p, {count}, options(t)); }
+  // the integers a float max or min goes by (order_keys)
+  static at::Tensor key_tensor(void* p, int64_t count, DType t) {
+    return at::from_blob(p, {count}, at::TensorOptions().dtype(t == DType::F64 ? at::kLong : at::kInt));
+  }
   static void copy(void* out, const void* in, int64_t count, DType t) {
     if (out != in) memmove(out, in, size_t(count * dtype_size(t)));
   }
