@@ -166,6 +166,54 @@ ROWS = [
      [[0.5, -1.0, 2.0], [1.5, 0.0, 1.0]], lambda x, b: torch.einsum("tec,tm->ecm", x, b)),
 ]
 
+# Every elementwise op, binary op and reduction at NaN, +-inf and +-0 (and finite values
+# beside them), generated: where PyTorch has NaN or an infinity, so must gradc. Left
+# out: logaddexp of two equal infinities (gradc's derivative is 1/2, its limit; PyTorch's
+# NaN: docs/language.md) and var's derivative beside an infinite element (gradc's NaN,
+# PyTorch's +-inf: the value is NaN either way).
+SPECIAL = [NAN, INF, -INF, 0.0, -0.0, 1.0, -1.5, 3.0]
+UNARY = {"neg": lambda x: -x, "exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt,
+         "abs": torch.abs, "relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "sin": torch.sin,
+         "cos": torch.cos, "square": torch.square, "reciprocal": torch.reciprocal, "erf": torch.erf, "silu": F.silu,
+         "softplus": F.softplus, "gelu": F.gelu, "log1p": torch.log1p, "expm1": torch.expm1, "log_sigmoid": F.logsigmoid}
+ROWS += [(f"special values: {k}", f"{k}(x)", SPECIAL, None, lambda x, b, f=f: f(x)) for k, f in UNARY.items()]
+ROWS += [("special values: gelu tanh", "gelu(x, approximate=tanh)", SPECIAL, None, lambda x, b: F.gelu(x, approximate="tanh")),
+         ("special values: clamp", "clamp(x, min=-1, max=2)", SPECIAL, None, lambda x, b: torch.clamp(x, -1, 2))]
+PAIRS = [(a, c) for a in SPECIAL for c in SPECIAL]
+BINARY = {"add": ("x + b", torch.add), "sub": ("x - b", torch.sub), "mul": ("x * b", torch.mul), "div": ("x / b", torch.div),
+          "pow": ("pow(x, b)", torch.pow), "maximum": ("maximum(x, b)", torch.maximum),
+          "minimum": ("minimum(x, b)", torch.minimum), "logaddexp": ("logaddexp(x, b)", torch.logaddexp),
+          "where": ("where(x > b, x, b)", lambda x, b: torch.where(x > b, x, b)),
+          "clamp by a tensor": ("clamp(x, min=b)", lambda x, b: torch.clamp(x, min=b))}
+for k, (e, f) in BINARY.items():
+    pairs = [(a, c) for a, c in PAIRS if not (k == "logaddexp" and math.isinf(a) and a == c)]
+    ROWS.append((f"special values: {k}", e, [a for a, _ in pairs], [c for _, c in pairs], lambda x, b, f=f: f(x, b)))
+SPECIAL_ROWS = [[NAN, 1.0, 2.0], [INF, 1.0, 2.0], [-INF, 1.0, 2.0], [INF, -INF, 0.0], [-INF, -INF, -INF], [INF, INF, 1.0],
+                [0.0, -0.0, 0.0], [1.0, 3.0, 3.0]]
+LABELS = [0, 1, 2, 0, 1, 2, 0, 1]
+REDUCTIONS = {
+    "sum": ("sum(x, axis=-1)", lambda x: x.sum(-1)), "mean": ("mean(x, axis=-1)", lambda x: x.mean(-1)),
+    "max": ("max(x, axis=-1)", lambda x: x.amax(-1)), "min": ("min(x, axis=-1)", lambda x: x.amin(-1)),
+    "logsumexp": ("logsumexp(x, axis=-1)", lambda x: torch.logsumexp(x, -1)),
+    "softmax": ("softmax(x)", lambda x: F.softmax(x, -1)), "log_softmax": ("log_softmax(x)", lambda x: F.log_softmax(x, -1)),
+    "std": ("std(x, axis=-1)", lambda x: torch.std(x, -1)),
+    "normalize": ("normalize(x)", lambda x: F.normalize(x, dim=-1)),
+    "layer_norm": ("layer_norm(x)", lambda x: F.layer_norm(x, (3,))),
+    "rms_norm": ("rms_norm(x)", lambda x: x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6)),
+    "cumsum": ("cumsum(x, axis=1)", lambda x: torch.cumsum(x, 1)),
+    "sort": ("v_, i_ = sort(x); v_ + 1000 * cast(i_, f64)",
+             lambda x: (lambda r: r.values + 1000 * r.indices)(torch.sort(x, stable=True))),
+    "topk": ("v_, i_ = topk(x, 2); v_ + 1000 * cast(i_, f64)", lambda x: (lambda r: r.values + 1000 * r.indices)(torch.topk(x, 2))),
+    "argmax": ("x * cast(expand_dims(argmax(x, axis=-1), 1), f64)", lambda x: x * torch.argmax(x, -1, keepdim=True)),
+    "cross_entropy": (f"cross_entropy(x, {LABELS})", lambda x: F.cross_entropy(x, torch.tensor(LABELS))),
+    "binary_cross_entropy_with_logits": ("binary_cross_entropy_with_logits(x, full([8, 3], 0.25, dtype=f64))",
+                                         lambda x: F.binary_cross_entropy_with_logits(x, torch.full_like(x, 0.25))),
+}
+ROWS += [(f"special values: {k}", e, SPECIAL_ROWS, None, lambda x, b, f=f: f(x)) for k, (e, f) in REDUCTIONS.items()]
+ROWS.append(("special values: var", "var(x, axis=-1)", [r for r in SPECIAL_ROWS if not any(map(math.isinf, r))], None,
+             lambda x, b: torch.var(x, -1)))
+
+
 
 def dg_literal(v):
     if isinstance(v, list):

@@ -29,12 +29,14 @@ and defaults), and for each one checks:
     with --exe its executable for any B, and with --torch (where that program is checked
     as an op) the op's CUDA ops, compiled and linked with nvcc (not run: no GPU here;
     scripts/gpu_check.sh runs the CUDA code where one is);
+  * with --special-every, every K-th program's float input files hold NaN, infinities
+    and signed zeros in some elements: every check above, NaN where PyTorch has NaN;
   * that gradc accepts the program at all (the generator writes only valid ones).
 A disagreement is shrunk to a small program (outputs dropped, statements bypassed and
 removed while the same kind of disagreement remains) and written to WORKDIR.
 
 usage: dgsmith.py GRADC WORKDIR [--seed S] [--count N | --seconds T] [--mesh-every K] [--low-every K] [--exe] [--torch]
-                  [--cuda-every K] [--keep-going]
+                  [--cuda-every K] [--special-every K] [--keep-going]
 Needs PyTorch (Debian's python3-torch is enough) and NumPy; --torch also the venv of
 scripts/torch_venv.sh (PyPI's PyTorch). Run by PyTorch 1.13, f16 programs that need a
 CPU kernel it lacks are not checked against it (the last lines say how many); the venv's
@@ -473,9 +475,27 @@ def torch_unary(name):
     }[name]
 
 
+def self_attention(t, causal):
+    """PyTorch's scaled_dot_product_attention(t, t, t, is_causal=causal); written out
+    where PyTorch has none (Debian's 1.13): no row is wholly masked in self-attention."""
+    sdpa = getattr(torch.nn.functional, "scaled_dot_product_attention", None)
+    if sdpa:
+        return sdpa(t, t, t, is_causal=causal)
+    s = t @ t.transpose(-2, -1) / math.sqrt(t.shape[-1])
+    if causal:
+        n = t.shape[-2]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), -math.inf)
+    return torch.softmax(s, -1) @ t
+
+
+# what --special-every puts into some elements of a program's float input files
+SPECIAL = [math.nan, math.inf, -math.inf, 0.0, -0.0]
+
+
 class Gen:
-    def __init__(self, rng, world, mesh=None):
+    def __init__(self, rng, world, mesh=None, special=False):
         self.rng = rng
+        self.special = special
         self.p = Program(world, mesh)
         set_mesh(self.p.axes())
         self.n = 0
@@ -570,10 +590,14 @@ class Gen:
             # one array per distinct value: per rank, or per coordinate on the axes it varies along
             keyed = {}
             data = []
+            special = self.special and dtype != "i32" and rng.random() < 0.6  # this input's files hold some
             for r in range(world):
                 key = tuple(coord(r, a) for a in sorted(vary)) if shared is not False else r
                 if key not in keyed:
-                    keyed[key] = np.array([rng.uniform(-2, 2) for _ in range(int(np.prod(shape)))]).reshape(shape)
+                    values = [rng.uniform(-2, 2) for _ in range(int(np.prod(shape)))]
+                    if special:  # NaN, infinities and signed zeros in some elements
+                        values = [rng.choice(SPECIAL) if rng.random() < 0.1 else v for v in values]
+                    keyed[key] = np.array(values).reshape(shape)
                 data.append(keyed[key])
             inp = Input(name, shape, dtype, shared, [d.astype(NP[dtype]) for d in data], shape_text=shape_text)
         self.p.inputs.append(inp)
@@ -1054,7 +1078,7 @@ class Gen:
         if kind == "attention":  # self-attention of x's rows, causal or not
             causal = self.rng.random() < 0.5
             return one(f"scaled_dot_product_attention({x}, {x}, {x}{', is_causal=true' if causal else ''})",
-                       lambda t: F.scaled_dot_product_attention(t, t, t, is_causal=causal))
+                       lambda t: self_attention(t, causal))
         if kind == "bce":
             return one(f"binary_cross_entropy_with_logits({x}, sigmoid({x} * 0.5))",
                        lambda t: F.binary_cross_entropy_with_logits(t, torch.sigmoid(t * 0.5)))
@@ -1337,13 +1361,14 @@ MESHES = [[("dp", 2), ("tp", 2)], [("dp", 2), ("tp", 3)], [("ep", 3), ("sp", 2)]
           [("a", 1), ("b", 2), ("c", 2)]]
 
 
-def generate(seed, mesh=False):
+def generate(seed, mesh=False, special=False):
     """A random program: over `world N` (1 to 4 ranks), or with `mesh` over a 2-D or 3-D
-    mesh (axes of size 1 included)."""
+    mesh (axes of size 1 included); with `special`, NaN, infinities and signed zeros in
+    some elements of its float input files."""
     rng = random.Random(seed)
     axes = rng.choice(MESHES) if mesh else None
     world = math.prod(n for _, n in axes) if mesh else rng.choice([1, 2, 2, 3, 4])
-    g = Gen(rng, world, axes)
+    g = Gen(rng, world, axes, special)
     dense = rng.random() < 0.5  # square matrices of one size: chains of matmuls and transposes (linear layers)
     k, ktext = g.mult() if rng.random() < 0.3 else (1, "")
     d = rng.choice([2, 3, 4])
@@ -1863,6 +1888,9 @@ def main():
     ap.add_argument("--cuda-every", type=int, default=0,
                     help="every K-th program's CUDA executable compiled and linked with nvcc, and with --exe its "
                          "executable for any B (0: none; slow: about 30 s each)")
+    ap.add_argument("--special-every", type=int, default=0,
+                    help="every K-th program (not one in bf16 or f16) with NaN, infinities and signed zeros in "
+                         "some elements of its float input files")
     ap.add_argument("--keep-going", action="store_true")
     ap.add_argument("-v", "--verbose", action="store_true", help="a line per program")
     args = ap.parse_args()
@@ -1876,7 +1904,9 @@ def main():
     n = failures = 0
     while (args.count and n < args.count) or (args.seconds and time.time() - start < args.seconds):
         seed = args.seed * 1000003 + n
-        prog = generate(seed, mesh=bool(args.mesh_every) and n % args.mesh_every == 0)
+        low_n = bool(args.low_every) and n % args.low_every == 0
+        special = bool(args.special_every) and n % args.special_every == 0 and not low_n
+        prog = generate(seed, mesh=bool(args.mesh_every) and n % args.mesh_every == 0, special=special)
         folder = os.path.join(args.work, "current")
         exe = args.exe and n % args.exe_every == 0
         torch_op = args.torch and n % args.torch_every == 0
@@ -1888,7 +1918,7 @@ def main():
         r = check(args.gradc, prog, folder, exe, torch_op, low, cuda)
         if args.verbose:
             print(f"seed {seed}: {'mesh ' + prog.mesh_flag() if prog.mesh else f'world {prog.world}'}, {len(prog.stmts)} statements"
-                  f"{', ' + low if low else ''}, "
+                  f"{', ' + low if low else ''}{', special values' if special else ''}, "
                   f"{'agrees' if r is None else r[0]} ({time.time() - t0:.1f} s)", flush=True)
         n += 1
         if r is None:
@@ -1900,7 +1930,7 @@ def main():
         keep = os.path.join(args.work, f"failure-{seed}")
         final = check(args.gradc, small, keep, exe, torch_op, low, cuda) or r  # writes it there
         LOW_TORCH_RUNS["checked"], LOW_TORCH_RUNS["skipped"] = counts  # the programs generated, not the shrunk
-        print(f"DISAGREEMENT (seed {seed}, {kind}{', ' + low if low else ''}): {msg}\n  shrunk program: {keep}/p.dg, "
+        print(f"DISAGREEMENT (seed {seed}, {kind}{', ' + low if low else ''}{', special values' if special else ''}): {msg}\n  shrunk program: {keep}/p.dg, "
               f"inputs {keep}/in\n  on it: {final[1]}\n{(low_precision(small, low) if low else small).text()}", flush=True)
         if not args.keep_going:
             break
