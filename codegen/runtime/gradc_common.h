@@ -19,6 +19,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "gradc_dtype.h"
@@ -163,17 +164,9 @@ GRADC_HD inline T combine(ROp op, T a, T b) {
 // for a max and below -inf for a min, then the transport's integer max or min, then
 // back. A NaN on any rank gives NaN, as combine does; -0 is below +0 (combine keeps the
 // first rank's: which zero a max of zeros gives is not fixed, as over an axis).
-template <class F>
-struct OrderKey;
-template <>
-struct OrderKey<float> {
-  using type = int32_t;
-};
-template <>
-struct OrderKey<double> {
-  using type = int64_t;
-};
-template <class F, class K = typename OrderKey<F>::type>
+template <class F>  // the integer of F's width
+using OrderKey = std::conditional_t<sizeof(F) == 8, int64_t, int32_t>;
+template <class F, class K = OrderKey<F>>
 GRADC_HD inline K order_key(F x, bool max) {
   const K top = K(~K(0) ^ (K(1) << (8 * sizeof(K) - 1)));  // 0x7f...f
   if (x != x) return max ? top : K(~top);
@@ -181,7 +174,7 @@ GRADC_HD inline K order_key(F x, bool max) {
   memcpy(&k, &x, sizeof k);
   return k < 0 ? K(k ^ top) : k;  // the negative floats' order reversed, -0 just below +0
 }
-template <class F, class K = typename OrderKey<F>::type>
+template <class F, class K = OrderKey<F>>
 GRADC_HD inline F from_order_key(K k) {
   const K top = K(~K(0) ^ (K(1) << (8 * sizeof(K) - 1)));
   k = k < 0 ? K(k ^ top) : k;  // a NaN's key gives a NaN: 0x7f...f or 0xff...f
@@ -197,7 +190,7 @@ inline bool by_order_keys(ROp op, DType t) {
 inline void order_keys(void* p, int64_t n, DType t, ROp op, bool to_keys) {
   auto go = [&](auto f) {
     using F = decltype(f);
-    using K = typename OrderKey<F>::type;
+    using K = OrderKey<F>;
     char* b = static_cast<char*>(p);
     for (int64_t i = 0; i < n; ++i, b += sizeof(F)) {
       F x;

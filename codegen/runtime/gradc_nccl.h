@@ -84,7 +84,7 @@ inline void regroup(cudaStream_t s, const void* src, void* dst, int64_t outer, i
 // drops a NaN. from -> to (the same buffer, or not), n values of t, to the keys or back.
 template <class F>
 __global__ void order_keys_kernel(const F* from, F* to, int64_t n, bool max, bool to_keys) {
-  using K = typename OrderKey<F>::type;
+  using K = OrderKey<F>;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(blockDim.x) * gridDim.x) {
     K k;
     F x = from[i];
