@@ -166,21 +166,21 @@ GRADC_HD inline T combine(ROp op, T a, T b) {
 // first rank's: which zero a max of zeros gives is not fixed, as over an axis).
 template <class F>  // the integer of F's width
 using OrderKey = std::conditional_t<sizeof(F) == 8, int64_t, int32_t>;
-template <class F, class K = OrderKey<F>>
-GRADC_HD inline K order_key(F x, bool max) {
+// Element i of the values of F at `from`, as its key (to_keys) or back, into `to` (the
+// same buffer, or another). Through bytes, so that a key whose bits are a NaN's keeps them.
+template <class F>
+GRADC_HD inline void order_key_at(const void* from, void* to, int64_t i, bool max, bool to_keys) {
+  using K = OrderKey<F>;
   const K top = K(~K(0) ^ (K(1) << (8 * sizeof(K) - 1)));  // 0x7f...f
-  if (x != x) return max ? top : K(~top);
   K k;
-  memcpy(&k, &x, sizeof k);
-  return k < 0 ? K(k ^ top) : k;  // the negative floats' order reversed, -0 just below +0
-}
-template <class F, class K = OrderKey<F>>
-GRADC_HD inline F from_order_key(K k) {
-  const K top = K(~K(0) ^ (K(1) << (8 * sizeof(K) - 1)));
-  k = k < 0 ? K(k ^ top) : k;  // a NaN's key gives a NaN: 0x7f...f or 0xff...f
+  memcpy(&k, static_cast<const char*>(from) + i * int64_t(sizeof k), sizeof k);
   F x;
   memcpy(&x, &k, sizeof x);
-  return x;
+  if (to_keys && x != x)
+    k = max ? top : K(~top);  // NaN above +inf for a max, below -inf for a min
+  else if (k < 0)
+    k = K(k ^ top);  // the negative floats' order reversed, -0 just below +0; its own inverse
+  memcpy(static_cast<char*>(to) + i * int64_t(sizeof k), &k, sizeof k);
 }
 // Whether a collective of op on t goes by order keys: a max or min of floats.
 inline bool by_order_keys(ROp op, DType t) {
@@ -188,28 +188,11 @@ inline bool by_order_keys(ROp op, DType t) {
 }
 // n values of t at p to their keys (to_keys) or back, in place (the host's loop).
 inline void order_keys(void* p, int64_t n, DType t, ROp op, bool to_keys) {
-  auto go = [&](auto f) {
-    using F = decltype(f);
-    using K = OrderKey<F>;
-    char* b = static_cast<char*>(p);
-    for (int64_t i = 0; i < n; ++i, b += sizeof(F)) {
-      F x;
-      K k;
-      if (to_keys) {
-        memcpy(&x, b, sizeof x);
-        k = order_key(x, op == ROp::Max);
-        memcpy(b, &k, sizeof k);
-      } else {
-        memcpy(&k, b, sizeof k);
-        x = from_order_key<F>(k);
-        memcpy(b, &x, sizeof x);
-      }
-    }
-  };
+  const bool max = op == ROp::Max;
   if (t == DType::F32)
-    go(0.0f);
+    for (int64_t i = 0; i < n; ++i) order_key_at<float>(p, p, i, max, to_keys);
   else
-    go(0.0);
+    for (int64_t i = 0; i < n; ++i) order_key_at<double>(p, p, i, max, to_keys);
 }
 
 // Reductions over axes accumulate in double (int64 for i32), as the interpreter does:

@@ -83,30 +83,17 @@ inline void regroup(cudaStream_t s, const void* src, void* dst, int64_t outer, i
 // A float max or min goes by order keys (gradc_common.h): NCCL's own is fmaxf, which
 // drops a NaN. from -> to (the same buffer, or not), n values of t, to the keys or back.
 template <class F>
-__global__ void order_keys_kernel(const F* from, F* to, int64_t n, bool max, bool to_keys) {
-  using K = OrderKey<F>;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(blockDim.x) * gridDim.x) {
-    K k;
-    F x = from[i];
-    if (to_keys) {
-      k = order_key(x, max);
-      memcpy(&x, &k, sizeof x);
-    } else {
-      memcpy(&k, &x, sizeof k);
-      x = from_order_key<F>(k);
-    }
-    to[i] = x;
-  }
+__global__ void order_keys_kernel(const void* from, void* to, int64_t n, bool max, bool to_keys) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(blockDim.x) * gridDim.x)
+    order_key_at<F>(from, to, i, max, to_keys);
 }
 inline void order_keys(cudaStream_t s, const void* from, void* to, int64_t n, DType t, ROp op, bool to_keys,
                        const char* where) {
   if (n == 0) return;
   if (t == DType::F32)
-    order_keys_kernel<float>
-        <<<grid(n), 256, 0, s>>>(static_cast<const float*>(from), static_cast<float*>(to), n, op == ROp::Max, to_keys);
+    order_keys_kernel<float><<<grid(n), 256, 0, s>>>(from, to, n, op == ROp::Max, to_keys);
   else
-    order_keys_kernel<double><<<grid(n), 256, 0, s>>>(static_cast<const double*>(from), static_cast<double*>(to), n,
-                                                      op == ROp::Max, to_keys);
+    order_keys_kernel<double><<<grid(n), 256, 0, s>>>(from, to, n, op == ROp::Max, to_keys);
   GRADC_CUDA(cudaGetLastError(), where);
 }
 inline ncclDataType_t key_type(DType t) { return t == DType::F64 ? ncclInt64 : ncclInt32; }
