@@ -160,16 +160,40 @@ ValueId extremum_partial(Ad& ad, ValueId x, ValueId full) {
   return ad(hit / all_reduce(hit, Reduction::Sum));
 }
 
-//   prod:    prod_{j != k} x_j, from the count of zeros z = sum_j [x_j = 0] and the
-//            product of the nonzero values P: x_k != 0: z = 0 ? P / x_k : 0;
-//            x_k = 0: z = 1 ? P : 0. No division by a value that can be zero, and
-//            two all_reduces of x's size. Exact as a value, but its parts (the
-//            count, the masks) are constants to a further differentiation, so a
-//            gradient that is differentiated again uses leave_one_out_prod.
+//   prod:    prod_{j != k} x_j, from the counts over ranks of the zeros, the
+//            infinities and the NaNs (one all_reduce of the three), and the product Q
+//            of the regular values (a zero as 1, an infinity as its sign, a NaN as 1):
+//            rank k removes its own from both, so that R = Q / w_k is the others'
+//            regular part, then: a NaN among the others, or a zero and an infinity,
+//            NaN; a zero, R * 0; an infinity, R * inf (its sign); else R. No division
+//            by a value that can be zero or infinite, and two all_reduces. Exact as a
+//            value (an infinite x_k gets the others' finite product, not inf / inf),
+//            but its parts (the counts, the masks) are constants to a further
+//            differentiation, so a gradient that is differentiated again uses
+//            leave_one_out_prod.
 ValueId zero_counting_prod(Ad& ad, ValueId x) {
-  const Ex is_zero = eq(ad[x], 0.0), nonzero = where(is_zero, 1.0, ad[x]);
-  const Ex zeros = all_reduce(is_zero, Reduction::Sum), P = all_reduce(nonzero, Reduction::Prod);
-  return ad(where(is_zero, where(eq(zeros, 1.0), P, 0.0), where(eq(zeros, 0.0), P / nonzero, 0.0)));
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  const Shape s = ad.shape(x);
+  Shape row = s;
+  row.insert(row.begin(), 1);
+  const Ex X = ad[x];
+  const Ex is_zero = eq(X, 0.0), is_inf = eq(abs(X), inf), is_nan = ne(X, X);
+  Attrs ax0;
+  ax0.set("axis", Attr::of_int(0));
+  const ValueId kinds =
+      ad.emit(Op::Concat, {ad(reshape(is_zero, row)), ad(reshape(is_inf, row)), ad(reshape(is_nan, row))}, ax0);
+  const Ex counts = all_reduce(ad[kinds], Reduction::Sum);
+  auto count = [&](int64_t i) {  // slot i of the counts, less this rank's own
+    std::vector<int64_t> start(row.size(), 0), end(row.begin(), row.end());
+    start[0] = i;
+    end[0] = i + 1;
+    return reshape(slice(counts, start, end), s);
+  };
+  const Ex zeros = count(0) - is_zero, infs = count(1) - is_inf, nans = count(2) - is_nan;
+  const Ex w = where(is_zero + is_nan, 1.0, where(is_inf, sign(X), X));
+  const Ex R = all_reduce(w, Reduction::Prod) / w;
+  const Ex none = where(infs > 0.5, R * inf, R), some_zero = where(infs > 0.5, nan, R * 0.0);
+  return ad(where(nans > 0.5, nan, where(zeros > 0.5, some_zero, none)));
 }
 
 // prod_{j != k} x_j on rank k, exact to every order: the ranks' values gathered

@@ -30,6 +30,7 @@ EXES=(
   "syncbn_1|examples/syncbn.dg|--ranks=1|1"
   "rooted|examples/rooted.dg|--ranks=3|3"
   "nan_collectives|tests/codegen/nan_collectives.dg|--ranks=3|3"   # max and min with a NaN on one rank: order keys on NCCL
+  "prod_special|tests/codegen/prod_special.dg|--ranks=3|3"   # prod's derivative with zeros, infinities and NaNs over ranks
   "contrastive|examples/contrastive.dg|--ranks=4|4"
   "call_sites_1|tests/lit/call_sites.dg|--ranks=1|1"
   "call_sites|tests/lit/call_sites.dg|--ranks=2|2"   # a label out of range: the device's message
