@@ -271,15 +271,17 @@ void vjp_pow(Ad& ad, ValueId y, ValueId g, std::vector<ValueId>& ct) {
     ct[1] = ad.sum_to(ad(G * where(zero, 0.0, ad[y] * log(where(zero, 1.0, A)))), ad.shape(b));
   }
 }
-// d/da max(a, b) = 1 - [a < b] - 1/2 [a = b]: a tie splits the derivative evenly
-// (likewise min with >), and where a or b is NaN both get all of it, as PyTorch does.
+// d/da max(a, b): 0 where a < b, half at a tie (likewise min with >), all of it
+// elsewhere, so that where a or b is NaN both get all of it, as PyTorch does. Selected,
+// not multiplied: the operand that is not the maximum gets 0 whatever the cotangent (an
+// infinite one included), as PyTorch's masked_fill gives it.
 void vjp_extremum(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {
   const ValueId a = ad.arg(0), b = ad.arg(1);
-  const Ex A = ad[a], B = ad[b];
+  const Ex A = ad[a], B = ad[b], G = ad[g];
   const bool max = ad.y().op == Op::Maximum;
-  const Ex half_tie = eq(A, B) * 0.5;
-  if (ad.needs(0)) ct[0] = ad.sum_to(ad(ad[g] * (1.0 - (max ? A < B : A > B) - half_tie)), ad.shape(a));
-  if (ad.needs(1)) ct[1] = ad.sum_to(ad(ad[g] * (1.0 - (max ? B < A : B > A) - half_tie)), ad.shape(b));
+  const Ex shared = where(eq(A, B), G * 0.5, G);
+  if (ad.needs(0)) ct[0] = ad.sum_to(ad(where(max ? A < B : A > B, 0.0, shared)), ad.shape(a));
+  if (ad.needs(1)) ct[1] = ad.sum_to(ad(where(max ? B < A : B > A, 0.0, shared)), ad.shape(b));
 }
 // d/da where(c, a, b) = [c], d/db where(c, a, b) = [not c]; nothing flows to c
 void vjp_where(Ad& ad, ValueId, ValueId g, std::vector<ValueId>& ct) {

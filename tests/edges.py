@@ -79,6 +79,8 @@ ROWS = [
     ("relu and abs at NaN", "relu(x) + 2 * abs(x)", [NAN, -1.0, 0.0, 2.0], None, lambda x, b: torch.relu(x) + 2 * torch.abs(x)),
     ("maximum and minimum with NaN", "maximum(x, b) + 2 * minimum(x, b)", [1.0, NAN, 3.0, NAN], [NAN, 2.0, 1.0, NAN],
      lambda x, b: torch.maximum(x, b) + 2 * torch.minimum(x, b)),
+    ("maximum and minimum under an infinite cotangent", "(maximum(x, b) + 2 * minimum(x, b)) * (1.0 / 0.0)",
+     [1.0, 3.0, 2.0, -1.0], [2.0, 1.0, 2.0, INF], lambda x, b: (torch.maximum(x, b) + 2 * torch.minimum(x, b)) * INF),
     ("clamp of NaN", "clamp(x, min=1, max=3) + 2 * clamp(x, max=0)", [NAN, 2.0, -1.0], None,
      lambda x, b: torch.clamp(x, 1, 3) + 2 * torch.clamp(x, max=0)),
     ("clamp by a NaN bound", "clamp(x, min=b) + 2 * clamp(x, max=b) + 3 * clamp(x, min=b, max=b + 1)",
