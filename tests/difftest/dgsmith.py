@@ -133,6 +133,11 @@ def sim_float(t):
     return t.dtype if KEEP_DTYPES and t.is_floating_point() else torch.float64
 
 
+def not_finite(t):
+    """How many of a tensor's elements are NaN or infinite (none of an integer one)."""
+    return int((~torch.isfinite(t.detach())).sum()) if t.is_floating_point() else 0
+
+
 class Val:
     """A value in the simulation: per-rank tensors, its dtype, and the mesh axes along which
     gradc's replication analysis (docs/language.md sections 5, 6 and 8) says it varies
@@ -377,16 +382,49 @@ def clones(t, world):
     return [t.clone() for _ in range(world)]  # one variable per rank, as gradc's ranks hold
 
 
+class _Dropped(torch.autograd.Function):
+    """`out` in the forward; in the backward a zero cotangent for each of `dropped`, the
+    operands a collective moves nowhere (a broadcast's and a scatter's on ranks other than
+    the root): gradc's adjoint sends them a zero, as torch.distributed.nn's do, which the
+    ops before then carry (0 times an infinity is NaN), where autograd would send nothing."""
+
+    @staticmethod
+    def forward(ctx, out, *dropped):
+        ctx.shapes = [(d.shape, d.dtype) for d in dropped]
+        return out.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return (g, *[torch.zeros(shape, dtype=dtype) for shape, dtype in ctx.shapes])
+
+
+def dropping(out, xs, kept):
+    """out, with a zero cotangent for every xs[i] whose i is not in kept."""
+    dropped = [x for i, x in enumerate(xs) if i not in kept and x.requires_grad]
+    return _Dropped.apply(out, *dropped) if dropped else out.clone()  # a value of its own, as gradc's
+
+
 # The composites whose PyTorch kernels save their result for the backward are
 # simulated by docs/language.md's expansions, as gradc computes them: a gradient that is
 # differentiated again with respect to their output then has the paths gradc's rules
 # give it (docs/semantics.md, "A gradient's gradient with respect to an intermediate").
 # torch.prod, torch.softmax, torch.log_softmax and torch.logsumexp would add a path
 # through their saved output.
-def logsumexp_ref(t, dims, keep):
+def logsumexp_ref(t, dims, keep, finite_shift=True):
+    # an infinite maximum shifts by 0 (PyTorch's logsumexp: a row of -inf gives -inf, a row
+    # with +inf +inf); log_softmax's does not (NaN there, as PyTorch's)
     m = t.amax(dim=dims, keepdim=True).detach()
+    if finite_shift:
+        m = torch.where(m.isfinite(), m, torch.zeros_like(m))
     r = torch.log(torch.exp(t - m).sum(dim=dims, keepdim=True)) + m
     return r if keep else r.reshape([n for i, n in enumerate(t.shape) if i not in [d % t.dim() for d in dims]])
+
+
+def logaddexp_ref(a, b):
+    """torch.logaddexp, but where a and b are the same infinity: there gradc's derivative
+    is 1/2 to each (its limit along a = b; docs/language.md), PyTorch's NaN."""
+    tie = (a == b) & a.isinf()
+    return torch.where(tie, (a + b) / 2, torch.logaddexp(torch.where(tie, 0, a), torch.where(tie, 0, b)))
 
 
 def softmax_ref(t, ax):
@@ -395,7 +433,7 @@ def softmax_ref(t, ax):
 
 
 def log_softmax_ref(t, ax):
-    return t - logsumexp_ref(t, [ax], True)
+    return t - logsumexp_ref(t, [ax], True, finite_shift=False)
 
 
 def layer_norm_ref(t):
@@ -527,9 +565,12 @@ class Gen:
         except (RuntimeError, ValueError, IndexError) as e:  # a generator mistake: skip this candidate
             raise Skip(str(e))
         if v.dtype != "i32":
-            finite = all(torch.isfinite(t).all() for t in v.ranks)
-            big = max(float(t.detach().abs().max()) if t.numel() else 0 for t in v.ranks)
-            if not finite or big > 1e4:
+            # a NaN or an infinity only where an operand brings one (--special-every's
+            # inputs), not one the op makes of finite values (log of a negative value)
+            finite = all(not_finite(t) == 0 for t in v.ranks)
+            carried = any(not_finite(t) for a in args if a in self.env for t in self.env[a].ranks)
+            big = max(float(t.detach().abs().nan_to_num(0, 0, 0).max()) if t.numel() else 0 for t in v.ranks)
+            if (not finite and not carried) or big > 1e4:
                 raise Skip("out of range")
         st.text = text.replace("@@", name)
         self.p.stmts.append(st)
@@ -1072,7 +1113,7 @@ class Gen:
             fn = torch.var if f == "var" else torch.std
             return one(f"{f}({x}, axis={ax})", lambda t: fn(t, ax))
         if kind == "logaddexp":
-            return one(f"logaddexp({x}, {x} * 0.5 + 0.25)", lambda t: torch.logaddexp(t, t * 0.5 + 0.25))
+            return one(f"logaddexp({x}, {x} * 0.5 + 0.25)", lambda t: logaddexp_ref(t, t * 0.5 + 0.25))
         if kind == "softplus":
             return one(f"softplus({x}, beta=2, threshold=1)", lambda t: F.softplus(t, beta=2, threshold=1))
         if kind == "attention":  # self-attention of x's rows, causal or not
@@ -1195,14 +1236,15 @@ class Gen:
                            lambda xs: list(reduce_stack(xs, op).chunk(n, ax)), differs)
             if kind == "scatter":
                 root = rng.randrange(n)
-                return add(f"scatter({x}, root={root}, axis={ax}", lambda xs: list(xs[root].chunk(n, ax)), differs)
+                return add(f"scatter({x}, root={root}, axis={ax}",
+                           lambda xs: [dropping(c, xs, {root}) for c in xs[root].chunk(n, ax)], differs)
             cat = rng.randrange(len(s))
             return add(f"all_to_all({x}, split_axis={ax}, concat_axis={cat}",
                        lambda xs: [torch.cat([xs[k].chunk(n, ax)[i] for k in range(n)], cat) for i in range(n)],
                        differs)
         if kind == "broadcast":
             root = rng.randrange(n)
-            return add(f"broadcast({x}, root={root}", lambda xs: clones(xs[root], n), same)
+            return add(f"broadcast({x}, root={root}", lambda xs: [dropping(xs[root], xs, {root}) for _ in range(n)], same)
         if kind == "permute":
             shift = rng.randrange(-n, 2 * n)
             # clones: the result is a value of its own (a gradient with respect to it is not
@@ -1218,7 +1260,8 @@ class Gen:
         ptext = "[" + ", ".join(f"[{a}, {b}]" for a, b in pairs) + "]"
         src_of = {b: a for a, b in pairs}
         return add(f"permute({x}, pairs={ptext}",
-                   lambda xs: [xs[src_of[i]].clone() if i in src_of else torch.zeros(s, dtype=xs[0].dtype) for i in range(n)],
+                   lambda xs: [dropping(xs[src_of[i]], xs, set(src_of.values())) if i in src_of
+                               else torch.zeros(s, dtype=xs[0].dtype) for i in range(n)],
                    lambda env: env[x].vary if not env[x].vary & frozenset(S) and len(pairs) == n else differs(env))
 
     def mesh_index(self):
@@ -1438,16 +1481,23 @@ def as_ranks(doc):
             for o in doc["ranks"][0]["outputs"]}, {o: doc["ranks"][0]["outputs"][o]["dtype"] for o in doc["ranks"][0]["outputs"]}
 
 
-def differ(a, b, dtype, rtol, atol=0.0):
+# Composites whose PyTorch derivative is one fused factor, g * f'(x), where gradc's is the
+# sum of its ops' terms: with an infinite cotangent g, PyTorch's is an infinity where
+# gradc's is inf - inf, NaN (docs/language.md, "Composites")
+FUSED = re.compile(r"\b(silu|gelu|softplus|logaddexp|log_sigmoid|binary_cross_entropy_with_logits)\(")
+
+
+def differ(a, b, dtype, rtol, atol=0.0, nan_for_inf=False):
     """The first element where a (got) and b (want) differ by more than rtol (|b| + the
-    largest |b|, at least 1) + atol (the largest |b|, at least 1), or None. NaNs must match."""
+    largest |b|, at least 1) + atol (the largest |b|, at least 1), or None. NaNs must match
+    (with nan_for_inf, a NaN may stand for an infinity: FUSED)."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if a.shape != b.shape:
         return f"shape {a.shape} against {b.shape}"
     scale = max(1.0, float(np.max(np.abs(b[np.isfinite(b)]))) if np.isfinite(b).any() else 1.0)
     tol = {"f64": 1e-9, "f32": 1e-4, "i32": 0}[dtype] if rtol is None else rtol
     for i, (x, y) in enumerate(zip(a.ravel(), b.ravel())):
-        if math.isnan(y) and math.isnan(x):
+        if math.isnan(y) and math.isnan(x) or nan_for_inf and math.isnan(x) and math.isinf(y):
             continue
         if x == y:
             continue
@@ -1456,7 +1506,7 @@ def differ(a, b, dtype, rtol, atol=0.0):
     return None
 
 
-def compare(got, want, dtypes, what, rtol=None):
+def compare(got, want, dtypes, what, rtol=None, nan_for_inf=False):
     for o, ranks in want.items():
         for r, w in enumerate(ranks):
             # bf16 and f16 values bit for bit, but for those within 1e-6 of the largest
@@ -1464,7 +1514,7 @@ def compare(got, want, dtypes, what, rtol=None):
             # changes a bf16 value where it sits on a tie, or where f32 terms cancel (the
             # gradient of a softmax's sum is such a residue, 1e-9 where the exact is 0)
             low = dtypes[o] in ("bf16", "f16")
-            d = differ(got[o][r], w, dtypes[o], 0 if low else rtol, 1e-6 if low else 0.0)
+            d = differ(got[o][r], w, dtypes[o], 0 if low else rtol, 1e-6 if low else 0.0, nan_for_inf)
             if d:
                 return f"{what}: output {o} on rank {r}: {d}"
     return None
@@ -1507,8 +1557,21 @@ def low_against_torch(gradc, prog, path, got, dtypes, low):
         if dtypes[o] == "i32":
             continue  # an index of a tie may differ with the rounding
         for r, (g, t, e) in enumerate(zip(got[o], eager[o], exact[o])):
-            t, e = t.double().numpy(), e.double().numpy()
-            if e.size == 0 or not np.isfinite(e).all() or not np.isfinite(t).all():
+            t, e = t.double().numpy().ravel(), e.double().numpy().ravel()
+            g = np.asarray(g, dtype=np.float64).ravel()
+            # where PyTorch eager and the exact values are the same NaN or infinity (a NaN or
+            # an infinity of the inputs carried through), the interpreter's is that too;
+            # where only one of them is finite (f16's overflow, PyTorch's gelu of an
+            # infinity), the element says nothing
+            both = ~np.isfinite(e) & ~np.isfinite(t) & ((e == t) | (np.isnan(e) & np.isnan(t)))
+            same = (g == e) | np.isnan(g) & (np.isnan(e) | (np.isinf(e) & (FUSED.search(prog.text()) is not None)))
+            if (both & ~same).any():
+                i = int(np.argmax(both & ~same))
+                return (f"output {o} on rank {r}: element {i} is {g[i]!r} where PyTorch eager and the exact "
+                        f"values are {e[i]!r}")
+            finite = np.isfinite(e) & np.isfinite(t)
+            g, t, e = g[finite], t[finite], e[finite]
+            if e.size == 0:
                 continue
             if not np.isfinite(g).all():
                 return f"output {o} on rank {r}: not finite where PyTorch and the exact values are"
@@ -1525,7 +1588,8 @@ def low_against_torch(gradc, prog, path, got, dtypes, low):
                     return None
                 i = int(np.argmax(np.abs(g - e)))
                 return (f"output {o} on rank {r}: the interpreter's error {eg:.3g} against PyTorch eager's {et:.3g} "
-                        f"(of the largest magnitude; element {i}: {g.flat[i]!r}, PyTorch {t.flat[i]!r}, exact {e.flat[i]!r})")
+                        f"(of the largest magnitude; element {int(np.flatnonzero(finite)[i])}: {g[i]!r}, PyTorch "
+                        f"{t[i]!r}, exact {e[i]!r})")
     return None
 
 
@@ -1633,7 +1697,7 @@ def check(gradc, prog, folder, exe=False, torch_op=False, low=None, cuda=False):
         # float64 simulation: erf(one_hot(...))) meets f64 ones
         inexact = any(getattr(s, "inexact", False) or rounded_f32(s, env) for s in prog.stmts)
         d = compare(got, sim, {o: "f32" if inexact and t == "f64" else t for o, t in dtypes.items()},
-                    "interpreter against PyTorch (float64)")
+                    "interpreter against PyTorch (float64)", nan_for_inf=FUSED.search(prog.text()) is not None)
         if d:
             return ("interp", d)
     rtol = 1e-6
@@ -1889,8 +1953,8 @@ def main():
                     help="every K-th program's CUDA executable compiled and linked with nvcc, and with --exe its "
                          "executable for any B (0: none; slow: about 30 s each)")
     ap.add_argument("--special-every", type=int, default=0,
-                    help="every K-th program (not one in bf16 or f16) with NaN, infinities and signed zeros in "
-                         "some elements of its float input files")
+                    help="every K-th program with NaN, infinities and signed zeros in some elements of its float "
+                         "input files (bf16 and f16 programs too)")
     ap.add_argument("--keep-going", action="store_true")
     ap.add_argument("-v", "--verbose", action="store_true", help="a line per program")
     args = ap.parse_args()
@@ -1904,8 +1968,7 @@ def main():
     n = failures = 0
     while (args.count and n < args.count) or (args.seconds and time.time() - start < args.seconds):
         seed = args.seed * 1000003 + n
-        low_n = bool(args.low_every) and n % args.low_every == 0
-        special = bool(args.special_every) and n % args.special_every == 0 and not low_n
+        special = bool(args.special_every) and n % args.special_every == 0
         prog = generate(seed, mesh=bool(args.mesh_every) and n % args.mesh_every == 0, special=special)
         folder = os.path.join(args.work, "current")
         exe = args.exe and n % args.exe_every == 0
