@@ -142,24 +142,53 @@ ValueId dropout(Builder& b, ValueId x, double p, ValueId seed) {
   return b(where(r >= p, b[x] / (1 - p), 0.0));
 }
 
-// x sigmoid(x)
-Ex silu(Ex x) { return x * sigmoid(x); }
+// The derivatives of the activations below are PyTorch's backward kernels' (aten's
+// cpu/Activation.cpp, derivatives.yaml): one factor d(x), the cotangent g * d(x). As a
+// sum of their ops' terms, an infinite cotangent (a loss that overflowed) would give
+// inf - inf = NaN where PyTorch gives an infinity.
+namespace {
+Ex given_derivative(Ex value, Ex x, Ex d) { return Ex(Op::GivenDerivative, {value, x, d}); }
+}  // namespace
+
+// x sigmoid(x); derivative s (1 + x (1 - s)), s = sigmoid(x)
+Ex silu(Ex x) {
+  const Ex s = sigmoid(x);
+  return given_derivative(x * s, x, s * (1.0 + x * (1.0 - s)));
+}
 // PyTorch's: x where beta x > threshold, else log(1 + exp(beta x)) / beta, computed as
 // (max(z, 0) + log1p(exp(-|z|))) / beta with z = beta x, which never overflows.
+// Derivative 1 where z > threshold, else e / (e + 1), e = exp(z).
 Ex softplus(Ex x, double beta, double threshold) {
   const Ex z = beta == 1 ? x : x * beta;
   const Ex soft = maximum(z, 0.0) + log1p(exp(-abs(z)));
-  return where(z > threshold, x, beta == 1 ? soft : soft / beta);
+  const Ex above = z > threshold, e = exp(z);
+  return given_derivative(where(above, x, beta == 1 ? soft : soft / beta), x, where(above, 1.0, e / (e + 1.0)));
 }
 // max(a, b) + log1p(exp(-|a - b|)), the difference taken as 0 where a == b: equal
-// infinities give themselves (not inf - inf), and a tie's derivative is 1/2 to each.
-Ex logaddexp(Ex a, Ex b) { return maximum(a, b) + log1p(exp(-abs(where(eq(a, b), 0.0, a - b)))); }
-// Its derivative, through the minimum (half to each at 0) and abs (0 at 0), is
-// sigmoid(-x): 1/2 at 0, 1 at -inf, 0 at inf, as PyTorch's.
-Ex log_sigmoid(Ex x) { return minimum(x, 0.0) - log1p(exp(-abs(x))); }
+// infinities give themselves (not inf - inf). Derivatives 1 / (1 + exp(b - a)) and
+// 1 / (1 + exp(a - b)) (PyTorch's), the difference taken as 0 at equal infinities (1/2
+// to each, where PyTorch's is NaN) and only there: a factor constant at every tie would
+// have derivative 0 there, and a gradient differentiated again would be wrong.
+Ex logaddexp(Ex a, Ex b) {
+  const Ex tie = eq(a, b), infinite_tie = minimum(tie, eq(abs(a), std::numeric_limits<double>::infinity()));
+  return Ex(Op::GivenDerivative, {maximum(a, b) + log1p(exp(-abs(where(tie, 0.0, a - b)))), a,
+                                  1.0 / (1.0 + exp(where(infinite_tie, 0.0, b - a))), b,
+                                  1.0 / (1.0 + exp(where(infinite_tie, 0.0, a - b)))});
+}
+// Derivative sigmoid(-x) as PyTorch's log_sigmoid_backward computes it: with q = e / (1
+// + e), e = exp(-|x|), 1 - q where x < 0, else q (1/2 at 0, 1 at -inf, 0 at inf). -|x|
+// is written as a choice of x or -x, whose derivative at 0 is -1, not abs's 0 (the
+// factor's own derivative, in a gradient differentiated again, is then -1/4 there).
+Ex log_sigmoid(Ex x) {
+  const Ex e = exp(where(x < 0.0, x, -x));
+  const Ex q = e / (1.0 + e);
+  return given_derivative(minimum(x, 0.0) - log1p(e), x, where(x < 0.0, 1.0 - q, q));
+}
+// Each term's derivatives: sigmoid(x) - target and -x (PyTorch's
+// binary_cross_entropy_with_logits_backward and its target's).
 ValueId bce_with_logits(Builder& b, ValueId x, ValueId target) {
-  const Ex X = b[x];
-  const ValueId terms = b((1.0 - b[target]) * X - log_sigmoid(X));
+  const Ex X = b[x], T = b[target];
+  const ValueId terms = b(Ex(Op::GivenDerivative, {(1.0 - T) * X - log_sigmoid(X), X, sigmoid(X) - T, T, -X}));
   std::vector<int64_t> all;
   for (int64_t d = 0; d < int64_t(b.shape(x).size()); ++d) all.push_back(d);
   return mean(b, terms, all, false);
@@ -277,10 +306,18 @@ std::pair<ValueId, ValueId> sort_last(Builder& b, ValueId x, int64_t m, bool des
 
 // none: x/2 (1 + erf(x / sqrt(2))), PyTorch's default;
 // tanh: x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+// Derivatives as PyTorch's GeluBackward: none: cdf + x pdf, cdf = (1 + erf(x / sqrt(2))) / 2,
+// pdf = exp(-x^2 / 2) / sqrt(2 pi); tanh: (1 + t) / 2 + (x / 2) (1 - t^2) sqrt(2/pi) (1 + 3
+// 0.044715 x^2), t the tanh.
 Ex gelu(Ex x, bool tanh_approximation) {
-  const Ex inner = tanh_approximation ? tanh(0.79788456080286535588 * (x + 0.044715 * (x * x * x)))
-                                      : erf(x * 0.70710678118654752440);
-  return x * 0.5 * (1.0 + inner);
+  if (tanh_approximation) {
+    const Ex t = tanh(0.79788456080286535588 * (x + 0.044715 * (x * x * x)));
+    const Ex inner_derivative = 0.79788456080286535588 * (1.0 + 3.0 * 0.044715 * (x * x));
+    return given_derivative(x * 0.5 * (1.0 + t), x, 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * inner_derivative);
+  }
+  const Ex inner = erf(x * 0.70710678118654752440);
+  const Ex cdf = 0.5 * (1.0 + inner), pdf = 0.39894228040143267794 * exp(x * x * -0.5);
+  return given_derivative(x * 0.5 * (1.0 + inner), x, cdf + x * pdf);
 }
 
 }  // namespace gradc::composite

@@ -31,7 +31,7 @@ std::vector<std::string> missing_rules() {
     if (!shape_rules()[op].infer) out.push_back(fmt::format("{}: no shape rule", op_name(op)));
     if (kernel_forms()[op] == KernelForm::None)
       out.push_back(fmt::format("{}: no lowering (kernel form)", op_name(op)));
-    if (op == Op::Grad) continue;  // replaced by the autodiff pass before any backend runs
+    if (kernel_forms()[op] == KernelForm::Removed) continue;  // replaced by the autodiff pass before any backend
     if (is_collective(op) && !kernels()[op].collective)
       out.push_back(fmt::format("{}: no collective kernel", op_name(op)));
     if (kernel_forms()[op] == KernelForm::Loop && !runtime_calls()[op].fn)

@@ -16,6 +16,9 @@ namespace gradc {
 class Ad;
 using VjpFn = void (*)(Ad& ad, ValueId y, ValueId ct, std::vector<ValueId>& cts);
 OpTable<VjpFn>& derivatives();
+// Whether gradients flow from n to its operand i: to every operand of a differentiable
+// op but given_derivative's value and factors (the odd operands are its variables).
+inline bool flows_to(const Node& n, size_t i) { return n.op != Op::GivenDerivative || i % 2 == 1; }
 
 class Ad : public Builder {
  public:

@@ -9,6 +9,7 @@
 #include "ir/mesh.h"
 #include "passes/ad.h"
 #include "passes/autodiff.h"
+#include "passes/pass.h"
 
 namespace gradc {
 
@@ -156,14 +157,15 @@ std::vector<ValueId> backward(Graph& g, ValueId loss, const std::vector<ValueId>
   for (ValueId v = first; v < end; ++v) {
     const Node& n = g[v];
     if (from_w[size_t(v)] || !is_differentiable(n.op) || !differentiable(v)) continue;
-    for (ValueId a : n.args)
-      if (from_w[size_t(a)]) from_w[size_t(v)] = true;
+    for (size_t i = 0; i < n.args.size(); ++i)
+      if (from_w[size_t(n.args[i])] && flows_to(n, i)) from_w[size_t(v)] = true;
   }
   if (from_w[size_t(loss)]) live[size_t(loss)] = true;
   for (ValueId v = loss; v >= first; --v) {
-    if (!live[size_t(v)] || !is_differentiable(g[v].op)) continue;
-    for (ValueId a : g[v].args)
-      if (from_w[size_t(a)]) live[size_t(a)] = true;
+    const Node& n = g[v];
+    if (!live[size_t(v)] || !is_differentiable(n.op)) continue;
+    for (size_t i = 0; i < n.args.size(); ++i)
+      if (from_w[size_t(n.args[i])] && flows_to(n, i)) live[size_t(n.args[i])] = true;
   }
 
   Ad ad(g);
@@ -191,7 +193,7 @@ std::vector<ValueId> backward(Graph& g, ValueId loss, const std::vector<ValueId>
     const Op op = g[v].op;
     std::vector<bool> need(args.size());
     bool any = false;
-    for (size_t i = 0; i < args.size(); ++i) any |= need[i] = live[size_t(args[i])];
+    for (size_t i = 0; i < args.size(); ++i) any |= need[i] = live[size_t(args[i])] && flows_to(g[v], i);
     if (!any) continue;
     std::vector<ValueId> cts(args.size(), -1);
     ad.begin(v, need);
@@ -231,6 +233,36 @@ std::vector<ValueId> backward(Graph& g, ValueId loss, const std::vector<ValueId>
     out.push_back(r);
   }
   return out;
+}
+
+// No grad is left to read a given derivative: each becomes its value (which takes its
+// name), and its factors, which only the backward graphs read, dead code. info's values
+// are renumbered as rebuild() moves the nodes.
+Graph without_given_derivatives(Graph g, std::vector<GradInfo>* info) {
+  const size_t n = g.nodes.size();
+  std::vector<bool> keep(n, true);
+  std::vector<ValueId> repl(n);
+  bool any = false;
+  for (size_t v = 0; v < n; ++v) {
+    const Node& node = g.nodes[v];
+    repl[v] = ValueId(v);
+    if (node.op != Op::GivenDerivative) continue;
+    any = true;
+    keep[v] = false;
+    repl[v] = repl[size_t(node.args[0])];
+    Node& value = g.nodes[size_t(repl[v])];
+    if (value.name.empty()) value.name = node.name;
+  }
+  if (!any) return g;
+  if (info) {
+    std::vector<ValueId> id(n, -1);
+    ValueId kept = 0;
+    for (size_t v = 0; v < n; ++v)
+      if (keep[v]) id[v] = kept++;
+    for (GradInfo& i : *info)
+      for (ValueId* v : {&i.loss, &i.w, &i.result}) *v = id[size_t(repl[size_t(*v)])];
+  }
+  return rebuild(std::move(g), keep, repl);
 }
 
 }  // namespace
@@ -313,7 +345,7 @@ Graph autodiff(Graph g, std::vector<GradInfo>* info) {
     i = j - 1;
   }
   for (auto& o : g.outputs) o.second = remap[size_t(o.second)];
-  return g;
+  return without_given_derivatives(std::move(g), info);
 }
 
 Graph autodiff(Graph g) { return autodiff(std::move(g), nullptr); }

@@ -81,6 +81,9 @@ ROWS = [
      lambda x, b: torch.maximum(x, b) + 2 * torch.minimum(x, b)),
     ("maximum and minimum under an infinite cotangent", "(maximum(x, b) + 2 * minimum(x, b)) * (1.0 / 0.0)",
      [1.0, 3.0, 2.0, -1.0], [2.0, 1.0, 2.0, INF], lambda x, b: (torch.maximum(x, b) + 2 * torch.minimum(x, b)) * INF),
+    ("binary_cross_entropy_with_logits under an infinite cotangent",
+     "binary_cross_entropy_with_logits(x, b) * (1.0 / 0.0)", [-800.0, -3.0, 0.0, 0.0, 2.0, 800.0],
+     [0.0, 1.0, 0.5, 0.25, 0.0, 1.0], lambda x, b: F.binary_cross_entropy_with_logits(x, b) * INF),
     ("clamp of NaN", "clamp(x, min=1, max=3) + 2 * clamp(x, max=0)", [NAN, 2.0, -1.0], None,
      lambda x, b: torch.clamp(x, 1, 3) + 2 * torch.clamp(x, max=0)),
     ("clamp by a NaN bound", "clamp(x, min=b) + 2 * clamp(x, max=b) + 3 * clamp(x, min=b, max=b + 1)",
@@ -181,6 +184,20 @@ UNARY = {"neg": lambda x: -x, "exp": torch.exp, "log": torch.log, "sqrt": torch.
 ROWS += [(f"special values: {k}", f"{k}(x)", SPECIAL, None, lambda x, b, f=f: f(x)) for k, f in UNARY.items()]
 ROWS += [("special values: gelu tanh", "gelu(x, approximate=tanh)", SPECIAL, None, lambda x, b: F.gelu(x, approximate="tanh")),
          ("special values: clamp", "clamp(x, min=-1, max=2)", SPECIAL, None, lambda x, b: torch.clamp(x, -1, 2))]
+# A composite's derivative is one factor, g * f'(x), as PyTorch's backward kernels: under
+# an infinite cotangent (a loss that overflowed) an infinity, not the NaN of a sum of its
+# ops' terms (inf - inf).
+FAR = [-800.0, -30.0, -3.0, -1.0, -0.0, 0.0, 0.5, 2.0, 2.6, 30.0, 800.0]
+COMPOSITES = {"silu": ("silu(x)", F.silu), "gelu": ("gelu(x)", F.gelu),
+              "gelu tanh": ("gelu(x, approximate=tanh)", lambda x: F.gelu(x, approximate="tanh")),
+              "softplus": ("softplus(x)", F.softplus),
+              "softplus beta=2": ("softplus(x, beta=2, threshold=5)", lambda x: F.softplus(x, beta=2, threshold=5)),
+              "log_sigmoid": ("log_sigmoid(x)", F.logsigmoid)}
+ROWS += [(f"infinite cotangent: {k}", f"{e} * (1.0 / 0.0)", FAR + SPECIAL, None, lambda x, b, f=f: f(x) * INF)
+         for k, (e, f) in COMPOSITES.items()]
+ROWS.append(("infinite cotangent: logaddexp", "logaddexp(x, b) * (1.0 / 0.0)", FAR + [INF, NAN, 1.0],
+             [1.0, -30.0, 0.0, 2.0, 0.0, -1.0, 0.5, 1000.0, -1000.0, 4.0, 1.0, 1.0, 1.0, NAN],
+             lambda x, b: torch.logaddexp(x, b) * INF))
 PAIRS = [(a, c) for a in SPECIAL for c in SPECIAL]
 BINARY = {"add": ("x + b", torch.add), "sub": ("x - b", torch.sub), "mul": ("x * b", torch.mul), "div": ("x / b", torch.div),
           "pow": ("pow(x, b)", torch.pow), "maximum": ("maximum(x, b)", torch.maximum),

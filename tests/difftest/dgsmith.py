@@ -1481,23 +1481,16 @@ def as_ranks(doc):
             for o in doc["ranks"][0]["outputs"]}, {o: doc["ranks"][0]["outputs"][o]["dtype"] for o in doc["ranks"][0]["outputs"]}
 
 
-# Composites whose PyTorch derivative is one fused factor, g * f'(x), where gradc's is the
-# sum of its ops' terms: with an infinite cotangent g, PyTorch's is an infinity where
-# gradc's is inf - inf, NaN (docs/language.md, "Composites")
-FUSED = re.compile(r"\b(silu|gelu|softplus|logaddexp|log_sigmoid|binary_cross_entropy_with_logits)\(")
-
-
-def differ(a, b, dtype, rtol, atol=0.0, nan_for_inf=False):
+def differ(a, b, dtype, rtol, atol=0.0):
     """The first element where a (got) and b (want) differ by more than rtol (|b| + the
-    largest |b|, at least 1) + atol (the largest |b|, at least 1), or None. NaNs must match
-    (with nan_for_inf, a NaN may stand for an infinity: FUSED)."""
+    largest |b|, at least 1) + atol (the largest |b|, at least 1), or None. NaNs must match."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if a.shape != b.shape:
         return f"shape {a.shape} against {b.shape}"
     scale = max(1.0, float(np.max(np.abs(b[np.isfinite(b)]))) if np.isfinite(b).any() else 1.0)
     tol = {"f64": 1e-9, "f32": 1e-4, "i32": 0}[dtype] if rtol is None else rtol
     for i, (x, y) in enumerate(zip(a.ravel(), b.ravel())):
-        if math.isnan(y) and math.isnan(x) or nan_for_inf and math.isnan(x) and math.isinf(y):
+        if math.isnan(y) and math.isnan(x):
             continue
         if x == y:
             continue
@@ -1506,7 +1499,7 @@ def differ(a, b, dtype, rtol, atol=0.0, nan_for_inf=False):
     return None
 
 
-def compare(got, want, dtypes, what, rtol=None, nan_for_inf=False):
+def compare(got, want, dtypes, what, rtol=None):
     for o, ranks in want.items():
         for r, w in enumerate(ranks):
             # bf16 and f16 values bit for bit, but for those within 1e-6 of the largest
@@ -1514,7 +1507,7 @@ def compare(got, want, dtypes, what, rtol=None, nan_for_inf=False):
             # changes a bf16 value where it sits on a tie, or where f32 terms cancel (the
             # gradient of a softmax's sum is such a residue, 1e-9 where the exact is 0)
             low = dtypes[o] in ("bf16", "f16")
-            d = differ(got[o][r], w, dtypes[o], 0 if low else rtol, 1e-6 if low else 0.0, nan_for_inf)
+            d = differ(got[o][r], w, dtypes[o], 0 if low else rtol, 1e-6 if low else 0.0)
             if d:
                 return f"{what}: output {o} on rank {r}: {d}"
     return None
@@ -1553,7 +1546,6 @@ def low_against_torch(gradc, prog, path, got, dtypes, low):
     # a derivative at a tie or a kink is a step: one ulp more or less there (a rounded
     # operand of a min that now ties with another: each gets half) moves it by a whole
     kinks = re.search(r"\b(max|min|maximum|minimum|clamp|relu|abs|argmax|argmin)\(|op=(max|min)\b", prog.text()) is not None
-    fused = FUSED.search(prog.text()) is not None  # a NaN may stand for PyTorch's infinity (differ)
     for o in prog.outputs:
         if dtypes[o] == "i32":
             continue  # an index of a tie may differ with the rounding
@@ -1565,7 +1557,7 @@ def low_against_torch(gradc, prog, path, got, dtypes, low):
             # where only one of them is finite (f16's overflow, PyTorch's gelu of an
             # infinity), the element says nothing
             both = ~np.isfinite(e) & ~np.isfinite(t) & ((e == t) | (np.isnan(e) & np.isnan(t)))
-            same = (g == e) | (np.isnan(g) & (np.isnan(e) | (fused & np.isinf(e))))
+            same = (g == e) | (np.isnan(g) & np.isnan(e))
             if (both & ~same).any():
                 i = int(np.argmax(both & ~same))
                 return (f"output {o} on rank {r}: element {i} is {g[i]!r} where PyTorch eager and the exact "
@@ -1698,7 +1690,7 @@ def check(gradc, prog, folder, exe=False, torch_op=False, low=None, cuda=False):
         # float64 simulation: erf(one_hot(...))) meets f64 ones
         inexact = any(getattr(s, "inexact", False) or rounded_f32(s, env) for s in prog.stmts)
         d = compare(got, sim, {o: "f32" if inexact and t == "f64" else t for o, t in dtypes.items()},
-                    "interpreter against PyTorch (float64)", nan_for_inf=FUSED.search(prog.text()) is not None)
+                    "interpreter against PyTorch (float64)")
         if d:
             return ("interp", d)
     rtol = 1e-6

@@ -8,14 +8,17 @@
 
 #include "frontend/ast.h"
 #include "frontend/lower.h"
+#include "passes/autodiff.h"
 #include "runtime/interp.h"
 
 namespace gradc::test {
 
 inline Graph compile(const std::string& src, int ranks = 0) { return lower_program(parse_program(src), ranks); }
 
+// As gradc run --backend=interp runs it: after the autodiff pass (grads and the
+// composites' given derivatives replaced).
 inline RankOutputs run(const std::string& src, int ranks, RankInputs in = {}) {
-  Graph g = compile(src, ranks);
+  Graph g = autodiff(compile(src, ranks));
   if (in.empty()) in.resize(size_t(g.world));
   return interpret(g, in);
 }
