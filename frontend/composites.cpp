@@ -148,6 +148,20 @@ ValueId dropout(Builder& b, ValueId x, double p, ValueId seed) {
 // inf - inf = NaN where PyTorch gives an infinity.
 namespace {
 Ex given_derivative(Ex value, Ex x, Ex d) { return Ex(Op::GivenDerivative, {value, x, d}); }
+
+// e = exp(-|x|), which never overflows, with -|x| written as a choice of x or -x (whose
+// derivative at 0 is -1, not abs's 0); sigmoid(x) and sigmoid(-x) as e / (1 + e) or
+// 1 / (1 + e) on the same sides of 0 as e's choice: the factors made of them have the
+// function's own derivative at 0 too, so that a gradient differentiated again is the
+// second derivative there. The value and its factor share e, one exponential and one
+// pass over memory for both.
+struct Sigmoids {
+  Ex e, of_x, of_minus_x;
+};
+Sigmoids sigmoids(Ex x) {
+  const Ex e = exp(where(x < 0.0, x, -x)), negative = x < 0.0;
+  return {e, where(negative, e, 1.0) / (1.0 + e), where(negative, 1.0, e) / (1.0 + e)};
+}
 }  // namespace
 
 // x sigmoid(x); derivative s (1 + x (1 - s)), s = sigmoid(x)
@@ -156,39 +170,39 @@ Ex silu(Ex x) {
   return given_derivative(x * s, x, s * (1.0 + x * (1.0 - s)));
 }
 // PyTorch's: x where beta x > threshold, else log(1 + exp(beta x)) / beta, computed as
-// (max(z, 0) + log1p(exp(-|z|))) / beta with z = beta x, which never overflows.
-// Derivative 1 where z > threshold, else e / (e + 1), e = exp(z).
+// (max(z, 0) + log1p(exp(-|z|))) / beta with z = beta x. Derivative 1 where z >
+// threshold, else sigmoid(z): PyTorch's exp(z) / (exp(z) + 1), but where that
+// exponential overflows (z > 88 in f32, below a threshold set above it: PyTorch's NaN,
+// gradc's 1).
 Ex softplus(Ex x, double beta, double threshold) {
   const Ex z = beta == 1 ? x : x * beta;
-  const Ex soft = maximum(z, 0.0) + log1p(exp(-abs(z)));
-  const Ex above = z > threshold, e = exp(z);
-  return given_derivative(where(above, x, beta == 1 ? soft : soft / beta), x, where(above, 1.0, e / (e + 1.0)));
+  const Sigmoids s = sigmoids(z);
+  const Ex soft = maximum(z, 0.0) + log1p(s.e), above = z > threshold;
+  return given_derivative(where(above, x, beta == 1 ? soft : soft / beta), x, where(above, 1.0, s.of_x));
 }
-// max(a, b) + log1p(exp(-|a - b|)), the difference taken as 0 where a == b: equal
-// infinities give themselves (not inf - inf). Derivatives 1 / (1 + exp(b - a)) and
-// 1 / (1 + exp(a - b)) (PyTorch's), the difference taken as 0 at equal infinities (1/2
-// to each, where PyTorch's is NaN) and only there: a factor constant at every tie would
-// have derivative 0 there, and a gradient differentiated again would be wrong.
+// max(a, b) + log1p(exp(-|d|)), d = a - b taken as 0 at equal infinities (not inf -
+// inf), which give themselves. Derivatives sigmoid(d) and sigmoid(-d), PyTorch's 1 / (1
+// + exp(b - a)) and 1 / (1 + exp(a - b)): 1/2 to each at a tie (at equal infinities
+// too, where PyTorch's is NaN).
 Ex logaddexp(Ex a, Ex b) {
-  const Ex tie = eq(a, b), infinite_tie = minimum(tie, eq(abs(a), std::numeric_limits<double>::infinity()));
-  return Ex(Op::GivenDerivative, {maximum(a, b) + log1p(exp(-abs(where(tie, 0.0, a - b)))), a,
-                                  1.0 / (1.0 + exp(where(infinite_tie, 0.0, b - a))), b,
-                                  1.0 / (1.0 + exp(where(infinite_tie, 0.0, a - b)))});
+  const Ex infinite_tie = minimum(eq(a, b), eq(abs(a), std::numeric_limits<double>::infinity()));
+  const Ex d = where(infinite_tie, 0.0, a - b);
+  const Sigmoids s = sigmoids(d);
+  return Ex(Op::GivenDerivative, {maximum(a, b) + log1p(s.e), a, s.of_x, b, s.of_minus_x});
 }
-// Derivative sigmoid(-x) as PyTorch's log_sigmoid_backward computes it: with q = e / (1
-// + e), e = exp(-|x|), 1 - q where x < 0, else q (1/2 at 0, 1 at -inf, 0 at inf). -|x|
-// is written as a choice of x or -x, whose derivative at 0 is -1, not abs's 0 (the
-// factor's own derivative, in a gradient differentiated again, is then -1/4 there).
+// min(x, 0) - log1p(exp(-|x|)); derivative sigmoid(-x), as PyTorch's log_sigmoid_backward
+// computes it (1/2 at 0, 1 at -inf, 0 at inf).
 Ex log_sigmoid(Ex x) {
-  const Ex e = exp(where(x < 0.0, x, -x));
-  const Ex q = e / (1.0 + e);
-  return given_derivative(minimum(x, 0.0) - log1p(e), x, where(x < 0.0, 1.0 - q, q));
+  const Sigmoids s = sigmoids(x);
+  return given_derivative(minimum(x, 0.0) - log1p(s.e), x, s.of_minus_x);
 }
-// Each term's derivatives: sigmoid(x) - target and -x (PyTorch's
-// binary_cross_entropy_with_logits_backward and its target's).
+// mean((1 - target) x - log_sigmoid(x)). Each term's derivatives: sigmoid(x) - target
+// and -x (PyTorch's binary_cross_entropy_with_logits_backward and its target's).
 ValueId bce_with_logits(Builder& b, ValueId x, ValueId target) {
   const Ex X = b[x], T = b[target];
-  const ValueId terms = b(Ex(Op::GivenDerivative, {(1.0 - T) * X - log_sigmoid(X), X, sigmoid(X) - T, T, -X}));
+  const Sigmoids s = sigmoids(X);
+  const ValueId terms =
+      b(Ex(Op::GivenDerivative, {(1.0 - T) * X - (minimum(X, 0.0) - log1p(s.e)), X, s.of_x - T, T, -X}));
   std::vector<int64_t> all;
   for (int64_t d = 0; d < int64_t(b.shape(x).size()); ++d) all.push_back(d);
   return mean(b, terms, all, false);
