@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 
 namespace gradc::composite {
@@ -147,7 +148,12 @@ ValueId dropout(Builder& b, ValueId x, double p, ValueId seed) {
 // sum of their ops' terms, an infinite cotangent (a loss that overflowed) would give
 // inf - inf = NaN where PyTorch gives an infinity.
 namespace {
-Ex given_derivative(Ex value, Ex x, Ex d) { return Ex(Op::GivenDerivative, {value, x, d}); }
+// value, whose derivative with respect to each variable x is its factor d
+Ex given_derivative(Ex value, std::initializer_list<std::pair<Ex, Ex>> x_and_d) {
+  std::vector<Ex> args{value};
+  for (const auto& [x, d] : x_and_d) args.insert(args.end(), {x, d});
+  return Ex(Op::GivenDerivative, std::move(args));
+}
 
 // e = exp(-|x|), which never overflows, with -|x| written as a choice of x or -x (whose
 // derivative at 0 is -1, not abs's 0); sigmoid(x) and sigmoid(-x) as e / (1 + e) or
@@ -162,12 +168,14 @@ Sigmoids sigmoids(Ex x) {
   const Ex e = exp(where(x < 0.0, x, -x)), negative = x < 0.0;
   return {e, where(negative, e, 1.0) / (1.0 + e), where(negative, 1.0, e) / (1.0 + e)};
 }
+// log_sigmoid(x)'s value, min(x, 0) - log1p(exp(-|x|)), which never overflows
+Ex log_sigmoid_value(Ex x, const Sigmoids& s) { return minimum(x, 0.0) - log1p(s.e); }
 }  // namespace
 
 // x sigmoid(x); derivative s (1 + x (1 - s)), s = sigmoid(x)
 Ex silu(Ex x) {
   const Ex s = sigmoid(x);
-  return given_derivative(x * s, x, s * (1.0 + x * (1.0 - s)));
+  return given_derivative(x * s, {{x, s * (1.0 + x * (1.0 - s))}});
 }
 // PyTorch's: x where beta x > threshold, else log(1 + exp(beta x)) / beta, computed as
 // (max(z, 0) + log1p(exp(-|z|))) / beta with z = beta x. Derivative 1 where z >
@@ -178,7 +186,7 @@ Ex softplus(Ex x, double beta, double threshold) {
   const Ex z = beta == 1 ? x : x * beta;
   const Sigmoids s = sigmoids(z);
   const Ex soft = maximum(z, 0.0) + log1p(s.e), above = z > threshold;
-  return given_derivative(where(above, x, beta == 1 ? soft : soft / beta), x, where(above, 1.0, s.of_x));
+  return given_derivative(where(above, x, beta == 1 ? soft : soft / beta), {{x, where(above, 1.0, s.of_x)}});
 }
 // max(a, b) + log1p(exp(-|d|)), d = a - b taken as 0 at equal infinities (not inf -
 // inf), which give themselves. Derivatives sigmoid(d) and sigmoid(-d), PyTorch's 1 / (1
@@ -188,21 +196,20 @@ Ex logaddexp(Ex a, Ex b) {
   const Ex infinite_tie = minimum(eq(a, b), eq(abs(a), std::numeric_limits<double>::infinity()));
   const Ex d = where(infinite_tie, 0.0, a - b);
   const Sigmoids s = sigmoids(d);
-  return Ex(Op::GivenDerivative, {maximum(a, b) + log1p(s.e), a, s.of_x, b, s.of_minus_x});
+  return given_derivative(maximum(a, b) + log1p(s.e), {{a, s.of_x}, {b, s.of_minus_x}});
 }
 // min(x, 0) - log1p(exp(-|x|)); derivative sigmoid(-x), as PyTorch's log_sigmoid_backward
 // computes it (1/2 at 0, 1 at -inf, 0 at inf).
 Ex log_sigmoid(Ex x) {
   const Sigmoids s = sigmoids(x);
-  return given_derivative(minimum(x, 0.0) - log1p(s.e), x, s.of_minus_x);
+  return given_derivative(log_sigmoid_value(x, s), {{x, s.of_minus_x}});
 }
 // mean((1 - target) x - log_sigmoid(x)). Each term's derivatives: sigmoid(x) - target
 // and -x (PyTorch's binary_cross_entropy_with_logits_backward and its target's).
 ValueId bce_with_logits(Builder& b, ValueId x, ValueId target) {
   const Ex X = b[x], T = b[target];
   const Sigmoids s = sigmoids(X);
-  const ValueId terms =
-      b(Ex(Op::GivenDerivative, {(1.0 - T) * X - (minimum(X, 0.0) - log1p(s.e)), X, s.of_x - T, T, -X}));
+  const ValueId terms = b(given_derivative((1.0 - T) * X - log_sigmoid_value(X, s), {{X, s.of_x - T}, {T, -X}}));
   std::vector<int64_t> all;
   for (int64_t d = 0; d < int64_t(b.shape(x).size()); ++d) all.push_back(d);
   return mean(b, terms, all, false);
@@ -327,11 +334,11 @@ Ex gelu(Ex x, bool tanh_approximation) {
   if (tanh_approximation) {
     const Ex t = tanh(0.79788456080286535588 * (x + 0.044715 * (x * x * x)));
     const Ex inner_derivative = 0.79788456080286535588 * (1.0 + 3.0 * 0.044715 * (x * x));
-    return given_derivative(x * 0.5 * (1.0 + t), x, 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * inner_derivative);
+    return given_derivative(x * 0.5 * (1.0 + t), {{x, 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * inner_derivative}});
   }
   const Ex inner = erf(x * 0.70710678118654752440);
   const Ex cdf = 0.5 * (1.0 + inner), pdf = 0.39894228040143267794 * exp(x * x * -0.5);
-  return given_derivative(x * 0.5 * (1.0 + inner), x, cdf + x * pdf);
+  return given_derivative(x * 0.5 * (1.0 + inner), {{x, cdf + x * pdf}});
 }
 
 }  // namespace gradc::composite

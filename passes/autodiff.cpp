@@ -237,7 +237,7 @@ std::vector<ValueId> backward(Graph& g, ValueId loss, const std::vector<ValueId>
 
 // No grad is left to read a given derivative: each becomes its value (which takes its
 // name), and its factors, which only the backward graphs read, dead code. info's values
-// are renumbered as rebuild() moves the nodes.
+// move with the nodes.
 Graph without_given_derivatives(Graph g, std::vector<GradInfo>* info) {
   const size_t n = g.nodes.size();
   std::vector<bool> keep(n, true);
@@ -254,15 +254,12 @@ Graph without_given_derivatives(Graph g, std::vector<GradInfo>* info) {
     if (value.name.empty()) value.name = node.name;
   }
   if (!any) return g;
-  if (info) {
-    std::vector<ValueId> id(n, -1);
-    ValueId kept = 0;
-    for (size_t v = 0; v < n; ++v)
-      if (keep[v]) id[v] = kept++;
+  std::vector<ValueId> moved(n);
+  g = rebuild(std::move(g), keep, repl, &moved);
+  if (info)
     for (GradInfo& i : *info)
-      for (ValueId* v : {&i.loss, &i.w, &i.result}) *v = id[size_t(repl[size_t(*v)])];
-  }
-  return rebuild(std::move(g), keep, repl);
+      for (ValueId* v : {&i.loss, &i.w, &i.result}) *v = moved[size_t(*v)];
+  return g;
 }
 
 }  // namespace

@@ -56,6 +56,9 @@ Graph widen_low_precision(Graph g);
 
 // Shared by the passes: g without the nodes where keep is false and with each
 // operand v read as repl[v] (its nodes moved, not copied; dropped nodes must be unused).
-Graph rebuild(Graph&& g, const std::vector<bool>& keep, const std::vector<ValueId>& repl);
+// `moved` (if given, of g's size) gets each value's place in the new graph (that of
+// repl[v]; -1 where it was dropped).
+Graph rebuild(Graph&& g, const std::vector<bool>& keep, const std::vector<ValueId>& repl,
+              std::vector<ValueId>* moved = nullptr);
 
 }  // namespace gradc

@@ -87,7 +87,7 @@ Graph run_passes(Graph g, const std::vector<const PassInfo*>& passes, const Pipe
   return g;
 }
 
-Graph rebuild(Graph&& g, const std::vector<bool>& keep, const std::vector<ValueId>& repl) {
+Graph rebuild(Graph&& g, const std::vector<bool>& keep, const std::vector<ValueId>& repl, std::vector<ValueId>* moved) {
   // In place: kept nodes move down over removed ones (no second node array).
   std::vector<ValueId> id(g.nodes.size(), -1);
   auto map = [&](ValueId v) {
@@ -113,6 +113,8 @@ Graph rebuild(Graph&& g, const std::vector<bool>& keep, const std::vector<ValueI
   }
   g.nodes.resize(kept);
   for (auto& o : g.outputs) o.second = map(o.second);
+  if (moved)
+    for (size_t v = 0; v < id.size(); ++v) (*moved)[v] = id[size_t(repl[v])];
   return std::move(g);
 }
 
