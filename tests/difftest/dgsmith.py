@@ -449,8 +449,8 @@ def reduce_stack(ts, op):
         return s.sum(0)
     if op == "avg":
         return s.sum(0) / len(ts)
-    if op == "prod":
-        return functools.reduce(operator.mul, ts)
+    if op == "prod":  # a value of its own, not the one rank's operand itself (grad with respect to it)
+        return functools.reduce(operator.mul, ts[1:], ts[0].clone())
     if op == "max":
         return s.amax(0)  # ties share the derivative evenly, as gradc's spec says
     return s.amin(0)
