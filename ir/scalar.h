@@ -167,7 +167,35 @@ GRADC_HD inline float erf_(float x) {
   return x < 0 ? -r : r;
 }
 GRADC_HD inline double erf_(double x) { return ::erf(x); }
-GRADC_HD inline float log1p_(float x) { return log1pf(x); }
+// log1p in f32, the same on every backend: within 0.84 ulp of the exact value over every
+// float (glibc's log1pf: 1.29; tests/lit/log1p_accuracy.dg), and a loop of it vectorises,
+// where glibc's log1pf stays a scalar call in every element (softplus, log_sigmoid,
+// logaddexp and binary cross-entropy compute their values with it: 0.59 against 11 ns an
+// element, one Zen 4 core). fdlibm's log1pf as musl writes it, without branches: 1 + x =
+// 2^k m, m in [sqrt(2)/2, sqrt(2)), c the rounding error of 1 + x over it, log(m) = f -
+// f^2/2 + s (f^2/2 + R(s^2)), f = m - 1, s = f / (2 + f); where 1 + x is in that range
+// itself, f is x.
+GRADC_HD inline float log1p_(float x) {
+  const float u = add_(1.0f, x);
+  uint32_t iu;
+  memcpy(&iu, &u, 4);
+  iu += 0x3F800000u - 0x3F3504F3u;
+  const int32_t k = int32_t(iu >> 23) - 127;
+  iu = (iu & 0x7FFFFFu) + 0x3F3504F3u;
+  float m;
+  memcpy(&m, &iu, 4);
+  const bool near = x < 0x1.a827a0p-2f && x >= -0x1.2bec32p-2f;
+  const float cu = k >= 2 ? sub_(1.0f, sub_(u, x)) : sub_(x, sub_(u, 1.0f));
+  const float c = near || k >= 25 ? 0.0f : cu / u;
+  const float f = near ? x : sub_(m, 1.0f), dk = near ? 0.0f : float(k);
+  const float s = f / add_(2.0f, f), z = mul_(s, s), w = mul_(z, z);
+  const float t1 = mul_(w, add_(0x1.999c26p-2f, mul_(w, 0x1.f13c4cp-3f)));
+  const float t2 = mul_(z, add_(0x1.555554p-1f, mul_(w, 0x1.23d3dcp-2f)));
+  const float hfsq = mul_(mul_(0.5f, f), f);
+  const float r = add_(add_(sub_(add_(mul_(s, add_(hfsq, add_(t2, t1))), add_(mul_(dk, 9.0580006145e-06f), c)), hfsq), f),
+                       mul_(dk, 6.9313812256e-01f));
+  return x != x || x == INFINITY || fabsf(x) < 0x1p-24f ? x : x == -1.0f ? -INFINITY : x < -1.0f ? NAN : r;
+}
 GRADC_HD inline double log1p_(double x) { return ::log1p(x); }
 GRADC_HD inline float expm1_(float x) { return expm1f(x); }
 GRADC_HD inline double expm1_(double x) { return ::expm1(x); }
