@@ -192,8 +192,10 @@ GRADC_HD inline float log1p_(float x) {
   const float t1 = mul_(w, add_(0x1.999c26p-2f, mul_(w, 0x1.f13c4cp-3f)));
   const float t2 = mul_(z, add_(0x1.555554p-1f, mul_(w, 0x1.23d3dcp-2f)));
   const float hfsq = mul_(mul_(0.5f, f), f);
-  const float r = add_(add_(sub_(add_(mul_(s, add_(hfsq, add_(t2, t1))), add_(mul_(dk, 9.0580006145e-06f), c)), hfsq), f),
-                       mul_(dk, 6.9313812256e-01f));
+  float r = mul_(s, add_(hfsq, add_(t2, t1)));
+  r = add_(r, add_(mul_(dk, 9.0580006145e-06f), c));  // k log(2)'s low part, and c
+  r = add_(sub_(r, hfsq), f);
+  r = add_(r, mul_(dk, 6.9313812256e-01f));  // k log(2)'s high part
   return x != x || x == INFINITY || fabsf(x) < 0x1p-24f ? x : x == -1.0f ? -INFINITY : x < -1.0f ? NAN : r;
 }
 GRADC_HD inline double log1p_(double x) { return ::log1p(x); }
