@@ -119,7 +119,43 @@ GRADC_HD inline float exp_(float x) {
   return x != x ? x : y;
 }
 GRADC_HD inline double exp_(double x) { return ::exp(x); }
-GRADC_HD inline float log_(float x) { return logf(x); }
+// log and log1p in f32 are fdlibm's logf and log1pf as musl writes them, without
+// branches, so that a loop of either vectorises and both are the same on every backend:
+// the argument is 2^k (1 + f), 1 + f in [sqrt(2)/2, sqrt(2)), and log(1 + f) = f - f^2/2
+// + s (f^2/2 + R(s^2)), s = f / (2 + f), R fdlibm's; c is added to k log(2)'s low part.
+GRADC_HD inline float log_reduced(float f, float dk, float c) {
+  const float s = f / add_(2.0f, f), z = mul_(s, s), w = mul_(z, z);
+  const float t1 = mul_(w, add_(0x1.999c26p-2f, mul_(w, 0x1.f13c4cp-3f)));
+  const float t2 = mul_(z, add_(0x1.555554p-1f, mul_(w, 0x1.23d3dcp-2f)));
+  const float hfsq = mul_(mul_(0.5f, f), f);
+  float r = mul_(s, add_(hfsq, add_(t2, t1)));
+  r = add_(r, add_(mul_(dk, 9.0580006145e-06f), c));  // k log(2)'s low part, and c
+  r = add_(sub_(r, hfsq), f);
+  return add_(r, mul_(dk, 6.9313812256e-01f));  // k log(2)'s high part
+}
+// 1 + f and k of x > 0: x's exponent and significand, shifted so that 1 + f is in
+// [sqrt(2)/2, sqrt(2))
+GRADC_HD inline float log_split(float x, int32_t& k) {
+  uint32_t ix;
+  memcpy(&ix, &x, 4);
+  ix += 0x3F800000u - 0x3F3504F3u;
+  k += int32_t(ix >> 23) - 127;
+  ix = (ix & 0x7FFFFFu) + 0x3F3504F3u;
+  float m;
+  memcpy(&m, &ix, 4);
+  return m;
+}
+// log in f32: within 0.84 ulp of the exact value over every float (tests/lit/
+// log_accuracy.dg), as glibc's scalar logf (0.82), where its vector logf, which clang
+// would call in the native code's loops, is within 3.94. A subnormal x is scaled by 2^25
+// first.
+GRADC_HD inline float log_(float x) {
+  const bool subnormal = x < 0x1p-126f;
+  int32_t k = subnormal ? -25 : 0;
+  const float m = log_split(subnormal ? mul_(x, 0x1p25f) : x, k);
+  const float r = log_reduced(sub_(m, 1.0f), float(k), 0.0f);
+  return x != x || x == INFINITY ? x : x == 0 ? -INFINITY : x < 0 ? NAN : r;
+}
 GRADC_HD inline double log_(double x) { return ::log(x); }
 GRADC_HD inline float sqrt_(float x) { return sqrtf(x); }
 GRADC_HD inline double sqrt_(double x) { return ::sqrt(x); }
@@ -167,35 +203,19 @@ GRADC_HD inline float erf_(float x) {
   return x < 0 ? -r : r;
 }
 GRADC_HD inline double erf_(double x) { return ::erf(x); }
-// log1p in f32, the same on every backend: within 0.84 ulp of the exact value over every
-// float (glibc's log1pf: 1.29; tests/lit/log1p_accuracy.dg), and a loop of it vectorises,
-// where glibc's log1pf stays a scalar call in every element (softplus, log_sigmoid,
-// logaddexp and binary cross-entropy compute their values with it: 0.59 against 11 ns an
-// element, one Zen 4 core). fdlibm's log1pf as musl writes it, without branches: 1 + x =
-// 2^k m, m in [sqrt(2)/2, sqrt(2)), c the rounding error of 1 + x over it, log(m) = f -
-// f^2/2 + s (f^2/2 + R(s^2)), f = m - 1, s = f / (2 + f); where 1 + x is in that range
-// itself, f is x.
+// log1p in f32: within 0.84 ulp of the exact value over every float (glibc's log1pf:
+// 1.29; tests/lit/log1p_accuracy.dg), where glibc's log1pf stays a scalar call in every
+// element of a loop (softplus, log_sigmoid, logaddexp and binary cross-entropy compute
+// their values with it: 0.59 against 11 ns an element, one Zen 4 core). 1 + x = u + e, u
+// rounded, c = e / u; where 1 + x is in [sqrt(2)/2, sqrt(2)) itself, f is x, exact.
 GRADC_HD inline float log1p_(float x) {
   const float u = add_(1.0f, x);
-  uint32_t iu;
-  memcpy(&iu, &u, 4);
-  iu += 0x3F800000u - 0x3F3504F3u;
-  const int32_t k = int32_t(iu >> 23) - 127;
-  iu = (iu & 0x7FFFFFu) + 0x3F3504F3u;
-  float m;
-  memcpy(&m, &iu, 4);
+  int32_t k = 0;
+  const float m = log_split(u, k);
   const bool near = x < 0x1.a827a0p-2f && x >= -0x1.2bec32p-2f;
-  const float cu = k >= 2 ? sub_(1.0f, sub_(u, x)) : sub_(x, sub_(u, 1.0f));
-  const float c = near || k >= 25 ? 0.0f : cu / u;
-  const float f = near ? x : sub_(m, 1.0f), dk = near ? 0.0f : float(k);
-  const float s = f / add_(2.0f, f), z = mul_(s, s), w = mul_(z, z);
-  const float t1 = mul_(w, add_(0x1.999c26p-2f, mul_(w, 0x1.f13c4cp-3f)));
-  const float t2 = mul_(z, add_(0x1.555554p-1f, mul_(w, 0x1.23d3dcp-2f)));
-  const float hfsq = mul_(mul_(0.5f, f), f);
-  float r = mul_(s, add_(hfsq, add_(t2, t1)));
-  r = add_(r, add_(mul_(dk, 9.0580006145e-06f), c));  // k log(2)'s low part, and c
-  r = add_(sub_(r, hfsq), f);
-  r = add_(r, mul_(dk, 6.9313812256e-01f));  // k log(2)'s high part
+  const float e = k >= 2 ? sub_(1.0f, sub_(u, x)) : sub_(x, sub_(u, 1.0f));
+  const float c = near || k >= 25 ? 0.0f : e / u;
+  const float r = log_reduced(near ? x : sub_(m, 1.0f), near ? 0.0f : float(k), c);
   return x != x || x == INFINITY || fabsf(x) < 0x1p-24f ? x : x == -1.0f ? -INFINITY : x < -1.0f ? NAN : r;
 }
 GRADC_HD inline double log1p_(double x) { return ::log1p(x); }
