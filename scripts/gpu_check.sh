@@ -52,6 +52,7 @@ EXES=(
   "exp_accuracy_1|tests/lit/exp_accuracy.dg|--ranks=1|1"   # gradc's own f32 exp, subnormal results included
   "log1p_accuracy_1|tests/lit/log1p_accuracy.dg|--ranks=1|1"   # gradc's own f32 log1p, next to -1 and up to 3e38
   "log_accuracy_1|tests/lit/log_accuracy.dg|--ranks=1|1"   # gradc's own f32 log, subnormal arguments included
+  "expm1_accuracy_1|tests/lit/expm1_accuracy.dg|--ranks=1|1"   # gradc's own f32 expm1 (in f64 on the GPU too)
 )
 # One executable for any batch size (gradc build --size B=any), run at each of the sizes:
 # name | program | size flag | GPUs it needs | the sizes (compare_backends.py --any-size)
