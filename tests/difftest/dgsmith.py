@@ -496,10 +496,10 @@ UNARY = ["neg", "exp", "log", "sqrt", "rsqrt", "abs", "relu", "sigmoid", "tanh",
 
 
 # the ops whose value the native backend computes with libmvec's vector functions in a
-# loop's body and glibc's scalar ones in its tail (or from them: randn's Box-Muller): in
-# f64 all of these; in f32 sin, cos and pow (exp, log, log1p, expm1, tanh and erf are
-# gradc's own, the same bits everywhere), the others kept for the sums inside them, which
-# the native code adds in another order
+# loop's body and glibc's scalar ones in its tail (or from them: randn's Box-Muller):
+# f64 exp, log, sin, cos and pow, f32 sin, cos and pow (f32 exp, log, log1p, expm1, tanh
+# and erf are gradc's own, the same bits everywhere); the others are kept for the sums
+# inside them, which the native code adds in another order
 VECTOR_MATH = re.compile(r"\b(exp|log|log1p|expm1|sin|cos|tanh|sigmoid|softplus|silu|gelu|erf|pow|logsumexp|log_sigmoid|"
                          r"softmax|log_softmax|cross_entropy|scaled_dot_product_attention|binary_cross_entropy_with_logits|randn|rand)\(|\*\*")
 
