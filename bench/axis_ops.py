@@ -3,7 +3,8 @@ memory bandwidth and PyTorch's CPU eager mode, side by side.
 
 usage: python3 bench/axis_ops.py [GRADC] [--steps=K]   (default: build/gradc, K = 15)
 
-Each program in bench/programs/axis_*.dg works on 10^7 f32 (1 rank, forward only). For
+Each program in bench/programs/axis_*.dg works on 10^7 f32 (1 rank, forward only; the
+embedding lookup, axis_take_rows, writes 8192 rows of 1024). For
 each: the median step of `gradc run --backend=native` (inputs' defaults evaluated
 before the timed steps), the bytes it must move at least (every operand read once and
 the result written once) per second, and the median of the same op in PyTorch (Debian's
@@ -22,13 +23,15 @@ ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
 STEPS = next((int(a.split("=")[1]) for a in sys.argv[1:] if a.startswith("--steps=")), 15)
 N = 10_000_000
 
-# program, bytes it moves at least (in units of 4 N), PyTorch's statement (x, src, ix, index made below)
+# program, bytes it moves at least (in units of 4 n), PyTorch's statement (x, src, ix, index, w, ids
+# made below), the elements of its result n
 PROGRAMS = [
     ("axis_cumsum_rows", 2, "torch.cumsum(x, 1)"),
     ("axis_cumsum_cols", 2, "torch.cumsum(xc, 0)"),
     ("axis_scatter_add", 4, "x.scatter_add(1, ix, src)"),
     ("axis_index_add", 3, "x.index_add(0, index, src)"),
     ("axis_take_along", 3, "torch.gather(x, 1, ix)"),
+    ("axis_take_rows", 2, "w[ids]", 8192 * 1024),
 ]
 
 TORCH = r'''
@@ -41,6 +44,8 @@ xc = torch.randn(156250, 64, generator=g)
 src = torch.randn(10000, 1000, generator=g)
 ix = torch.randint(0, 1000, (10000, 1000), generator=g)
 index = torch.randint(0, 10000, (10000,), generator=g)
+w = torch.randn(32768, 1024, generator=g)
+ids = torch.randint(0, 32768, (8192,), generator=g)
 times = []
 for _ in range(int(sys.argv[1])):
     t0 = time.perf_counter()
@@ -57,10 +62,10 @@ def main():
     print(f"NumPy copy: {copy:.1f} GB/s; gradc y = x + 1 on 10^7 f32: {add:.2f} ms = {2 * 4 * N / add / 1e6:.1f} GB/s\n")
     print("| program | gradc native ms | GB/s (least bytes) | PyTorch eager ms | PyTorch / gradc |")
     print("|---|---|---|---|---|")
-    for name, words, statement in PROGRAMS:
+    for name, words, statement, *n in PROGRAMS:
         step = gradc_step(os.path.join(HERE, "programs", name + ".dg"), "native")
         torch = python_figure(TORCH.replace("STATEMENT", statement), str(STEPS))
-        print(f"| {name} | {step:.2f} | {words * 4 * N / step / 1e6:.1f} | {torch:.2f} | {torch / step:.2f} |")
+        print(f"| {name} | {step:.2f} | {words * 4 * (n or [N])[0] / step / 1e6:.1f} | {torch:.2f} | {torch / step:.2f} |")
 
 
 if __name__ == "__main__":

@@ -168,6 +168,64 @@ class Body {
     std::vector<std::string> lines;
     for (size_t a = 0, b; a < lines_.size(); a = b + 1)
       lines.push_back(lines_.substr(a, (b = lines_.find('\n', a)) - a));
+    return pruned(std::move(lines));
+  }
+  // A body in a row's terms (row r, element j of it, the map_rows form): its statements
+  // split into the element's and the checks that depend on the row alone, with the
+  // statements those read (an embedding lookup's id: `take(w, ids)` checks ids[r] once a
+  // row, where a check among the element's statements, a call, keeps clang from
+  // vectorising the loop over the row). Only checks outside any block move: one in a
+  // block depends on its condition.
+  struct RowSplit {
+    std::string element, row_checks;
+  };
+  RowSplit split_row_checks() const {
+    const std::vector<std::string> lines = kept_lines();
+    std::set<std::string> of_element = {"i", "j"};  // variables that depend on the element
+    std::vector<bool> row_check(lines.size(), false);
+    const size_t top = lines.empty() ? 0 : lines[0].find_first_not_of(' ');
+    for (size_t l = 0; l < lines.size(); ++l) {
+      const std::string& s = lines[l];
+      const size_t at = s.find_first_not_of(' ');
+      const bool nested = at != top || s.back() == '{' || s.substr(at) == "}";
+      bool element = nested;
+      for (const std::string& v : of_element) element = element || mentions(s, v);
+      if (const std::string v = assigned(s); !v.empty() && element) of_element.insert(v);
+      row_check[l] = !element && s.compare(at, 4, "if (") == 0 && s.find("_error(") != std::string::npos;
+    }
+    // the checks' statements: the row's lines that define what a kept line reads
+    std::vector<bool> keep = row_check;
+    for (size_t l = lines.size(); l-- > 0;)
+      for (size_t m = l + 1; m < lines.size() && !keep[l]; ++m) {
+        const std::string v = assigned(lines[l]);
+        keep[l] = keep[m] && !v.empty() && !of_element.count(v) && mentions(lines[m], v);
+      }
+    RowSplit r;
+    if (std::find(row_check.begin(), row_check.end(), true) == row_check.end()) {
+      for (const std::string& l : lines) r.element += l + "\n";
+      return r;
+    }
+    std::vector<std::string> element, checks;
+    for (size_t l = 0; l < lines.size(); ++l) {
+      if (!row_check[l]) element.push_back(lines[l]);
+      if (keep[l]) checks.push_back(lines[l]);
+    }
+    for (const std::string& l : pruned(element)) r.element += l + "\n";
+    for (const std::string& l : pruned(checks)) r.row_checks += l + "\n";
+    return r;
+  }
+  // The variable a statement defines or assigns (`T NAME = ...`, `NAME = ...`, `T NAME{};`), or "".
+  static std::string assigned(const std::string& line) {
+    const size_t at = line.find_first_not_of(' ');
+    if (at == std::string::npos || line.compare(at, 4, "if (") == 0 || line.compare(at, 6, "return") == 0) return "";
+    size_t end = line.find(" = ", at);
+    if (end == std::string::npos) end = line.find("{};", at);
+    if (end == std::string::npos || line.find('(', at) < end) return "";
+    const std::string left = line.substr(at, end - at);
+    return left.substr(left.rfind(' ') == std::string::npos ? 0 : left.rfind(' ') + 1);
+  }
+  // `lines` less the index variables nothing reads.
+  static std::vector<std::string> pruned(std::vector<std::string> lines) {
     for (bool changed = true; changed;) {
       changed = false;
       for (size_t i = 0; i < lines.size(); ++i) {
@@ -997,7 +1055,10 @@ class Emitter {
   virtual bool row_local_buffers() const { return false; }
   virtual bool prefetches() const { return false; }  // Body's prefetch_ahead
   virtual bool pairs() const { return false; }       // pair_functor
-  virtual bool tables16() const { return false; }    // Body's table_lookup
+  // Whether map_rows's functors take the row and the place in it, f(r, j), and check
+  // what depends on the row alone once a row (check_row): the CPU's loop over rows.
+  virtual bool rows_by_row() const { return false; }
+  virtual bool tables16() const { return false; }  // Body's table_lookup
   // A tile group's member where row-local buffers are not kept a row at a time (the GPU):
   // its functor is a map's, of the flat element (gradc::tile_row), in pairs where it can.
   bool flat_tile(const LKernel& k) const { return k.tiles && !row_local_buffers(); }
@@ -1148,36 +1209,44 @@ class Emitter {
     if (tables16()) body.set_tables(kernel_name(i), &tables);
     std::string result;
     std::string signature;
-    int64_t rows_of = 0;  // Functor::row
-    if (k.kind == LKernel::Map && k.group >= 0 && !flat_tile(k)) {
+    std::string text;        // the functor's statements, where not body.text()
+    std::string row_checks;  // a map_rows functor's checks of its row (check_row)
+    int64_t rows_of = 0;     // Functor::row
+    const bool group_rows = k.kind == LKernel::Map && k.group >= 0 && !flat_tile(k);
+    if (group_rows || (k.kind == LKernel::Map && k.group < 0 && rows_by_row() && (rows_of = map_rows_len(k)))) {
       // Element j of row r: the row's axes from r, the others from j, so what
       // depends on the row alone is seen to (and computed once a row).
-      body.line(fmt::format("const int64_t i = r * {} + j;", k.row_len));
+      const int64_t len = group_rows ? k.row_len : rows_of, count = group_rows ? k.rows : num_elements(out.shape) / len;
+      body.line(fmt::format("const int64_t i = r * {} + j;", len));
       std::vector<std::string> idx;
       size_t split = 0;  // the rows are the axes before it
       int64_t rows_size = 1;
-      while (split < out.shape.size() && rows_size < k.rows) rows_size *= out.shape[split++];
+      while (split < out.shape.size() && rows_size < count) rows_size *= out.shape[split++];
       const Shape rows(out.shape.begin(), out.shape.begin() + long(split)),
           row(out.shape.begin() + long(split), out.shape.end());
-      if (rows_size == k.rows && last_row_len(l_, k) == 0) {
+      if (rows_size == count && (!group_rows || last_row_len(l_, k) == 0)) {
         idx = body.unflatten("r", rows, "a");
         for (const std::string& x : body.unflatten("j", row, "b")) idx.push_back(x);
       } else {  // the rows do not end at an axis
         idx = body.unflatten("i", out.shape, "i");
       }
       body.set_element(idx, out.shape, "i");
-      if (row_local_buffers()) body.set_row("r", k.row_len, k.row_len == 1 ? "0" : "j");
+      if (group_rows && row_local_buffers()) body.set_row("r", k.row_len, k.row_len == 1 ? "0" : "j");
       result = body.value(k.root, idx);
       body.line(fmt::format("return {};", result));
-      signature = fmt::format("GRADC_FUNCTOR {} operator()({}, {}) const", cpp_type(out.dtype),
-                              index_param(body.text(), "r"), index_param(body.text(), "j"));
+      text = body.text();
+      if (!group_rows) {  // map_rows checks the row once before its elements (a row group's runtime does not)
+        Body::RowSplit parts = body.split_row_checks();
+        text = parts.element;
+        row_checks = parts.row_checks;
+      }
+      signature = fmt::format("GRADC_FUNCTOR {} operator()({}, {}) const", cpp_type(out.dtype), index_param(text, "r"),
+                              index_param(text, "j"));
     } else if (k.kind == LKernel::Map) {
       body.map_element(k.root, out.shape);
       signature =
           fmt::format("GRADC_FUNCTOR {} operator()({}) const", cpp_type(out.dtype), index_param(body.text(), "i"));
-      // Run in rows where it reads at the element's place in its row or at its row
-      // (i % len, i / ...), the rows long enough to fill vectors (the runtime's map_rows).
-      if (out.shape.size() >= 2 && out.shape.back() >= 16 && body.reads_axes_of_i()) rows_of = out.shape.back();
+      rows_of = rows_len(body, out.shape);
     } else {
       const Node& r = g_[k.root];
       const Shape& in = g_.type(r.args[0]).shape;
@@ -1202,8 +1271,28 @@ class Emitter {
     for (int b : body.reads)
       s += fmt::format("  const {}* b_{};\n", cpp_type(l_.buffers[size_t(b)].type->dtype), l_.buffers[size_t(b)].name);
     s += functor_fields();
-    s += fmt::format("  {} {{\n{}  }}\n}};\n\n", signature, body.text());
+    if (!row_checks.empty())
+      s += fmt::format("  GRADC_FUNCTOR void check_row({}) const {{\n{}  }}\n", index_param(row_checks, "r"),
+                       row_checks);
+    s += fmt::format("  {} {{\n{}  }}\n}};\n\n", signature, text.empty() ? body.text() : text);
     return {s, std::vector<int>(body.reads.begin(), body.reads.end()), rows_of};
+  }
+  // The rows a map kernel runs in (the runtime's map_rows), or 0: those of its output's
+  // last axis where its body over the flat element reads at the element's place in its
+  // row or at its row (i % len, i / ...), the rows long enough to fill vectors.
+  static int64_t rows_len(const Body& flat, const Shape& out) {
+    return out.size() >= 2 && out.back() >= 16 && flat.reads_axes_of_i() ? out.back() : 0;
+  }
+  // The same, from a trial body over the flat element, for a functor in the row's terms.
+  int64_t map_rows_len(const LKernel& k) {
+    const Shape& out = l_.buffers[size_t(k.out)].type->shape;
+    if (out.size() < 2 || out.back() < 16) return 0;
+    Body trial(l_, k, source_);
+    trial.set_prefetch(prefetches());
+    std::vector<std::string> tables;  // not kept: the functor's own body makes them
+    if (tables16()) trial.set_tables("trial", &tables);
+    trial.map_element(k.root, out);
+    return rows_len(trial, out);
   }
   // A map kernel that reads or writes 16-bit elements, on the GPU: its body `at` takes the
   // buffers read at its own element as parameters, and `pair` computes elements i and
@@ -1846,6 +1935,7 @@ class CpuEmitter final : public Emitter {
   }
   bool row_local_buffers() const override { return true; }
   bool prefetches() const override { return true; }
+  bool rows_by_row() const override { return true; }
   bool tables16() const override { return l_.tables16; }
   std::string bind_input(size_t i, const std::string& api, const char* t) override {  // host vectors, by pointer
     return fmt::format(

@@ -78,6 +78,16 @@ template <class T, class F>
 inline void map_one(Stream, const F& f, T* out) {
   out[0] = f(0);
 }
+// A map_rows functor's checks of what depends on its row alone, made once a row before
+// its elements (codegen/cpp.cpp, split_row_checks): where it has them.
+template <class F, class = void>
+struct HasCheckRow : std::false_type {};
+template <class F>
+struct HasCheckRow<F, std::void_t<decltype(&F::check_row)>> : std::true_type {};
+template <class F>
+inline void check_row(const F& f, int64_t r) {
+  if constexpr (HasCheckRow<F>::value) f.check_row(r);
+}
 #if defined(__AVX__)
 // nb elements of a block to `to`: streamed where both are 32-byte aligned, else stored.
 template <class T>
@@ -109,23 +119,26 @@ inline void stream_rows(int64_t n, int64_t len, const F& f, T* out) {
   constexpr int64_t B = 1024 / int64_t(sizeof(T));
   alignas(32) T block[B];
   if (len >= B) {
-    for (int64_t r = 0; r < n; r += len)
+    for (int64_t r = 0; r < n / len; ++r) {
+      check_row(f, r);
       for (int64_t c = 0; c < len; c += B) {
         const int64_t nb = len - c < B ? len - c : B;
         GRADC_VECTORIZE
-        for (int64_t j = 0; j < nb; ++j) block[j] = f(r + c + j);
-        put_block(out + r + c, block, nb);
+        for (int64_t j = 0; j < nb; ++j) block[j] = f(r, c + j);
+        put_block(out + r * len + c, block, nb);
       }
+    }
   } else {
     const int64_t per = B / len;  // rows to a block
-    for (int64_t r = 0; r < n; r += per * len) {
-      const int64_t rows = (n - r) / len < per ? (n - r) / len : per;
+    for (int64_t r0 = 0; r0 < n / len; r0 += per) {
+      const int64_t rows = n / len - r0 < per ? n / len - r0 : per;
       for (int64_t k = 0; k < rows; ++k) {
+        check_row(f, r0 + k);
         T* row = block + k * len;
         GRADC_VECTORIZE
-        for (int64_t j = 0; j < len; ++j) row[j] = f(r + k * len + j);
+        for (int64_t j = 0; j < len; ++j) row[j] = f(r0 + k, j);
       }
-      put_block(out + r, block, rows * len);
+      put_block(out + r0 * len, block, rows * len);
     }
   }
   _mm_sfence();
@@ -141,18 +154,20 @@ inline void map(Stream, int64_t n, const F& f, T* out) {
 }
 // The same, for a functor that reads at the element's place in its row of `len` (i %
 // len: a bias added along rows) or at its row (i / len), n a multiple of len: a loop
-// over each row, so that the place in the row is the inner loop's own index. Over the
-// flat index, clang 19 leaves such a loop scalar (it vectorises it only for a count of
-// at most len), without a word: gelu(x @ w + b)'s erf took 7.5 ns an element, against
-// 1.2 in rows (16 lanes; 131072 elements, rows of 512).
+// over each row, so that the place in the row is the inner loop's own index, the
+// functor's f(r, j) (element j of row r). Over the flat index, clang 19 leaves such a
+// loop scalar (it vectorises it only for a count of at most len), without a word:
+// gelu(x @ w + b)'s erf took 7.5 ns an element, against 1.2 in rows (16 lanes; 131072
+// elements, rows of 512).
 template <class T, class F>
 inline void map_rows(Stream, int64_t n, int64_t len, const F& f, T* out) {
 #if defined(__AVX__)
   if (n * int64_t(sizeof(T)) >= kStreamBytes) return stream_rows(n, len, f, out);
 #endif
-  for (int64_t b = 0; b < n; b += len) {
+  for (int64_t r = 0; r < n / len; ++r) {
+    check_row(f, r);
     GRADC_VECTORIZE
-    for (int64_t j = 0; j < len; ++j) out[b + j] = f(b + j);
+    for (int64_t j = 0; j < len; ++j) out[r * len + j] = f(r, j);
   }
 }
 
