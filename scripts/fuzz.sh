@@ -31,7 +31,8 @@ for target in frontend ir npy run; do
 done
 # The differential tester on random programs (tests/difftest/dgsmith.py): a new seed
 # each run (DGSMITH_SEED to repeat one), every second program over a 2-D or 3-D mesh,
-# every 6th in bf16 or f16, the executables too, for SECONDS.
+# every 6th in bf16 or f16, every 3rd with rows of 16 to 24 (map_rows), the executables
+# too, for SECONDS.
 scripts/build.sh
 seed=${DGSMITH_SEED:-$(date +%s)}
 echo "fuzz: dgsmith for ${secs}s, seed $seed"
@@ -46,5 +47,5 @@ python=/usr/bin/python3
 cuda_check=()
 build/gradc --version | grep -q "cuda: yes" && cuda_check=(--cuda-every 25)
 "$python" tests/difftest/dgsmith.py build/gradc build-san/findings/dgsmith --seed "$seed" --seconds "$secs" \
-  --mesh-every 2 --low-every 6 --special-every 4 --exe --exe-every 5 "${torch_check[@]}" "${cuda_check[@]}"
+  --mesh-every 2 --low-every 6 --special-every 4 --wide-every 3 --exe --exe-every 5 "${torch_check[@]}" "${cuda_check[@]}"
 echo "fuzz: no crashes, no disagreements"
