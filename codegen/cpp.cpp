@@ -201,10 +201,6 @@ class Body {
         keep[l] = keep[m] && !v.empty() && !of_element.count(v) && mentions(lines[m], v);
       }
     RowSplit r;
-    if (std::find(row_check.begin(), row_check.end(), true) == row_check.end()) {
-      for (const std::string& l : lines) r.element += l + "\n";
-      return r;
-    }
     std::vector<std::string> element, checks;
     for (size_t l = 0; l < lines.size(); ++l) {
       if (!row_check[l]) element.push_back(lines[l]);
@@ -1203,21 +1199,25 @@ class Emitter {
       if (is_low_precision(out.dtype) || std::any_of(body.params.begin(), body.params.end(), low))
         return pair_functor(i, body);
     }
-    Body body(l_, k, source_);
-    body.set_prefetch(prefetches());
     std::vector<std::string> tables;  // the functor's tables' definitions, before it
-    if (tables16()) body.set_tables(kernel_name(i), &tables);
+    auto new_body = [&] {
+      Body b(l_, k, source_);
+      b.set_prefetch(prefetches());
+      if (tables16()) b.set_tables(kernel_name(i), &tables);
+      return b;
+    };
+    Body body = new_body();
+    std::optional<Body> in_rows;  // a map run in rows, in the row's terms (built after the flat body said so)
     std::string result;
     std::string signature;
     std::string text;        // the functor's statements, where not body.text()
     std::string row_checks;  // a map_rows functor's checks of its row (check_row)
     int64_t rows_of = 0;     // Functor::row
     const bool group_rows = k.kind == LKernel::Map && k.group >= 0 && !flat_tile(k);
-    if (group_rows || (k.kind == LKernel::Map && k.group < 0 && rows_by_row() && (rows_of = map_rows_len(k)))) {
-      // Element j of row r: the row's axes from r, the others from j, so what
-      // depends on the row alone is seen to (and computed once a row).
-      const int64_t len = group_rows ? k.row_len : rows_of, count = group_rows ? k.rows : num_elements(out.shape) / len;
-      body.line(fmt::format("const int64_t i = r * {} + j;", len));
+    // Element j of row r: the row's axes from r, the others from j, so what depends on
+    // the row alone is seen to (and computed once a row); `count` rows of `len`.
+    auto row_form = [&](Body& b, int64_t len, int64_t count) {
+      b.line(fmt::format("const int64_t i = r * {} + j;", len));
       std::vector<std::string> idx;
       size_t split = 0;  // the rows are the axes before it
       int64_t rows_size = 1;
@@ -1225,28 +1225,38 @@ class Emitter {
       const Shape rows(out.shape.begin(), out.shape.begin() + long(split)),
           row(out.shape.begin() + long(split), out.shape.end());
       if (rows_size == count && (!group_rows || last_row_len(l_, k) == 0)) {
-        idx = body.unflatten("r", rows, "a");
-        for (const std::string& x : body.unflatten("j", row, "b")) idx.push_back(x);
+        idx = b.unflatten("r", rows, "a");
+        for (const std::string& x : b.unflatten("j", row, "b")) idx.push_back(x);
       } else {  // the rows do not end at an axis
-        idx = body.unflatten("i", out.shape, "i");
+        idx = b.unflatten("i", out.shape, "i");
       }
-      body.set_element(idx, out.shape, "i");
-      if (group_rows && row_local_buffers()) body.set_row("r", k.row_len, k.row_len == 1 ? "0" : "j");
-      result = body.value(k.root, idx);
-      body.line(fmt::format("return {};", result));
-      text = body.text();
+      b.set_element(idx, out.shape, "i");
+      if (group_rows && row_local_buffers()) b.set_row("r", k.row_len, k.row_len == 1 ? "0" : "j");
+      result = b.value(k.root, idx);
+      b.line(fmt::format("return {};", result));
+      text = b.text();
       if (!group_rows) {  // map_rows checks the row once before its elements (a row group's runtime does not)
-        Body::RowSplit parts = body.split_row_checks();
+        Body::RowSplit parts = b.split_row_checks();
         text = parts.element;
         row_checks = parts.row_checks;
       }
       signature = fmt::format("GRADC_FUNCTOR {} operator()({}, {}) const", cpp_type(out.dtype), index_param(text, "r"),
                               index_param(text, "j"));
+    };
+    if (group_rows) {
+      row_form(body, k.row_len, k.rows);
     } else if (k.kind == LKernel::Map) {
       body.map_element(k.root, out.shape);
       signature =
           fmt::format("GRADC_FUNCTOR {} operator()({}) const", cpp_type(out.dtype), index_param(body.text(), "i"));
-      rows_of = rows_len(body, out.shape);
+      // Run in rows where it reads at the element's place in its row or at its row
+      // (i % len, i / ...), the rows long enough to fill vectors (the runtime's map_rows).
+      if (out.shape.size() >= 2 && out.shape.back() >= 16 && body.reads_axes_of_i()) rows_of = out.shape.back();
+      if (rows_of && rows_by_row()) {  // built again in the row's terms, with its tables
+        tables.clear();
+        in_rows.emplace(new_body());
+        row_form(*in_rows, rows_of, num_elements(out.shape) / rows_of);
+      }
     } else {
       const Node& r = g_[k.root];
       const Shape& in = g_.type(r.args[0]).shape;
@@ -1266,33 +1276,17 @@ class Emitter {
       signature = fmt::format("GRADC_FUNCTOR {} operator()({}, {}) const", cpp_type(out.dtype),
                               index_param(body.text(), "o"), index_param(body.text(), "r"));
     }
+    const Body& made = in_rows ? *in_rows : body;
     std::string s = fmt::format("{}", fmt::join(tables, "")) + comment(k);
     s += fmt::format("struct {} {{\n", kernel_name(i));
-    for (int b : body.reads)
+    for (int b : made.reads)
       s += fmt::format("  const {}* b_{};\n", cpp_type(l_.buffers[size_t(b)].type->dtype), l_.buffers[size_t(b)].name);
     s += functor_fields();
     if (!row_checks.empty())
       s += fmt::format("  GRADC_FUNCTOR void check_row({}) const {{\n{}  }}\n", index_param(row_checks, "r"),
                        row_checks);
-    s += fmt::format("  {} {{\n{}  }}\n}};\n\n", signature, text.empty() ? body.text() : text);
-    return {s, std::vector<int>(body.reads.begin(), body.reads.end()), rows_of};
-  }
-  // The rows a map kernel runs in (the runtime's map_rows), or 0: those of its output's
-  // last axis where its body over the flat element reads at the element's place in its
-  // row or at its row (i % len, i / ...), the rows long enough to fill vectors.
-  static int64_t rows_len(const Body& flat, const Shape& out) {
-    return out.size() >= 2 && out.back() >= 16 && flat.reads_axes_of_i() ? out.back() : 0;
-  }
-  // The same, from a trial body over the flat element, for a functor in the row's terms.
-  int64_t map_rows_len(const LKernel& k) {
-    const Shape& out = l_.buffers[size_t(k.out)].type->shape;
-    if (out.size() < 2 || out.back() < 16) return 0;
-    Body trial(l_, k, source_);
-    trial.set_prefetch(prefetches());
-    std::vector<std::string> tables;  // not kept: the functor's own body makes them
-    if (tables16()) trial.set_tables("trial", &tables);
-    trial.map_element(k.root, out);
-    return rows_len(trial, out);
+    s += fmt::format("  {} {{\n{}  }}\n}};\n\n", signature, text.empty() ? made.text() : text);
+    return {s, std::vector<int>(made.reads.begin(), made.reads.end()), rows_of};
   }
   // A map kernel that reads or writes 16-bit elements, on the GPU: its body `at` takes the
   // buffers read at its own element as parameters, and `pair` computes elements i and
