@@ -136,10 +136,12 @@ ValueId rms_norm(Builder& b, ValueId x, const std::vector<int64_t>& axes, double
 }
 
 // where(rand(shape(x), seed) >= p, x / (1 - p), 0): rand's mask, the same on every backend
+// and for every dtype of x: rand's f32 values compared with p in f32, as the formula reads
+// (rounded to a bf16 x's dtype first, a value just under p would be kept).
 ValueId dropout(Builder& b, ValueId x, double p, ValueId seed) {
   Attrs a;
   a.set("shape", Attr::of_ints(b.shape(x)));
-  const Ex r = cast(Ex(Op::Rand, {b[seed]}, a), b.dtype(x));
+  const Ex r(Op::Rand, {b[seed]}, a);
   return b(where(r >= p, b[x] / (1 - p), 0.0));
 }
 
