@@ -319,9 +319,12 @@ std::pair<ValueId, ValueId> sort_last(Builder& b, ValueId x, int64_t m, bool des
   auto less = [&](Ex p, Ex q) { return maximum(p < q, nan(q) * (1.0 - nan(p))); };  // NaN the greatest
   const Ex first = descending ? less(xi, xj) : less(xj, xi);                        // x[j] goes before x[i]
   const Ex same = maximum(eq(xj, xi), nan(xj) * nan(xi));
-  const Ex lower = cast(iota_along(n, 1, 2) < iota_along(n, 0, 2), float_of(b.dtype(x)));    // [i, j]: j < i
-  const ValueId place = b(cast(reduce_sum(maximum(first, same * lower), {r}), DType::I32));  // [..., n]
-  const Ex hit = eq(reshape(b[place], insert_one(s, r - 1)), iota_along(m, 0, 2));           // [..., m, n]
+  const Ex lower = cast(iota_along(n, 1, 2) < iota_along(n, 0, 2), float_of(b.dtype(x)));  // [i, j]: j < i
+  // the count of elements before x[i], summed where it is exact: in bf16 a place past 256
+  // would round (and f32 counts exactly to 2^24, f64 beyond)
+  const DType count = is_low_precision(b.dtype(x)) ? DType::F32 : float_of(b.dtype(x));
+  const ValueId place = b(cast(reduce_sum(cast(maximum(first, same * lower), count), {r}), DType::I32));  // [..., n]
+  const Ex hit = eq(reshape(b[place], insert_one(s, r - 1)), iota_along(m, 0, 2));                        // [..., m, n]
   const ValueId values = b(reduce_sum(where(hit, xj, 0.0), {r}));
   const ValueId indices = b(reduce_sum(where(hit, iota_along(n, 1, 2), 0.0), {r}));
   return {values, indices};

@@ -47,5 +47,5 @@ python=/usr/bin/python3
 cuda_check=()
 build/gradc --version | grep -q "cuda: yes" && cuda_check=(--cuda-every 25)
 "$python" tests/difftest/dgsmith.py build/gradc build-san/findings/dgsmith --seed "$seed" --seconds "$secs" \
-  --mesh-every 2 --low-every 6 --special-every 4 --wide-every 3 --exe --exe-every 5 "${torch_check[@]}" "${cuda_check[@]}"
+  --mesh-every 2 --low-every 6 --special-every 4 --wide-every 3 --long-every 7 --exe --exe-every 5 "${torch_check[@]}" "${cuda_check[@]}"
 echo "fuzz: no crashes, no disagreements"

@@ -34,12 +34,15 @@ and defaults), and for each one checks:
   * with --wide-every, every K-th program's inputs have a last axis of 16 to 24 (times
     a mesh's sizes): its maps that read along rows then run in rows on the CPU
     (map_rows, whose functors check what depends on the row once a row: check_row);
+  * with --long-every, every K-th program's inputs have a last axis of 257 to 300: past
+    the integers bf16 holds exactly (a sort's places were counted in bf16 and rounded);
   * that gradc accepts the program at all (the generator writes only valid ones).
 A disagreement is shrunk to a small program (outputs dropped, statements bypassed and
 removed while the same kind of disagreement remains) and written to WORKDIR.
 
 usage: dgsmith.py GRADC WORKDIR [--seed S] [--count N | --seconds T] [--mesh-every K] [--low-every K] [--exe] [--torch]
-                  [--cuda-every K] [--special-every K] [--wide-every K] [--keep-going]
+                  [--cuda-every K] [--special-every K] [--wide-every K] [--long-every K]
+                  [--keep-going]
 Needs PyTorch (Debian's python3-torch is enough) and NumPy; --torch also the venv of
 scripts/torch_venv.sh (PyPI's PyTorch). Run by PyTorch 1.13, f16 programs that need a
 CPU kernel it lacks are not checked against it (the last lines say how many); the venv's
@@ -1414,18 +1417,22 @@ MESHES = [[("dp", 2), ("tp", 2)], [("dp", 2), ("tp", 3)], [("ep", 3), ("sp", 2)]
           [("a", 1), ("b", 2), ("c", 2)]]
 
 
-def generate(seed, mesh=False, special=False, wide=False):
+def generate(seed, mesh=False, special=False, wide=False, long=False):
     """A random program: over `world N` (1 to 4 ranks), or with `mesh` over a 2-D or 3-D
     mesh (axes of size 1 included); with `special`, NaN, infinities and signed zeros in
     some elements of its float input files; with `wide`, its inputs' last axis 16 to 24
-    (times a mesh's sizes) long, so that its maps along rows run in rows on the CPU."""
+    (times a mesh's sizes) long, so that its maps along rows run in rows on the CPU; with
+    `long`, 257 to 300, past the integers bf16 holds exactly (a count, a place in a row)."""
     rng = random.Random(seed)
     axes = rng.choice(MESHES) if mesh else None
     world = math.prod(n for _, n in axes) if mesh else rng.choice([1, 2, 2, 3, 4])
     g = Gen(rng, world, axes, special)
     dense = rng.random() < 0.5  # square matrices of one size: chains of matmuls and transposes (linear layers)
     k, ktext = g.mult() if rng.random() < 0.3 else (1, "")
-    d = rng.choice([16, 20, 24] if wide else [2, 3, 4])
+    lengths = [257, 280, 300] if long else [16, 20, 24] if wide else None
+    d = rng.choice(lengths or [2, 3, 4])
+    dense = dense and not long  # (long: no square matrices, and no factor of the mesh's sizes in a dimension,
+    # so that a sort's n^2 comparisons a row, or a product of two long axes, stay small)
     for _ in range(rng.randrange(1, 4)):
         if dense:
             dim = (d * k, f"{d} * {ktext}" if ktext else str(d))
@@ -1435,7 +1442,9 @@ def generate(seed, mesh=False, special=False, wide=False):
             rank = rng.randrange(1, 3)
             for a in range(rank):
                 m, mtext = g.mult()
-                c = rng.choice([16, 20, 24] if wide and a == rank - 1 else [1, 2, 3, 4])
+                c = rng.choice(lengths if lengths and a == rank - 1 else [1, 2, 3, 4])
+                if long:
+                    m, mtext = 1, ""
                 shape.append((c * m, f"{c} * {mtext}" if mtext else str(c)))
         # a dimension is written with the sizes it is made of (`2 * size(tp)`) in a mesh program
         g.input(tuple(n for n, _ in shape), shape_text=[t if mesh else str(n) for n, t in shape])
@@ -1982,6 +1991,9 @@ def main():
     ap.add_argument("--wide-every", type=int, default=0,
                     help="every K-th program with its inputs' last axis 16 to 24 long (times a mesh's sizes): its maps "
                          "along rows run in rows on the CPU (map_rows)")
+    ap.add_argument("--long-every", type=int, default=0,
+                    help="every K-th program with its inputs' last axis 257 to 300 long (times a mesh's sizes): past "
+                         "the integers bf16 holds exactly (sort's places, counts); before --wide-every")
     ap.add_argument("--keep-going", action="store_true")
     ap.add_argument("-v", "--verbose", action="store_true", help="a line per program")
     args = ap.parse_args()
@@ -1997,7 +2009,8 @@ def main():
         seed = args.seed * 1000003 + n
         special = bool(args.special_every) and n % args.special_every == 0
         prog = generate(seed, mesh=bool(args.mesh_every) and n % args.mesh_every == 0, special=special,
-                        wide=bool(args.wide_every) and n % args.wide_every == 0)
+                        wide=bool(args.wide_every) and n % args.wide_every == 0,
+                        long=bool(args.long_every) and n % args.long_every == 0)
         folder = os.path.join(args.work, "current")
         exe = args.exe and n % args.exe_every == 0
         torch_op = args.torch and n % args.torch_every == 0
