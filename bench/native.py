@@ -9,7 +9,9 @@ program in PyTorch (torch.distributed.nn's autograd collectives, gloo, 2 process
 with 1 thread each, a barrier before and after each step). For the tensor-parallel
 MLP also the BLAS floor: its six matmuls per rank through OpenBLAS alone (NumPy,
 1 thread, both ranks' processes at once). For y = x + 1 on 10^7 f32 (1 rank): the
-bandwidth it reaches against this machine's measured copy bandwidth.
+bandwidth it reaches against this machine's measured copy bandwidth. And attention's
+contractions written with einsum (bench/programs/einsum_attention.dg) against the same
+with matmul and transpose and against their six batched matmuls in OpenBLAS alone.
 
 PyTorch comes from Debian (python3-torch, run with /usr/bin/python3), installed by
 `scripts/deps.sh python3-torch python3-numpy`. Prints a Markdown table for bench/README.md.
@@ -49,6 +51,23 @@ for _ in range(int(sys.argv[1])):
 print(statistics.median(times))
 '''
 
+# bench/programs/einsum_attention.dg's six batched matmuls (4 x 8 heads of 256 x 64: the
+# scores, their product with v, and the backward's four), a loop over the heads.
+EINSUM_FLOOR = r'''
+import statistics, sys, time
+import numpy as np
+r = np.random.default_rng(0)
+q, k, v, g = (r.standard_normal((32, 256, 64)).astype(np.float32) for _ in range(4))
+times = []
+for _ in range(int(sys.argv[1])):
+    t0 = time.perf_counter()
+    for h in range(32):
+        s = q[h] @ k[h].T; o = s @ v[h]
+        ds = g[h] @ v[h].T; dv = s.T @ g[h]; dq = ds @ k[h]; dk = ds.T @ q[h]
+    times.append((time.perf_counter() - t0) * 1e3)
+print(statistics.median(times))
+'''
+
 COPY = r'''
 import statistics, time
 import numpy as np
@@ -63,8 +82,8 @@ print(2 * src.nbytes / statistics.median(times) / 1e9)
 '''
 
 
-def gradc_step(prog, backend):
-    out = subprocess.run([GRADC, "run", prog, f"--backend={backend}", f"--iters={STEPS}"], check=True,
+def gradc_step(prog, backend, env=None):
+    out = subprocess.run([GRADC, "run", prog, f"--backend={backend}", f"--iters={STEPS}"], check=True, env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True).stderr
     return float(out.split("median step: ")[1].split(" ms")[0])
 
@@ -152,6 +171,18 @@ def main():
     bw = 2 * 4e7 / (step / 1e3) / 1e9
     print(f"y = x + 1 on 10^7 f32 (1 rank): native {step:.2f} ms = {bw:.1f} GB/s; copy bandwidth {copy:.1f} GB/s "
           f"(NumPy copyto); {100 * bw / copy:.0f}% of it")
+    einsum_figures()
+
+
+def einsum_figures():
+    """Attention's contractions written with einsum against the same with matmul and
+    transpose, and against their six batched matmuls in OpenBLAS alone (1 rank, 1 thread)."""
+    one = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    e, m = (gradc_step(os.path.join(HERE, "programs", p + ".dg"), "native", one)
+            for p in ("einsum_attention", "einsum_attention_matmul"))
+    floor = python_figure(EINSUM_FLOOR, str(STEPS))
+    print(f"einsum attention (1 rank, 1 thread): einsum {e:.2f} ms, matmul and transpose {m:.2f} ms, "
+          f"its six batched matmuls in OpenBLAS alone {floor:.2f} ms; einsum {e / floor:.2f}x the floor")
 
 
 if __name__ == "__main__":
