@@ -1431,8 +1431,9 @@ def generate(seed, mesh=False, special=False, wide=False, long=False):
     k, ktext = g.mult() if rng.random() < 0.3 else (1, "")
     lengths = [257, 280, 300] if long else [16, 20, 24] if wide else None
     d = rng.choice(lengths or [2, 3, 4])
-    dense = dense and not long  # (long: no square matrices, and no factor of the mesh's sizes in a dimension,
-    # so that a sort's n^2 comparisons a row, or a product of two long axes, stay small)
+    # long: no square matrices, and no factor of the mesh's sizes in a dimension, so that a
+    # sort's n^2 comparisons a row, or a product of two long axes, stay small
+    dense = dense and not long
     for _ in range(rng.randrange(1, 4)):
         if dense:
             dim = (d * k, f"{d} * {ktext}" if ktext else str(d))
@@ -1992,8 +1993,9 @@ def main():
                     help="every K-th program with its inputs' last axis 16 to 24 long (times a mesh's sizes): its maps "
                          "along rows run in rows on the CPU (map_rows)")
     ap.add_argument("--long-every", type=int, default=0,
-                    help="every K-th program with its inputs' last axis 257 to 300 long (times a mesh's sizes): past "
-                         "the integers bf16 holds exactly (sort's places, counts); before --wide-every")
+                    help="every K-th program with its inputs' last axis 257 to 300 long (no mesh factor in a dimension, "
+                         "no square matrices): past the integers bf16 holds exactly (sort's places, counts); before "
+                         "--wide-every")
     ap.add_argument("--keep-going", action="store_true")
     ap.add_argument("-v", "--verbose", action="store_true", help="a line per program")
     args = ap.parse_args()
