@@ -1127,6 +1127,8 @@ class Emitter {
   std::string comment(const LKernel& k) {
     std::string ops = fused_ops(l_, k);
     if (k.kind == LKernel::Reduce) ops += fmt::format("{}{}", ops.empty() ? "" : " ", op_name(g_[k.root].op));
+    if (ops.empty() && k.kind == LKernel::Map)  // an input's default
+      ops = "a copy of " + l_.buffers[size_t(l_.buffer_of[size_t(k.root)])].name;
     std::string lines = k.lines.empty() ? ""
                                         : fmt::format(", {} line{} {}", source_, k.lines.size() == 1 ? "" : "s",
                                                       fmt::join(k.lines, ", "));

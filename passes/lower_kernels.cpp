@@ -386,9 +386,10 @@ class Lowerer {
         if (buffered_[size_t(a)] && !fused(a)) reads.push_back(l_.buffer_of[size_t(a)]);
     };
     for (ValueId v : k.fused) note(v);
-    if (k.kind == LKernel::Map && !fused(k.root))
+    if (k.kind == LKernel::Map && !fused(k.root)) {
       reads.push_back(l_.buffer_of[size_t(k.root)]);  // a copy: an input's default that is a buffer already
-    else
+      if (g[k.root].loc.known()) lines.push_back(g[k.root].loc.line);
+    } else
       note(k.root);
     std::erase(reads, k.out);
     if (k.kind == LKernel::Gemm) {
