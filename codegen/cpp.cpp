@@ -1219,7 +1219,7 @@ class Emitter {
     // Element j of row r: the row's axes from r, the others from j, so what depends on
     // the row alone is seen to (and computed once a row); `count` rows of `len`.
     auto row_form = [&](Body& b, int64_t len, int64_t count) {
-      b.line(fmt::format("const int64_t i = r * {} + j;", len));
+      b.line(len == 1 ? std::string("const int64_t i = r + j;") : fmt::format("const int64_t i = r * {} + j;", len));
       std::vector<std::string> idx;
       size_t split = 0;  // the rows are the axes before it
       int64_t rows_size = 1;
