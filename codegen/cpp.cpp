@@ -37,14 +37,18 @@ const char* cpp_type(DType t) {
 
 namespace {
 
+// Whether C++ text names `var` (as a whole word).
+bool mentions(const std::string& text, const std::string& var) {
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (size_t p = text.find(var); p != std::string::npos; p = text.find(var, p + 1))
+    if ((p == 0 || !word(text[p - 1])) && (p + var.size() == text.size() || !word(text[p + var.size()]))) return true;
+  return false;
+}
+
 // A functor's index parameter, named where its body reads it: `int64_t o`, else
 // `int64_t /*o*/` (a body whose value does not depend on it, a broadcast one).
 std::string index_param(const std::string& body, const std::string& name) {
-  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-  for (size_t at = body.find(name); at != std::string::npos; at = body.find(name, at + 1))
-    if ((at == 0 || !word(body[at - 1])) && (at + name.size() == body.size() || !word(body[at + name.size()])))
-      return "int64_t " + name;
-  return "int64_t /*" + name + "*/";
+  return mentions(body, name) ? "int64_t " + name : "int64_t /*" + name + "*/";
 }
 
 const char* dtype_enum(DType t) {
@@ -323,13 +327,6 @@ class Body {
     const std::string at = value(x, {fmt::format("std::min<int64_t>({}, {})", ahead, n - 1)});
     const std::string e = element.find(' ') == std::string::npos ? element : "(" + element + ")";
     if (at.starts_with("b_")) line(fmt::format("if (({} & 15) == 0) GRADC_PREFETCH(&{});", e, at));
-  }
-  static bool mentions(const std::string& line, const std::string& var) {
-    for (size_t p = line.find(var); p != std::string::npos; p = line.find(var, p + 1)) {
-      auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-      if ((p == 0 || !word(line[p - 1])) && (p + var.size() == line.size() || !word(line[p + var.size()]))) return true;
-    }
-    return false;
   }
   // An operand's index from the output's, by a view's axes (ir/view.h).
   static std::vector<std::string> operand_index(const std::vector<std::string>& idx,
@@ -1172,7 +1169,8 @@ class Emitter {
   struct Functor {
     std::string text;
     std::vector<int> reads;
-    int64_t row = 0;  // a map's: the rows it is run in (map_rows), where it reads along them
+    int64_t row = 0;     // a map's: the rows it is run in (map_rows), where it reads along them
+    std::string values;  // what fills its last fields at a call (functor_fields)
   };
   const std::map<int, Functor>& functors() {
     if (!functors_) {
@@ -1181,11 +1179,19 @@ class Emitter {
         if (l_.kernels[i].kind == LKernel::Map || l_.kernels[i].kind == LKernel::Reduce)
           (*functors_)[int(i)] = functor(int(i));
         else if (l_.kernels[i].kind == LKernel::Loop && !l_.kernels[i].fused.empty())
-          (*functors_)[int(i)] = {index_check(int(i)), {}};
+          (*functors_)[int(i)] = index_check(int(i));
     }
     return *functors_;
   }
   const std::vector<int>& reads(size_t kernel) { return functors().at(int(kernel)).reads; }
+  // Kernel i's functor as a call makes it: its struct, given the buffers it reads and
+  // the values of its last fields (functor_fields).
+  std::string functor_value(int i) {
+    std::vector<std::string> fields;
+    for (int b : reads(size_t(i))) fields.push_back(ptr(b, true));
+    if (!functors().at(i).values.empty()) fields.push_back(functors().at(i).values);
+    return fmt::format("{}{{{}}}", kernel_name(i), fmt::join(fields, ", "));
+  }
 
   Functor functor(int i) {
     const LKernel& k = l_.kernels[size_t(i)];
@@ -1283,12 +1289,14 @@ class Emitter {
     s += fmt::format("struct {} {{\n", kernel_name(i));
     for (int b : made.reads)
       s += fmt::format("  const {}* b_{};\n", cpp_type(l_.buffers[size_t(b)].type->dtype), l_.buffers[size_t(b)].name);
-    s += functor_fields();
+    if (text.empty()) text = made.text();
+    const auto [fields, values] = functor_fields(row_checks + text);
+    s += fields;
     if (!row_checks.empty())
       s += fmt::format("  GRADC_FUNCTOR void check_row({}) const {{\n{}  }}\n", index_param(row_checks, "r"),
                        row_checks);
-    s += fmt::format("  {} {{\n{}  }}\n}};\n\n", signature, text.empty() ? made.text() : text);
-    return {s, std::vector<int>(made.reads.begin(), made.reads.end()), rows_of};
+    s += fmt::format("  {} {{\n{}  }}\n}};\n\n", signature, text);
+    return {s, std::vector<int>(made.reads.begin(), made.reads.end()), rows_of, values};
   }
   // A map kernel that reads or writes 16-bit elements, on the GPU: its body `at` takes the
   // buffers read at its own element as parameters, and `pair` computes elements i and
@@ -1311,7 +1319,8 @@ class Emitter {
     }
     std::string s = comment(k) + fmt::format("struct {} {{\n", kernel_name(i));
     for (int b : body.reads) s += fmt::format("  const {}* b_{};\n", type(b), name(b));
-    s += functor_fields();
+    const auto [fields_in, values] = functor_fields(body.text());
+    s += fields_in;
     s += fmt::format("  GRADC_FUNCTOR {} operator()(int64_t i) const {{ return at(i{}{}); }}\n", t,
                      one.empty() ? "" : ", ", fmt::join(one, ", "));
     s += fmt::format(
@@ -1321,25 +1330,40 @@ class Emitter {
                      fields.empty() ? "true" : fmt::format("gradc::pair_aligned({})", fmt::join(fields, ", ")));
     s += fmt::format("  GRADC_FUNCTOR {} at(int64_t i{}{}) const {{\n{}  }}\n}};\n\n", t, params.empty() ? "" : ", ",
                      fmt::join(params, ", "), body.text());
-    return {s, std::vector<int>(body.reads.begin(), body.reads.end())};
+    return {s, std::vector<int>(body.reads.begin(), body.reads.end()), 0, values};
   }
   // What a loop kernel that checks its indices calls for one out of range: the error
   // of the check_labels it makes (the interpreter's words), at that index's element.
-  std::string index_check(int i) {
+  Functor index_check(int i) {
     const LKernel& k = l_.kernels[size_t(i)];
     const Node& c = g_[k.fused[0]];
-    return fmt::format(
-        "// {}: the check of {}'s indices, made as it reads them\nstruct {}_check {{\n{}"
-        "  GRADC_FUNCTOR void operator()(int64_t index, int64_t element) const {{\n    {}\n  }}\n}};\n\n",
-        out_name(k), c.attr_sym("what"), kernel_name(i), functor_fields(),
-        index_error_call(c, loc_str(source_, c.loc), "index", "element"));
+    const std::string call = index_error_call(c, loc_str(source_, c.loc), "index", "element");
+    const auto [fields, values] = functor_fields(call);
+    return {
+        fmt::format("// {}: the check of {}'s indices, made as it reads them\nstruct {}_check {{\n{}"
+                    "  GRADC_FUNCTOR void operator()(int64_t index, int64_t element) const {{\n    {}\n  }}\n}};\n\n",
+                    out_name(k), c.attr_sym("what"), kernel_name(i), fields, call),
+        {},
+        0,
+        values};
   }
-  // A functor's last fields: the rank, and in a class for any size the sizes (the
-  // functor's `sz`, the class's `sz_`); and the values that fill them in.
-  std::string functor_fields() const {
-    return any() ? fmt::format("  int32_t rank;\n  {}::Sizes sz;\n", name_) : "  int32_t rank;\n";
+  // A functor's last fields: the rank, where its statements read it, and in a class for
+  // any size the sizes (the functor's `sz`, the class's `sz_`: its statements are made at
+  // sizes given, whose numbers become the sizes' polynomials afterwards, any_size.cpp);
+  // and the values that fill them in at a call (Functor::values).
+  std::pair<std::string, std::string> functor_fields(const std::string& statements) const {
+    std::string fields;
+    std::vector<std::string> values;
+    if (mentions(statements, "rank")) {
+      fields += "  int32_t rank;\n";
+      values.push_back("rank_");
+    }
+    if (any()) {
+      fields += fmt::format("  {}::Sizes sz;\n", name_);
+      values.push_back("sz_");
+    }
+    return {fields, fmt::format("{}", fmt::join(values, ", "))};
   }
-  std::string rank_fields() const { return any() ? "rank_, sz_" : "rank_"; }
   // A kernel is named by the buffer it writes.
   const std::string& out_name(const LKernel& k) const { return l_.buffers[size_t(k.out)].name; }
   std::string kernel_name(int i) { return fmt::format("k{}_{}", i, out_name(l_.kernels[size_t(i)])); }
@@ -1607,9 +1631,6 @@ class Emitter {
       }
       switch (k.kind) {
         case LKernel::Map: {
-          std::vector<std::string> fields;
-          for (int b : reads(i)) fields.push_back(ptr(b, true));
-          fields.push_back(rank_fields());
           // map_one(s, f, out), map(s, n, f, out) or map_rows(s, n, row, f, out)
           const int64_t row = functors().at(int(i)).row;
           std::string fn = "map", counts;
@@ -1621,19 +1642,16 @@ class Emitter {
           } else
             counts = fmt::format("{}, ", n_out);
           call += fmt::format(
-              "  gradc::{}({}, {}{}{{{}}}, {});\n", fn, stream, counts, kernel_name(int(i)), fmt::join(fields, ", "),
+              "  gradc::{}({}, {}{}, {});\n", fn, stream, counts, functor_value(int(i)),
               k.guard >= 0 ? fmt::format("default_{}_", g_[out.value].attr_sym("name")) : ptr(k.out, false));
           break;
         }
         case LKernel::Reduce: {
-          std::vector<std::string> fields;
-          for (int b : reads(i)) fields.push_back(ptr(b, true));
-          fields.push_back(rank_fields());
           const Node& r = g_[k.root];
-          call += fmt::format("  gradc::{}({}, partials_, {}, {}, {}, {}{{{}}}, {});\n",
+          call += fmt::format("  gradc::{}({}, partials_, {}, {}, {}, {}, {});\n",
                               leading_axes(r) ? "reduce_leading" : "reduce", stream, reduce_op(r.op), n_out,
-                              g_.type(r.args[0]).size() / std::max<int64_t>(1, n_out), kernel_name(int(i)),
-                              fmt::join(fields, ", "), ptr(k.out, false));
+                              g_.type(r.args[0]).size() / std::max<int64_t>(1, n_out), functor_value(int(i)),
+                              ptr(k.out, false));
           break;
         }
         case LKernel::Gemm: {
@@ -1645,7 +1663,7 @@ class Emitter {
           break;
         }
         case LKernel::Comm: call += collective(k, stream, where); break;
-        case LKernel::Loop: call += loop(k, kernel_name(int(i)), stream); break;
+        case LKernel::Loop: call += loop(int(i), stream); break;
       }
       if (k.guard >= 0) {
         const std::string& n = g_[out.value].attr_sym("name");
@@ -1694,10 +1712,7 @@ class Emitter {
     size_t j = size_t(first);
     for (; j < l_.kernels.size() && l_.kernels[j].group == first; ++j) {
       const LKernel& k = l_.kernels[j];
-      std::vector<std::string> fields;
-      for (int b : reads(j)) fields.push_back(ptr(b, true));
-      fields.push_back(rank_fields());
-      std::string f = fmt::format("{}{{{}}}", kernel_name(int(j)), fmt::join(fields, ", "));
+      std::string f = functor_value(int(j));
       if (k.kind == LKernel::Reduce && k.tiles && !row_local_buffers()) {
         launch();
         s += fmt::format("  // {} ({})\n{}  gradc::reduce({}, partials_, {}, 1, {}, {}, {});\n", out_name(k), where,
@@ -1765,7 +1780,8 @@ class Emitter {
   }
   // A Loop kernel: gradc::FN(stream, ARGS..., operands..., out) (runtime_calls(), from
   // its block in ops/axis.cpp).
-  std::string loop(const LKernel& k, const std::string& name, const std::string& stream) {
+  std::string loop(int i, const std::string& stream) {
+    const LKernel& k = l_.kernels[size_t(i)];
     const Node& n = g_[k.root];
     const RuntimeCall& rc = runtime_calls()[n.op];
     GRADC_ASSERT(rc.fn, "{} has no runtime call", op_name(n.op));
@@ -1774,7 +1790,8 @@ class Emitter {
     GRADC_ASSERT(decls.empty(), "{}: a loop's call takes no arrays", op_name(n.op));
     for (ValueId a : n.args) args.push_back(ptr(l_.buffer_of[size_t(a)], true));
     args.push_back(ptr(k.out, false));
-    if (!k.fused.empty()) args.push_back(name + "_check{" + rank_fields() + "}");  // the check it makes (index_check)
+    if (!k.fused.empty())  // the check it makes (index_check)
+      args.push_back(fmt::format("{}_check{{{}}}", kernel_name(i), functors().at(i).values));
     return fmt::format("  gradc::{}({});\n", rc.fn, fmt::join(args, ", "));
   }
   // The arguments a RuntimeCall lists for node n, appended to args (with the
