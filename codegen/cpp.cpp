@@ -1140,9 +1140,13 @@ class Emitter {
     return raw(b, for_reading);
   }
   // Whether a kernel writes buffer b in every step (an input's default is written elsewhere).
-  bool written(int b) const {
-    return std::any_of(l_.kernels.begin(), l_.kernels.end(),
-                       [&](const LKernel& k) { return k.out == b && k.guard < 0; });
+  bool written(int b) {
+    if (written_.empty()) {
+      written_.assign(l_.buffers.size(), false);
+      for (const LKernel& k : l_.kernels)
+        if (k.guard < 0) written_[size_t(k.out)] = true;
+    }
+    return written_[size_t(b)];
   }
   std::string raw(int b, bool for_reading) {
     const LBuffer& x = l_.buffers[size_t(b)];
@@ -1839,6 +1843,7 @@ class Emitter {
   const Graph& g_;
   std::string name_, source_;
   std::optional<std::map<int, Functor>> functors_;
+  std::vector<bool> written_;               // by buffer: written()'s answers, made on first use
   std::vector<AnySize> any_;                // a class for any size: its sizes
   std::map<std::string, std::string> api_;  // an input's or output's name in the API, by its name
   const std::string& api(const std::string& n) const { return api_.at(n); }
