@@ -792,12 +792,12 @@ std::map<std::string, std::string> api_names(const Lowered& l, const std::string
   std::set<std::string> taken = kClassMembers;
   taken.insert(cls);
   std::map<std::string, std::string> api;
-  std::set<std::string> outputs;
+  std::set<std::string> inputs, outputs;
+  for (const auto& i : l.inputs) inputs.insert(i.first);
   for (const auto& o : l.outputs) outputs.insert(o.first);
   auto members = [&](const std::string& a, const std::string& n) {
     std::vector<std::string> m = {a + "_type", a + "_size", a + "_rank", a + "_shape"};
-    bool input = std::any_of(l.inputs.begin(), l.inputs.end(), [&](const auto& i) { return i.first == n; });
-    if (input) m.push_back("set_" + a);
+    if (inputs.count(n)) m.push_back("set_" + a);
     if (outputs.count(n)) m.insert(m.end(), {a, "set_" + a + "_out"});
     return m;
   };
@@ -1134,9 +1134,14 @@ class Emitter {
   // Where buffer b's data is: an input's pointer (or its default), a constant, the
   // workspace, or (for an alias) its base's place; an output the caller placed wins.
   std::string ptr(int b, bool for_reading) {
-    if (written(b))
-      for (const auto& [n, ob] : l_.outputs)
-        if (ob == b) return fmt::format("{}()", api(n));
+    if (written(b)) {
+      if (output_of_.empty()) {  // the first output each buffer is
+        output_of_.assign(l_.buffers.size(), nullptr);
+        for (const auto& [n, ob] : l_.outputs)
+          if (!output_of_[size_t(ob)]) output_of_[size_t(ob)] = &n;
+      }
+      if (const std::string* n = output_of_[size_t(b)]) return fmt::format("{}()", api(*n));
+    }
     return raw(b, for_reading);
   }
   // Whether a kernel writes buffer b in every step (an input's default is written elsewhere).
@@ -1843,9 +1848,10 @@ class Emitter {
   const Graph& g_;
   std::string name_, source_;
   std::optional<std::map<int, Functor>> functors_;
-  std::vector<bool> written_;               // by buffer: written()'s answers, made on first use
-  std::vector<AnySize> any_;                // a class for any size: its sizes
-  std::map<std::string, std::string> api_;  // an input's or output's name in the API, by its name
+  std::vector<bool> written_;                  // by buffer: written()'s answers, made on first use
+  std::vector<const std::string*> output_of_;  // by buffer: the output ptr() names it by, made on first use
+  std::vector<AnySize> any_;                   // a class for any size: its sizes
+  std::map<std::string, std::string> api_;     // an input's or output's name in the API, by its name
   const std::string& api(const std::string& n) const { return api_.at(n); }
 };
 
