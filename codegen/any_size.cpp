@@ -267,6 +267,30 @@ std::optional<std::pair<Reading, Polynomial>> fit_numbers(
   return std::nullopt;
 }
 
+// Whether the end of a file's text is in a table of a 16-bit value's function (one begun
+// and not ended): read as the text grows, each part once (a search of the whole text at
+// each number made a large program's class for any size take minutes).
+class InTable {
+ public:
+  bool operator()(const std::string& text) {
+    static const std::string begin = "\nconst gradc::Table16<", end = "\n});";
+    const size_t from = scanned_ > begin.size() ? scanned_ - begin.size() : 0;
+    for (size_t t = text.find(begin, from); t != std::string::npos; t = text.find(begin, t + 1)) {
+      table_ = t;
+      open_ = true;
+    }
+    if (open_ &&
+        text.find(end, std::max(table_, scanned_ > end.size() ? scanned_ - end.size() : 0)) != std::string::npos)
+      open_ = false;
+    scanned_ = text.size();
+    return open_;
+  }
+
+ private:
+  size_t scanned_ = 0, table_ = 0;
+  bool open_ = false;
+};
+
 // "B = 89, D = 178"
 std::string sizes_text(const std::vector<std::string>& vars, const std::vector<int64_t>& x) {
   std::vector<std::string> parts;
@@ -298,6 +322,7 @@ AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vect
       cut.push_back(pieces(s.files[f].text, stem.substr(stem.rfind('/') + 1), kind));
     }
     std::string text;
+    InTable in_table;
     for (size_t p = 0; p < cut[0].size(); ++p) {
       const Piece& here = cut[0][p];
       for (size_t s = 1; s < cut.size(); ++s)
@@ -377,8 +402,7 @@ AnySizeResult fit_any_size(const std::vector<std::string>& vars, const std::vect
           return {{}, r.why};
         }
         // a table's entries are computed when the program is loaded, at no size
-        const size_t table = text.rfind("\nconst gradc::Table16<");
-        if (table != std::string::npos && text.find("\n});", table) == std::string::npos) {
+        if (in_table(text)) {
           fail("is in a table of a 16-bit value's function, and depends on the sizes");
           r.in_table = true;
           r.files.clear();  // the files before this one
