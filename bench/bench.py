@@ -88,12 +88,20 @@ def scaling_program(n):
 def compiler(tmp):
     # `gradc ir --stage=lowered` (parse, grad, simplify, lower) at 10k and 100k statements,
     # and a def inlined 8,000 times (one name repeated: printing must stay linear).
-    times = {}
+    # `gradc emit --target=cpu` of the same programs (the class's C++ written out), and of
+    # the 10k one with its batch a size, for any B (emitted at several B and fitted).
+    times, emits = {}, {}
     for n in (10_000, 100_000):
         path = os.path.join(tmp, f"scale{n}.dg")
         with open(path, "w") as f:
             f.write(scaling_program(n))
         times[n] = median_wall([GRADC, "ir", path, "--stage=lowered"])
+        emits[n] = median_wall([GRADC, "emit", path, "--target=cpu", "-o", os.path.join(tmp, f"emit{n}")])
+    path = os.path.join(tmp, "any10000.dg")
+    with open(path, "w") as f:
+        f.write(scaling_program(10_000).replace("input x0 : f32[8, 8] = randn([8, 8], seed=rank)",
+                                                "size B = 8\ninput x0 : f32[B, 8] = randn([B, 8], seed=rank)"))
+    any_b = median_wall([GRADC, "emit", path, "--target=cpu", "--size", "B=any", "-o", os.path.join(tmp, "any")])
     rep = ["world 1", "input x : f32[4]", "def f(a) {", "  h = a * 2 + 1", "  return tanh(h)", "}", "y0 = x"]
     rep += [f"y{i} = f(y{i - 1})" for i in range(1, 8001)] + ["output y8000"]
     path = os.path.join(tmp, "repeated.dg")
@@ -102,6 +110,8 @@ def compiler(tmp):
     named = median_wall([GRADC, "ir", path])
     print(f"compiler: ir --stage=lowered: 10k statements {times[10_000]:.0f} ms, 100k {times[100_000]:.0f} ms "
           f"({times[100_000] / times[10_000]:.1f}x); a def inlined 8,000 times, printed: {named:.0f} ms")
+    print(f"compiler: emit --target=cpu: 10k statements {emits[10_000]:.0f} ms, 100k {emits[100_000]:.0f} ms "
+          f"({emits[100_000] / emits[10_000]:.1f}x); 10k statements for any B: {any_b:.0f} ms")
 
 
 with tempfile.TemporaryDirectory() as tmp:
