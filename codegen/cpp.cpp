@@ -1618,6 +1618,13 @@ class Emitter {
     if (!last_default) s += shared_check_start(shared, sizes);
     bool finished = !any();  // the sizes checked (before the first collective)
     s += step_begin();
+    // Each kernel's statements, in parts where there are many (parts()), between the
+    // checks, which declare and read run()'s own variables.
+    std::vector<std::string> kernels;
+    auto flush = [&] {
+      s += parts(kernels);
+      kernels.clear();
+    };
     for (size_t i = 0; i < l_.kernels.size(); ++i) {
       const LKernel& k = l_.kernels[i];
       std::string stream = k.stream == LKernel::Compute ? "stream_" : "comm_stream_";
@@ -1630,12 +1637,13 @@ class Emitter {
       const LBuffer& out = l_.buffers[size_t(k.out)];
       const int64_t n_out = out.type->size();
       if (k.kind == LKernel::Comm && !finished) {  // the sizes checked before the exchange
+        flush();
         s += sizes_first ? sizes_check() : shared_check_end(shared, sizes);
         finished = true;
       }
       if (k.group >= 0) {  // a row group: one kernel, launched at its first member
-        if (k.group == int(i)) s += row_group(int(i), stream, where);
-        s += finite_check(k.out, stream) + record(i, stream, where);
+        kernels.push_back((k.group == int(i) ? row_group(int(i), stream, where) : "") + finite_check(k.out, stream) +
+                          record(i, stream, where));
         continue;
       }
       switch (k.kind) {
@@ -1678,10 +1686,14 @@ class Emitter {
         const std::string& n = g_[out.value].attr_sym("name");
         call = fmt::format("  if (!in_{}_) {{  // the default of {}\n{}  }}\n", n, n, indent(call));
       }
-      s += fmt::format("  // {} ({})\n", out.name, where) + call + finite_check(k.out, stream);
-      s += record(i, stream, where);
-      if (last_default == i) s += shared_check_start(shared, sizes);
+      kernels.push_back(fmt::format("  // {} ({})\n", out.name, where) + call + finite_check(k.out, stream) +
+                        record(i, stream, where));
+      if (last_default == i) {
+        flush();
+        s += shared_check_start(shared, sizes);
+      }
     }
+    flush();
     s += step_end();
     if (!finished || !sizes) s += shared_check_end(shared, sizes);
     // Outputs no kernel writes in place (an input, a constant, a view, a second name
@@ -1694,6 +1706,24 @@ class Emitter {
       s += fmt::format("  if (out_{0}_) gradc::copy(stream_, out_{0}_, {1}, {2});\n", n, ptr(b, true), x.bytes());
     }
     return s + "}\n";
+  }
+  // Consecutive kernels' statements: as they are, or where there are more than
+  // kPartKernels, in parts of at most that many, each a lambda that is not inlined
+  // (GRADC_PART), so that no function clang compiles holds many more (run() keeps the
+  // few runs of kernels between its checks that are short enough). clang's time
+  // in some passes (IndVarSimplify, SROA, LoopSimplify) grows with the size of the
+  // function for each loop in it: one run() of 1000 statements' kernels took 96 s of
+  // CPU, the same in parts of 40 to 150 kernels 39 to 42 s (docs/native.md).
+  static constexpr size_t kPartKernels = 100;
+  std::string parts(const std::vector<std::string>& kernels) const {
+    if (kernels.size() <= kPartKernels) return fmt::format("{}", fmt::join(kernels, ""));
+    std::string s;
+    for (size_t p = 0; p < kernels.size(); p += kPartKernels) {
+      std::string part;
+      for (size_t k = p; k < std::min(kernels.size(), p + kPartKernels); ++k) part += kernels[k];
+      s += "  [&]() GRADC_PART {\n" + indent(part) + "  }();\n";
+    }
+    return s;
   }
   // Whether a reduction's axes are the leading ones (0, 1, .. k-1, some kept after them).
   bool leading_axes(const Node& r) const {

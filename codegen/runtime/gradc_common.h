@@ -34,6 +34,9 @@
 #else
 #define GRADC_FUNCTOR __attribute__((always_inline)) inline
 #endif
+// A part of a large program's run(), a function of its own (codegen/cpp.cpp, parts()):
+// clang's passes then see functions of a bounded size.
+#define GRADC_PART __attribute__((noinline))
 
 namespace gradc {
 
