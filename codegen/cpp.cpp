@@ -1712,8 +1712,8 @@ class Emitter {
   // (GRADC_PART), so that no function clang compiles holds many more (run() keeps the
   // few runs of kernels between its checks that are short enough). clang's time
   // in some passes (IndVarSimplify, SROA, LoopSimplify) grows with the size of the
-  // function for each loop in it: one run() of 1000 statements' kernels took 96 s of
-  // CPU, the same in parts of 40 to 150 kernels 39 to 42 s (docs/native.md).
+  // function for each loop in it: one run() of 2198 kernels took 96 s of CPU to
+  // compile, the same kernels in parts 33 s (docs/codegen.md, "Parts of run()").
   static constexpr size_t kPartKernels = 100;
   std::string parts(const std::vector<std::string>& kernels) const {
     if (kernels.size() <= kPartKernels) return fmt::format("{}", fmt::join(kernels, ""));
