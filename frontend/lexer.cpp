@@ -2,7 +2,6 @@
 
 #include "frontend/lower.h"
 
-#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <string_view>
@@ -10,9 +9,17 @@
 namespace gradc {
 
 namespace {
-bool ident_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
-bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+// ASCII only, as the language's names are (std::isalpha would follow the C locale).
+bool digit(char c) { return c >= '0' && c <= '9'; }
+bool ident_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+bool ident_char(char c) { return ident_start(c) || digit(c); }
 }  // namespace
+
+// n characters of one line (a name, a number, punctuation): no newline among them.
+void Lexer::skip(size_t n) {
+  i += n;
+  col += int(n);
+}
 
 void Lexer::advance(size_t n) {
   for (size_t k = 0; k < n && i < s.size(); ++k, ++i) {
@@ -36,9 +43,9 @@ Token Lexer::scan() {
     char c = s[i];
     Loc loc{line, col};
     if (c == ' ' || c == '\t' || c == '\r') {
-      advance(1);
+      skip(1);
     } else if (c == '#') {
-      while (i < s.size() && s[i] != '\n') advance(1);
+      while (i < s.size() && s[i] != '\n') skip(1);
     } else if (c == '\n') {
       advance(1);
       if (depth == 0 && last_ != Tok::Newline) return {Tok::Newline, "\\n", loc};
@@ -46,7 +53,7 @@ Token Lexer::scan() {
       size_t j = i;
       while (j < s.size() && ident_char(s[j])) ++j;
       Token t{Tok::Ident, s.substr(i, j - i), loc};
-      advance(j - i);
+      skip(j - i);
       return t;
     } else if (c == '.' && syntax_ == Syntax::Dg && i + 1 < s.size() && ident_start(s[i + 1])) {
       // NumPy's and PyTorch's attributes and methods: x.T, x.sum(), x.shape
@@ -60,25 +67,24 @@ Token Lexer::scan() {
       while (j < s.size() && (ident_char(s[j]) || s[j] == '.')) ++j;
       if (j == i + 1) user_error(loc, "expected a value name after '%'");
       Token t{Tok::ValueRef, s.substr(i + 1, j - i - 1), loc};
-      advance(j - i);
+      skip(j - i);
       return t;
-    } else if (std::isdigit(static_cast<unsigned char>(c)) ||
-               (c == '.' && i + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1])))) {
+    } else if (digit(c) || (c == '.' && i + 1 < s.size() && digit(s[i + 1]))) {
       size_t j = i;
       bool is_float = false;
-      while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
+      while (j < s.size() && digit(s[j])) ++j;
       if (j < s.size() && s[j] == '.') {
         is_float = true;
         ++j;
-        while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
+        while (j < s.size() && digit(s[j])) ++j;
       }
       if (j < s.size() && (s[j] == 'e' || s[j] == 'E')) {
         size_t k = j + 1;
         if (k < s.size() && (s[k] == '+' || s[k] == '-')) ++k;
-        if (k < s.size() && std::isdigit(static_cast<unsigned char>(s[k]))) {
+        if (k < s.size() && digit(s[k])) {
           is_float = true;
           j = k;
-          while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
+          while (j < s.size() && digit(s[j])) ++j;
         }
       }
       if (j < s.size() && ident_char(s[j])) {
@@ -95,7 +101,7 @@ Token Lexer::scan() {
         if (errno == ERANGE) user_error(loc, "integer literal {} is too large", t.text);
         t.fval = double(t.ival);
       }
-      advance(j - i);
+      skip(j - i);
       return t;
     } else if (c == '"') {
       std::string str;
@@ -108,10 +114,12 @@ Token Lexer::scan() {
       advance(j + 1 - i);
       return {Tok::String, std::move(str), loc};
     } else {
-      static constexpr std::string_view two[] = {"**", "==", "!=", "<=", ">=", "//"};
       std::string_view p(&s[i], 1);
-      for (std::string_view t : two)
-        if (s.compare(i, 2, t) == 0) p = t;
+      if (i + 1 < s.size()) {  // "**", "==", "!=", "<=", ">=", "//"
+        const char d = s[i + 1];
+        if ((d == '=' && (c == '=' || c == '!' || c == '<' || c == '>')) || (d == c && (c == '*' || c == '/')))
+          p = std::string_view(&s[i], 2);
+      }
       if (p.size() == 1 &&
           std::string_view(syntax_ == Syntax::Dg ? "()[]{},:;=+-*/<>%@" : "()[]{},:;=+-*/<>").find(c) ==
               std::string_view::npos)
@@ -122,7 +130,7 @@ Token Lexer::scan() {
       if (c == '(' || c == '[') ++depth;
       if ((c == ')' || c == ']') && depth > 0) --depth;
       Token t{Tok::Punct, std::string(p), loc};
-      advance(p.size());
+      skip(p.size());
       return t;
     }
   }

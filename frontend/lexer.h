@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "support/diag.h"
@@ -16,8 +17,8 @@ struct Token {
   Loc loc;
   int64_t ival = 0;
   double fval = 0;
-  bool is(const char* punct) const { return kind == Tok::Punct && text == punct; }
-  bool is_ident(const char* word) const { return kind == Tok::Ident && text == word; }
+  bool is(std::string_view punct) const { return kind == Tok::Punct && std::string_view(text) == punct; }
+  bool is_ident(std::string_view word) const { return kind == Tok::Ident && std::string_view(text) == word; }
 };
 
 // Newlines inside (...) and [...] do not end a statement, so they produce no token.
@@ -34,6 +35,7 @@ class Lexer {
  private:
   Token scan();
   void advance(size_t n);
+  void skip(size_t n);
   const std::string& s;
   Syntax syntax_;
   size_t i = 0;

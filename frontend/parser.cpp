@@ -77,10 +77,13 @@ class Parser {
     next();
     open_.pop_back();
   }
-  // Between the items of a bracketed list: a ',' or, left for the caller, the closing `p`.
-  void separator(const char* p, const char* in = "") {
+  // Between the items of a bracketed list: a ',' or, left for the caller, the closing `p`;
+  // `call`, the function whose arguments these are (named in the error).
+  void separator(const char* p, const std::string* call = nullptr) {
     if (peek().is(p)) return;
-    if (!peek().is(",")) user_error(peek().loc, "expected ',' or '{}'{}, got {}", p, in, describe(peek()));
+    if (!peek().is(","))
+      user_error(peek().loc, "expected ',' or '{}'{}, got {}", p, call ? " in the call to " + *call : "",
+                 describe(peek()));
     next();
   }
   Name name(const char* what) {
@@ -335,7 +338,7 @@ class Parser {
             if (!e->kwargs.empty()) user_error(peek().loc, "positional argument after keyword arguments");
             e->args.push_back(expr());
           }
-          separator(")", fmt::format(" in the call to {}", e->text).c_str());
+          separator(")", &e->text);
         }
         close(")");
       } else if (peek().is("[")) {

@@ -38,7 +38,7 @@ struct Out {
   using value_type = char;  // for std::back_inserter
   std::string s;
   std::FILE* file = nullptr;
-  void append(const char* b, const char* e) { s.append(b, e); }
+  void append(const char* b, const char* e) { s.append(b, size_t(e - b)); }  // not s.append(b, e): replace()
   void push_back(char c) { s.push_back(c); }
   void line_done() {
     if (s.size() >= (size_t(1) << 16)) flush();
