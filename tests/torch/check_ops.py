@@ -204,8 +204,14 @@ def rank_main(rank, world, workdir, package, mesh_axes, device, cases):
 
         kwargs["mesh"] = init_device_mesh(torch.device(device).type, tuple(s for _, s in mesh_axes),
                                           mesh_dim_names=tuple(a for a, _ in mesh_axes))
-    def step(fn, case):
-        """fn called on the case's inputs and backward on sum(<y, ct_y>): its outputs and gradients"""
+    def same(value, want):  # bit for bit, a NaN where the other has one
+        return torch.equal(value, want) or (value.is_floating_point() and torch.equal(
+            value.isnan(), want.isnan()) and torch.equal(value.nan_to_num(0.0), want.nan_to_num(0.0)))
+
+    def step(fn, case, eager=False):
+        """fn called on the case's inputs and backward on sum(<y, ct_y>): its outputs and gradients.
+        `eager`: fn called again under torch.no_grad(), where the op allocates its outputs
+        alone (the saved values stay in the class), gives the same outputs."""
         d = os.path.join(case, "in", f"rank{rank}")
         args = []
         for i, (name, dtype, _, _) in enumerate(meta["inputs"]):
@@ -223,6 +229,12 @@ def rank_main(rank, world, workdir, package, mesh_axes, device, cases):
                     objective = objective + (y * ct).sum()
             objective.backward()
             result = {name: y.detach().cpu() for (name, _, _), y in zip(meta["outputs"], out)}
+            if eager:
+                with torch.no_grad():
+                    again = fn(*[t.detach() for t in args], **kwargs)
+                again = again if isinstance(again, tuple) else (again,)
+                for (name, _, _), y in zip(meta["outputs"], again):
+                    assert same(y.cpu(), result[name]), f"under no_grad: {name} {y} against {result[name]}"
             for i in meta["grad_in"]:
                 result["grad_" + meta["inputs"][i][0]] = args[i].grad.cpu()
         return result
@@ -231,13 +243,10 @@ def rank_main(rank, world, workdir, package, mesh_axes, device, cases):
     # every size but 1 (PyTorch specializes sizes 0 and 1), eager's values bit for bit
     compiled = torch.compile(op, dynamic=True, fullgraph=True) if len(cases) > 1 and backend == "gloo" else None
     for case in cases:  # each with its inputs (a package for any size: at each size in turn)
-        result = step(op, case)
+        result = step(op, case, eager=True)
         if compiled is not None:
             for name, value in step(compiled, case).items():
-                want = result[name]  # bit for bit, a NaN where eager has one
-                same = torch.equal(value, want) or (value.is_floating_point() and torch.equal(
-                    value.isnan(), want.isnan()) and torch.equal(value.nan_to_num(0.0), want.nan_to_num(0.0)))
-                assert same, f"torch.compile: {name} {value} against eager {want}"
+                assert same(value, result[name]), f"torch.compile: {name} {value} against eager {result[name]}"
         with open(os.path.join(case, f"result{rank}.json"), "w") as f:
             json.dump({name: y.tolist() for name, y in result.items()}, f)
     if len(cases) > 1 and world > 1:  # a package for any size, its ranks at two sizes: each stops with its own
