@@ -1,8 +1,10 @@
 """Builds a .dg program with `gradc build --target=cpu` for each number of ranks
-and checks that the executable prints what `gradc run` (the interpreter) prints:
+and checks that the executable gives what `gradc run` (the interpreter) gives:
 every output of every rank within 1e-5 relative (1e-5 absolute near zero:
 the examples' self-checks, such as `err`, are rounding noise whose size depends on
-the order of a reduction, which MPI chooses).
+the order of a reduction, which MPI chooses). The outputs are read from the .npy
+files that --outputs writes, and only where two runs' bytes differ are their
+elements compared one by one.
 
 usage: compare_backends.py [--mpi] GRADC FILE.dg WORKDIR SIZE...
 A SIZE is a number of ranks, `own` (the program's own world or mesh), or for a
@@ -30,6 +32,7 @@ Runs each program with `gradc run --backend=native` and `--backend=interp` at it
 own world size and compares the outputs the same way; a program the interpreter
 rejects (exit 1) must be rejected by the native backend with the same message.
 """
+import ast
 import json
 import math
 import os
@@ -37,6 +40,7 @@ import re
 import struct
 import subprocess
 import sys
+import tempfile
 
 
 def run(cmd, may_fail=False):
@@ -51,19 +55,16 @@ def run(cmd, may_fail=False):
 def native(gradc, progs):
     ran = rejected = 0
     for prog in progs:
-        cmd = [gradc, "run", prog, "--format=json"]
-        want = subprocess.run(cmd + ["--backend=interp"], capture_output=True, text=True)
-        got = subprocess.run(cmd + ["--backend=native"], capture_output=True, text=True)
-        if want.returncode != 0:
-            if (got.returncode, got.stderr) != (want.returncode, want.stderr):
-                sys.exit(f"{prog}: the interpreter says ({want.returncode})\n{want.stderr}\n"
-                         f"the native backend says ({got.returncode})\n{got.stderr}")
+        want, failed = outputs([gradc, "run", prog, "--backend=interp"], may_fail=True)
+        got, got_failed = outputs([gradc, "run", prog, "--backend=native"], may_fail=True)
+        if failed:
+            if got_failed != failed:
+                sys.exit(f"{prog}: the interpreter says {failed}\nthe native backend says {got_failed}")
             rejected += 1
             continue
-        if got.returncode != 0:
-            sys.exit(f"{prog}: the native backend failed ({got.returncode}):\n{got.stderr}")
-        w = json.loads(want.stdout)
-        compare(prog, w["world"], json.loads(got.stdout), w)
+        if got_failed:
+            sys.exit(f"{prog}: the native backend failed {got_failed}")
+        compare(prog, len(want), got, want)
         ran += 1
     print(f"native equals the interpreter on {ran} programs; {rejected} rejected by both with the same message")
 
@@ -121,7 +122,7 @@ def any_size(spec, gradc, prog, work, *flags):
         with open(reference) as f:
             want = json.load(f)
         got = json.loads(run([exe, f"--inputs={inputs}", "--format=json"]))
-        compare(f"{prog} at {at}", want["world"], got, want)
+        compare(f"{prog} at {at}", want["world"], from_json(got), from_json(want))
     if prepare:
         print(f"{os.path.basename(prog)}: the inputs and the interpreter's outputs at " + "; ".join(points))
         return
@@ -137,7 +138,7 @@ def lines(size, gradc, prog, path):
         want = json.loads(run([gradc, "run", prog, f"--size={size}={v}", "--format=json", "--backend=interp"]))
         rank0 = {"rank": 0, "outputs": {name: dict(want["ranks"][0]["outputs"][name], data=data)
                                         for name, data in g.items()}}
-        compare(f"{prog} at {size} = {v}", want["world"], {"world": want["world"], "ranks": [rank0]}, want)
+        compare(f"{prog} at {size} = {v}", 1, from_json({"world": want["world"], "ranks": [rank0]}), from_json(want)[:1])
     print(f"{os.path.basename(prog)}: the class for any {size} equals the interpreter at {size} = "
           + ", ".join(str(json.loads(line)[size]) for line in open(path) if line.strip()))
 
@@ -165,7 +166,7 @@ def main():
     for size in sizes:
         # A size is a number of ranks, or a mesh's axes (dp=2,tp=4) for a program with a mesh.
         if size == "own":
-            world = json.loads(run([gradc, "run", prog, "--format=json", "--backend=interp"]))["world"]
+            world = int(re.match(r".*: (\d+) ranks?", run([gradc, "check", "-v", prog])).group(1))
             flags, n = [], str(world)
         else:
             flags = [f"--mesh={size}" if "=" in size else f"--ranks={size}"]
@@ -176,12 +177,12 @@ def main():
         checked.append(size if size != "own" else ("its mesh" if has_mesh else n))
         exe = os.path.join(work, f"{os.path.basename(prog)}.{size}")
         run([gradc, "build", prog, "--target=cpu", "-o", exe] + flags)
-        want = json.loads(run([gradc, "run", prog] + flags + ["--format=json", "--backend=interp"]))
-        runs = [json.loads(run([exe, f"--ranks={n}", "--format=json"]))]
+        want = outputs([gradc, "run", prog] + flags + ["--backend=interp"])[0]
+        runs = [outputs([exe, f"--ranks={n}"])[0]]
         if "=" in size:  # a mesh's other sizes than the program's own (native.test runs those)
-            runs.append(json.loads(run([gradc, "run", prog] + flags + ["--format=json", "--backend=native"])))
+            runs.append(outputs([gradc, "run", prog] + flags + ["--backend=native"])[0])
         if mpi:
-            runs.append(json.loads(run(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", n, exe, "--format=json"])))
+            runs.append(outputs(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", n, exe])[0])
         for got in runs:
             compare(prog, n, got, want)
     assert checked, "no world size fits the program"
@@ -191,18 +192,81 @@ def main():
           + (", and so does the native backend" if any("=" in c for c in checked) else ""))
 
 
+# An output: its dtype (gradc's name), shape, and its elements, either as a list
+# (JSON) or as the .npy file's bytes, decoded only where two runs' bytes differ.
+class Out:
+    def __init__(self, dtype, shape, data=None, raw=b""):
+        self.dtype, self.shape, self.data, self.raw = dtype, list(shape), data, raw
+
+    def values(self, begin, end):
+        if self.data is not None:
+            return self.data[begin:end]
+        size = NPY[self.dtype][1]
+        chunk = self.raw[begin * size:end * size]
+        if self.dtype == "bf16":  # the high half of an f32
+            return [struct.unpack("<f", struct.pack("<I", h << 16))[0]
+                    for h in struct.unpack(f"<{end - begin}H", chunk)]
+        return list(struct.unpack(f"<{end - begin}{NPY[self.dtype][2]}", chunk))
+
+
+# gradc's dtypes as .npy files hold them: descr, bytes an element, struct's format
+NPY = {"f32": ("<f4", 4, "f"), "f64": ("<f8", 8, "d"), "f16": ("<f2", 2, "e"), "bf16": ("<V2", 2, "H"),
+       "i32": ("<i4", 4, "i")}
+
+
+def read_npy(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    assert raw[:6] == b"\x93NUMPY", path
+    length, start = (struct.unpack("<H", raw[8:10])[0], 10) if raw[6] == 1 else (struct.unpack("<I", raw[8:12])[0], 12)
+    header = ast.literal_eval(raw[start:start + length].decode("latin-1"))
+    dtype = next(d for d, (descr, _, _) in NPY.items() if descr == header["descr"])
+    return Out(dtype, header["shape"], raw=raw[start + length:])
+
+
+def outputs(cmd, may_fail=False):
+    """Runs a gradc run or an executable command with --outputs into a new folder: every
+    rank's outputs, read from its .npy files (as their bytes: exact, and far faster than
+    JSON where outputs have millions of elements). With may_fail, an exit 1 gives
+    (None, (1, stderr)) instead of exiting."""
+    with tempfile.TemporaryDirectory() as d:
+        p = subprocess.run(cmd + [f"--outputs={d}", "--quiet"], capture_output=True, text=True)
+        if p.returncode != 0:
+            if may_fail and p.returncode == 1:
+                return None, (p.returncode, p.stderr)
+            sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr}")
+        ranks = sorted((int(r[4:]), os.path.join(d, r)) for r in os.listdir(d))
+        assert [r for r, _ in ranks] == list(range(len(ranks))), ranks
+        return [{f[:-4]: read_npy(os.path.join(folder, f)) for f in os.listdir(folder)} for _, folder in ranks], None
+
+
+def from_json(j):
+    return [{name: Out(o["dtype"], o["shape"], data=o["data"]) for name, o in r["outputs"].items()} for r in j["ranks"]]
+
+
 def compare(prog, n, got, want):
-    assert got["world"] == want["world"] == int(n)
-    for rg, rw in zip(got["ranks"], want["ranks"]):
-        assert rg["outputs"].keys() == rw["outputs"].keys(), (rg["outputs"].keys(), rw["outputs"].keys())
-        for name, w in rw["outputs"].items():
-            g = rg["outputs"][name]
-            assert g["dtype"] == w["dtype"] and g["shape"] == w["shape"], (name, g["shape"], w["shape"])
-            assert len(g["data"]) == len(w["data"]), (name, len(g["data"]), len(w["data"]))
-            for i, (a, b) in enumerate(zip(g["data"], w["data"])):
-                same = (math.isnan(a) and math.isnan(b)) or a == b or abs(a - b) <= 1e-5 * abs(b) + 1e-5
-                if not same:
-                    sys.exit(f"{prog} on {n} ranks: rank {rw['rank']} output {name}[{i}] = {a}, interpreter {b}")
+    """Every output of every rank within 1e-5 relative (1e-5 absolute near zero), NaN
+    where the interpreter's is NaN."""
+    assert len(got) == len(want) == int(n), (len(got), len(want), n)
+    for rank, (rg, rw) in enumerate(zip(got, want)):
+        assert rg.keys() == rw.keys(), (rg.keys(), rw.keys())
+        for name, w in rw.items():
+            g = rg[name]
+            assert g.dtype == w.dtype and g.shape == w.shape, (name, g.dtype, g.shape, w.dtype, w.shape)
+            count = math.prod(w.shape)
+            if g.data is None and w.data is None and g.raw == w.raw:
+                continue
+            step = 4096
+            for begin in range(0, count, step):
+                end = min(begin + step, count)
+                if g.data is None and w.data is None:
+                    size = NPY[w.dtype][1]
+                    if g.raw[begin * size:end * size] == w.raw[begin * size:end * size]:
+                        continue
+                for i, (a, b) in enumerate(zip(g.values(begin, end), w.values(begin, end)), begin):
+                    same = (math.isnan(a) and math.isnan(b)) or a == b or abs(a - b) <= 1e-5 * abs(b) + 1e-5
+                    if not same:
+                        sys.exit(f"{prog} on {n} ranks: rank {rank} output {name}[{i}] = {a}, interpreter {b}")
 
 
 if __name__ == "__main__":
