@@ -16,7 +16,7 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 echo "sanitize: unit tests"
 build-san/tests/gradc_unit
-heavy='codegen|examples\.test|difftest|mutations|embed|long_chains|torch|edges|add_op|executables|native\.test|call_sites|names\.dg|gemm_flag|verify\.test|shared_inputs|emit_main'
+heavy='codegen|_cuda|examples\.test|difftest|mutations|embed|long_chains|torch|edges|add_op|executables|native\.test|call_sites|names\.dg|gemm_flag|verify\.test|shared_inputs|emit_main'
 filter=(--filter-out "$heavy")
 [ "${1:-}" = --all ] && filter=()
 echo "sanitize: lit${filter:+ (all but: $heavy)}"

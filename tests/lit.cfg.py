@@ -26,6 +26,9 @@ if os.environ.get("GRADC_LONG_TESTS") == "1":
 import subprocess
 if "cuda: yes" in subprocess.run([config.gradc, "--version"], capture_output=True, text=True).stdout:
     config.available_features.add("nvcc")
+# gradc build --target=cuda compiles for the GPUs CMake's CUDAARCHS names (by default
+# sm_80 and sm_90): the tests compile for one, an H100's, in half nvcc's device time.
+config.environment["CUDAARCHS"] = "90-real"
 # The native backend's cache of compiled programs: one for the whole suite, in the
 # build tree (a program compiled by one test is loaded by the next). GRADC_TEST_CACHE
 # names another: scripts/sanitize.sh's run uses the main build's, whose gradc generates

@@ -1093,7 +1093,8 @@ const char* kBuildHelp =
     "Emit FILE.dg and compile it into a standalone executable, built for N ranks (default:\n"
     "the program's world):  EXE [--ranks=N] [--inputs=DIR] [--outputs=DIR] [--iters=K]\n"
     "[--format=text|json], with gradc run's input and output rules. cpu: the ranks are\n"
-    "threads of one process. cuda: one process drives N GPUs. `gradc --version` says which\n"
+    "threads of one process. cuda: one process drives N GPUs, compiled for sm_80 and sm_90\n"
+    "or for those CMake's CUDAARCHS names (80;90, 90-real, native). `gradc --version` says which\n"
     "targets this gradc can compile. --size B=any: one executable for any B, which it\n"
     "takes from its input files (docs/cli.md).\n";
 
@@ -1108,6 +1109,7 @@ int cmd_build(const Options& o, SourceFile& src) {
   if (!tc.found)
     throw UserError({},
                     fmt::format("gradc build --target={}: {}", target == Target::Cuda ? "cuda" : "cpu", tc.missing));
+  if (target == Target::Cuda) cuda_arch_flags();  // a bad CUDAARCHS says so before anything is generated
   std::vector<GeneratedFile> files = class_sources(o, src, target, name, true);
   const std::string ext = target == Target::Cuda ? ".cu" : ".cpp";
   files.push_back(one_unit(name + "_unit" + ext, {name + ext, name + "_main" + ext}));

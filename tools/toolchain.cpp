@@ -2,10 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
+
+#include "support/diag.h"
 
 namespace fs = std::filesystem;
 
@@ -112,6 +115,43 @@ GeneratedFile one_unit(const std::string& name, const std::vector<std::string>& 
   return {name, text};
 }
 
+std::string cuda_arch_flags() {
+  const std::string list = env("CUDAARCHS", "");
+  if (list.empty()) return "-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90";
+  auto bad = [&](const std::string& why) {
+    return UserError({}, fmt::format("CUDAARCHS='{}': {} (CMake's form: 80;90, 90-real, 90-virtual, native, all or "
+                                     "all-major)",
+                                     list, why));
+  };
+  std::vector<std::string> entries;
+  std::stringstream in(list);
+  for (std::string e; std::getline(in, e, ';');) {
+    e.erase(0, e.find_first_not_of(' '));
+    e.erase(e.find_last_not_of(' ') + 1);
+    if (!e.empty()) entries.push_back(e);
+  }
+  if (entries.empty()) throw bad("no architecture");
+  std::string flags;
+  for (const std::string& e : entries) {
+    if (e == "native" || e == "all" || e == "all-major") {
+      if (entries.size() > 1) throw bad(fmt::format("'{}' stands alone", e));
+      return "-arch=" + e;
+    }
+    const size_t dash = e.find('-');
+    const std::string arch = e.substr(0, dash), kind = dash == std::string::npos ? "" : e.substr(dash + 1);
+    size_t digits = 0;
+    while (digits < arch.size() && std::isdigit(static_cast<unsigned char>(arch[digits]))) ++digits;
+    const bool suffix = digits + 1 == arch.size() && (arch.back() == 'a' || arch.back() == 'f');
+    if (digits < 2 || (digits != arch.size() && !suffix) || (kind != "" && kind != "real" && kind != "virtual"))
+      throw bad(fmt::format("'{}' is not an architecture", e));
+    // as CMake: 90 is the GPU code for sm_90 and the PTX for later GPUs; -real the one, -virtual the other
+    if (kind != "virtual") flags += fmt::format(" -gencode arch=compute_{0},code=sm_{0}", arch);
+    if (kind != "real") flags += fmt::format(" -gencode arch=compute_{0},code=compute_{0}", arch);
+  }
+  flags.erase(0, 1);
+  return flags;
+}
+
 std::string compile(bool cuda, const std::string& dir, const std::string& source, const std::string& exe,
                     const std::string& runtime) {
   const std::string file = fmt::format("'{}/{}'", dir, source);
@@ -119,11 +159,9 @@ std::string compile(bool cuda, const std::string& dir, const std::string& source
     return run_compile(
         fmt::format("{} -I{}{} {} -o {} {}", cpu_flags(true), quote(dir), runtime, file, quote(exe), cpu_libs(true)));
   const std::string home = cuda_home();
-  return run_compile(
-      fmt::format("{} -O2 -std=c++17 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 "
-                  "-I{} {} -o {} -L{}/lib64 -lcublas -lnccl{}{}",
-                  quote(home + "/bin/nvcc"), quote(dir), file, quote(exe), quote(home), mpi_flags(true, false),
-                  mpi_flags(true, true)));
+  return run_compile(fmt::format("{} -O2 -std=c++17 {} -I{} {} -o {} -L{}/lib64 -lcublas -lnccl{}{}",
+                                 quote(home + "/bin/nvcc"), cuda_arch_flags(), quote(dir), file, quote(exe),
+                                 quote(home), mpi_flags(true, false), mpi_flags(true, true)));
 }
 
 // -fpch-instantiate-templates: the templates the headers use themselves are instantiated

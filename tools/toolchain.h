@@ -23,6 +23,10 @@ Toolchain cuda_toolchain();
 // compiles in about 60% of the time.
 GeneratedFile one_unit(const std::string& name, const std::vector<std::string>& sources);
 
+// nvcc's flags for the GPUs a cuda executable is compiled for: those CMake's CUDAARCHS
+// names where it is set ("80;90", "90-real", "native"), else sm_80 and sm_90. A value
+// that is not such a list is a UserError.
+std::string cuda_arch_flags();
 // Compiles `source` (in `dir`) into the executable `exe`; returns the compiler's
 // output on failure, empty on success. `runtime`: flags added (the runtime's
 // folder and its precompiled header: shared_runtime in tools/native.h).
